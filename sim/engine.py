@@ -1,0 +1,173 @@
+"""The event-driven engine: one SimPy process per rank runs that rank's ops in list order.
+
+Each op waits for its inputs, then occupies its rank for as long as the :class:`OpRunner` says:
+
+* ``F(mb, s)`` needs the activation of ``F(mb, s-1)`` delivered to this rank;
+* ``I``/``B(mb, s)`` needs ``F(mb, s)`` and the input gradient of ``I``/``B(mb, s+1)`` delivered
+  (the last stage only its own ``F``);
+* ``W(mb, s)`` needs ``I(mb, s)``;
+* an overlapped ``FB`` starts when both halves are ready; both halves' outputs appear at its end.
+
+How long an op takes and how its outputs travel to the next rank is the runner's business, not the
+engine's: :class:`ZeroCommRunner` charges fixed F/I/W costs and delivers instantly; a network-aware
+runner (MoE chunk model) turns an op into parts on compute and communication streams and a
+pipeline send into a transfer on the fabric, without touching schedules or this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator, Optional, Protocol, Sequence, Union
+
+import simpy
+
+from .schedules.base import Schedule
+from .schedules.ops import AnyOp, FBOp, Op, parts
+
+Key = tuple  # ("F" | "G" | "I", mb, stage): activation, input gradient, deferred-weight token
+
+
+class OpRunner(Protocol):
+    """What the engine asks of a cost model."""
+
+    def run(self, env: simpy.Environment, rank: int, op: AnyOp) -> Generator:
+        """A SimPy generator that occupies ``rank`` for the op and returns when it ends."""
+
+    def deliver(self, env: simpy.Environment, src: int, dst: int, key: Key) -> Optional[Generator]:
+        """``None`` for an instant hand-over, else a generator that ends when ``key`` has arrived
+        at ``dst`` (e.g. a pipeline send over the fabric)."""
+
+
+class DeadlockError(RuntimeError):
+    """The schedule's dependencies cannot be met; the message names each stuck rank's op."""
+
+
+Costs = Union[float, Sequence[float]]
+
+
+def _per_stage(value: Costs, num_stages: int, name: str) -> tuple[float, ...]:
+    vals = tuple(float(value) for _ in range(num_stages)) if isinstance(value, (int, float)) \
+        else tuple(float(v) for v in value)
+    if len(vals) != num_stages:
+        raise ValueError(f"cost {name}: got {len(vals)} per-stage values, the schedule has {num_stages} stages")
+    for s, v in enumerate(vals):
+        if not v > 0:
+            raise ValueError(f"cost {name} must be positive, got {v} at stage {s}")
+    return vals
+
+
+class ZeroCommRunner:
+    """Fixed costs per op with instant hand-over: F, I, W per stage; B = I + W; FB = F + I + W.
+
+    Costs are in arbitrary time units (seconds when they come from a compute model)."""
+
+    def __init__(self, num_stages: int, F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0):
+        self.F = _per_stage(F, num_stages, "F")
+        self.I = _per_stage(I, num_stages, "I")
+        self.W = _per_stage(W, num_stages, "W")
+
+    def cost(self, op: AnyOp) -> float:
+        if isinstance(op, FBOp):
+            return self.cost(op.f) + self.cost(op.b)
+        if op.kind == "F":
+            return self.F[op.stage]
+        if op.kind == "I":
+            return self.I[op.stage]
+        if op.kind == "W":
+            return self.W[op.stage]
+        return self.I[op.stage] + self.W[op.stage]
+
+    def run(self, env, rank, op):
+        yield env.timeout(self.cost(op))
+
+    def deliver(self, env, src, dst, key):
+        return None
+
+
+@dataclass
+class EngineResult:
+    """Raw outcome of one run: the op records and the makespan (time units of the runner)."""
+
+    schedule: Schedule
+    records: list[tuple]  # (rank, kind, mb, stage, b_mb, b_stage, start, end)
+    makespan: float
+
+    RECORD_COLUMNS = ("rank", "kind", "mb", "stage", "b_mb", "b_stage", "start", "end")
+
+
+def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Environment] = None) -> EngineResult:
+    """Run every rank's op list on ``runner``; raise :class:`DeadlockError` if any rank gets stuck."""
+    env = env or simpy.Environment()
+    S = schedule.num_stages
+    rank_of = schedule.placement.rank
+    events: dict[Key, simpy.Event] = {}
+    records: list[tuple] = []
+    position = {r: 0 for r in schedule.ranks}
+
+    def event(key: Key) -> simpy.Event:
+        ev = events.get(key)
+        if ev is None:
+            ev = events[key] = env.event()
+        return ev
+
+    def inputs(op: Op) -> list[Key]:
+        mb, s = op.mb, op.stage
+        if op.kind == "F":
+            return [("F", mb, s - 1)] if s > 0 else []
+        if op.kind == "W":
+            return [("I", mb, s)]
+        return [("F", mb, s), ("G", mb, s + 1)] if s < S - 1 else [("F", mb, s)]
+
+    def handover(src: int, dst: int, key: Key):
+        transfer = None if src == dst else runner.deliver(env, src, dst, key)
+        if transfer is None:
+            event(key).succeed()
+        else:
+            env.process(_deliver_then(transfer, event(key)))
+
+    def publish(rank: int, op: Op) -> None:
+        mb, s = op.mb, op.stage
+        if op.kind == "F":
+            if s == S - 1:
+                event(("F", mb, s)).succeed()      # only the local backward consumes it
+            else:
+                handover(rank, rank_of(mb, s + 1), ("F", mb, s))
+        elif op.kind == "W":
+            return
+        else:
+            if op.kind == "I":
+                event(("I", mb, s)).succeed()
+            if s > 0:
+                handover(rank, rank_of(mb, s - 1), ("G", mb, s))
+
+    def rank_process(rank: int, ops: list[AnyOp]):
+        for i, op in enumerate(ops):
+            position[rank] = i
+            for part in parts(op):
+                for key in inputs(part):
+                    ev = event(key)
+                    if not ev.processed:
+                        yield ev
+            start = env.now
+            yield from runner.run(env, rank, op)
+            if isinstance(op, FBOp):
+                records.append((rank, "FB", op.f.mb, op.f.stage, op.b.mb, op.b.stage, start, env.now))
+            else:
+                records.append((rank, op.kind, op.mb, op.stage, -1, -1, start, env.now))
+            for part in parts(op):
+                publish(rank, part)
+        position[rank] = len(ops)
+
+    for rank, ops in sorted(schedule.ranks.items()):
+        env.process(rank_process(rank, ops))
+    env.run()
+    stuck = {r: i for r, i in position.items() if i < len(schedule.ranks[r])}
+    if stuck:
+        detail = "; ".join(f"rank {r} waits at step {i} ({schedule.ranks[r][i]})" for r, i in sorted(stuck.items()))
+        raise DeadlockError(f"schedule {schedule.name!r} deadlocks: {detail}")
+    makespan = max((rec[7] for rec in records), default=0.0)
+    return EngineResult(schedule, records, makespan)
+
+
+def _deliver_then(transfer: Generator, done: simpy.Event):
+    yield from transfer
+    done.succeed()

@@ -1,0 +1,62 @@
+"""``simulate_pipeline``: schedule (data) -> engine -> metrics, for fixed op costs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .engine import Costs, EngineResult, ZeroCommRunner, run_schedule
+from .metrics import RunMetrics, summarize
+from .schedules import Schedule, make_schedule, validate
+
+
+@dataclass
+class PipelineRun:
+    schedule: Schedule
+    result: EngineResult
+    metrics: RunMetrics
+
+
+def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
+                      F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0, check: bool = True,
+                      cost_per: str = "stage") -> PipelineRun:
+    """Build, validate and run schedule ``name`` with op costs F, I, W (scalars or per stage).
+
+    ``cost_per="stage"``: the costs are those of one op on one stage (the closed forms of
+    ``shared/schedules.md`` use this). ``cost_per="rank"``: the costs are those of one rank's
+    share of the model (1/P of it), so schedules with S > P stages (interleaved, ZB-V, DualPipeV)
+    get ``cost * P / S`` per stage and every schedule trains the same model; use it to compare.
+    """
+    if cost_per not in ("stage", "rank"):
+        raise ValueError(f"cost_per must be 'stage' or 'rank', got {cost_per!r}")
+    schedule = make_schedule(name, pp, microbatches, chunks)
+    if check:
+        validate(schedule)
+    if cost_per == "rank" and schedule.num_stages != pp:
+        scale = pp / schedule.num_stages
+        F, I, W = (_scaled(c, scale) for c in (F, I, W))
+    result = run_schedule(schedule, ZeroCommRunner(schedule.num_stages, F, I, W))
+    return PipelineRun(schedule, result, summarize(result))
+
+
+def _scaled(cost: Costs, scale: float) -> Costs:
+    if isinstance(cost, (int, float)):
+        return cost * scale
+    return [c * scale for c in cost]
+
+
+def parse_costs(text: str) -> dict[str, float]:
+    """Parse ``F=1,I=1,W=1`` (any subset; missing ones are 1). Raises ``ValueError`` naming the field."""
+    costs = {"F": 1.0, "I": 1.0, "W": 1.0}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip().upper()
+        if not sep or key not in costs:
+            raise ValueError(f"cost item {item!r}: expected NAME=VALUE with NAME one of F, I, W (e.g. F=1,I=1,W=1)")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"cost {key}={value!r} is not a number") from None
+        if not number > 0 or number != number or number == float("inf"):
+            raise ValueError(f"cost {key} must be a positive finite number, got {value}")
+        costs[key] = number
+    return costs

@@ -1,0 +1,124 @@
+"""The :class:`Schedule` container and stage placements.
+
+Conventions (``shared/schedules.md``): ``stage`` indexes a stage along the micro-batch's own path,
+``0 .. S-1``. A :class:`Placement` says which rank holds stage ``s`` of micro-batch ``mb``:
+
+* ``linear``: rank ``s mod P`` (GPipe, 1F1B, ZB-H1/H2; interleaved with S = vP);
+* ``v``: S = 2P, rank ``s`` for ``s < P`` and ``2P-1-s`` after (ZB-V, DualPipeV);
+* ``bidirectional``: S = P; micro-batches ``0 .. M/2-1`` go down (rank ``s``), the others go up
+  (rank ``P-1-s``) (DualPipe, Chimera).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ops import AnyOp, FBOp, Op, parts
+
+PLACEMENTS = ("linear", "v", "bidirectional")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which rank holds each (micro-batch, stage)."""
+
+    kind: str
+    pp: int
+    num_stages: int
+    microbatches: int
+
+    def rank(self, mb: int, stage: int) -> int:
+        """Rank that runs ``stage`` of micro-batch ``mb``."""
+        P = self.pp
+        if self.kind == "linear":
+            return stage % P
+        if self.kind == "v":
+            return stage if stage < P else 2 * P - 1 - stage
+        if self.kind == "bidirectional":
+            return stage if mb < self.microbatches // 2 else P - 1 - stage
+        raise ValueError(f"unknown placement {self.kind!r}; valid: {', '.join(PLACEMENTS)}")
+
+    def stages_held(self, rank: int) -> int:
+        """How many distinct stage weights ``rank`` holds (2 for DualPipe: one per direction)."""
+        if self.kind == "linear":
+            return len(range(rank, self.num_stages, self.pp))
+        return 2
+
+    def parameter_copies(self, rank: int) -> float:
+        """Parameters on ``rank`` in units of a 1F1B stage (model / P): DualPipe 2, others 1."""
+        return self.stages_held(rank) * self.pp / self.num_stages
+
+
+@dataclass
+class Schedule:
+    """Per-rank op lists plus what is needed to interpret them."""
+
+    name: str
+    pp: int
+    num_stages: int
+    microbatches: int
+    ranks: dict[int, list[AnyOp]]
+    placement: Placement = field(repr=False)
+
+    def to_json(self) -> dict:
+        """The JSON contract of ``python -m sim schedule --json``."""
+        return {
+            "schedule": self.name,
+            "pp": self.pp,
+            "num_stages": self.num_stages,
+            "microbatches": self.microbatches,
+            "ranks": {str(r): [op.to_json() for op in ops] for r, ops in sorted(self.ranks.items())},
+        }
+
+    def num_ops(self) -> int:
+        return sum(len(ops) for ops in self.ranks.values())
+
+    def peak_activations(self) -> dict[int, int]:
+        """Per rank, the most stage-forwards whose input gradient is not yet computed.
+
+        An ``F`` stores one stage's activations; the ``I`` or ``B`` of that (mb, stage) frees them.
+        Inside an overlapped ``FB`` the forward is counted before the backward frees (both run at
+        once). For schedules with S = P this is in micro-batches (1F1B rank 0: P)."""
+        peaks = {}
+        for rank, ops in self.ranks.items():
+            live = peak = 0
+            for op in ops:
+                for part in parts(op):
+                    if part.kind == "F":
+                        live += 1
+                        peak = max(peak, live)
+                    elif part.kind in ("I", "B"):
+                        live -= 1
+            peaks[rank] = peak
+        return peaks
+
+    def peak_activations_mb(self) -> dict[int, float]:
+        """Peak activations in micro-batches of a 1F1B stage: stage-forwards x P / S."""
+        scale = self.pp / self.num_stages
+        return {r: n * scale for r, n in self.peak_activations().items()}
+
+
+def fifo_weights(ops: list[AnyOp]) -> list[AnyOp]:
+    """Give each placeholder ``W`` (mb = -1) the (mb, stage) of the oldest pending ``I`` on the rank.
+
+    DualPipe keeps deferred weight gradients in a FIFO; generators emit ``Op('W', -1, -1)`` and
+    this pass fills in which ``I`` it completes. Raises ``ValueError`` if a W has no pending I.
+    """
+    pending: list[Op] = []
+    out: list[AnyOp] = []
+    head = 0
+    for op in ops:
+        if isinstance(op, Op) and op.kind == "W" and op.mb < 0:
+            if head >= len(pending):
+                raise ValueError("a W was scheduled with no pending I on this rank")
+            src = pending[head]
+            head += 1
+            out.append(Op("W", src.mb, src.stage))
+            continue
+        if isinstance(op, Op) and op.kind == "I":
+            pending.append(op)
+        out.append(op)
+    return out
+
+
+def is_fb(op: AnyOp) -> bool:
+    return isinstance(op, FBOp)

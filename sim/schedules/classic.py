@@ -1,0 +1,84 @@
+"""GPipe, 1F1B and interleaved 1F1B as pure functions ``(P, M, ...) -> {rank: [op, ...]}``.
+
+GPipe and 1F1B follow the op order of PyTorch's ``torch.distributed.pipelining``
+(``ScheduleGPipe``, ``Schedule1F1B``); interleaved 1F1B follows Megatron-LM's virtual-pipeline
+order (micro-batches in groups of P through each model chunk). Backward ops are full ``B``s.
+"""
+from __future__ import annotations
+
+from .ops import Op
+
+
+def gpipe(P: int, M: int) -> dict[int, list[Op]]:
+    """Every rank: all M forwards, then all M backwards, both in micro-batch order."""
+    return {r: [Op("F", mb, r) for mb in range(M)] + [Op("B", mb, r) for mb in range(M)]
+            for r in range(P)}
+
+
+def one_f_one_b(P: int, M: int) -> dict[int, list[Op]]:
+    """PipeDream-flush / Megatron 1F1B in PyTorch's order.
+
+    Rank r: 1. ``min(M, P - r)`` warm-up forwards; 2. alternate a backward and a forward until
+    every forward is issued; 3. the remaining backwards.
+    """
+    ranks = {}
+    for r in range(P):
+        ops: list[Op] = []
+        fwd = bwd = 0
+        for _ in range(min(M, P - r)):              # 1. warm-up
+            ops.append(Op("F", fwd, r))
+            fwd += 1
+        while True:                                  # 2. 1B1F
+            ops.append(Op("B", bwd, r))
+            bwd += 1
+            if fwd == M:
+                break
+            ops.append(Op("F", fwd, r))
+            fwd += 1
+        while bwd < M:                               # 3. cool-down
+            ops.append(Op("B", bwd, r))
+            bwd += 1
+        ranks[r] = ops
+    return ranks
+
+
+def megatron_virtual_order(M: int, v: int, group: int) -> list[tuple[int, int]]:
+    """Megatron's forward order of (micro-batch, model chunk): groups of ``group`` micro-batches
+    go through chunk 0, then chunk 1, ... before the next group starts."""
+    order = []
+    for start in range(0, M, group):
+        members = range(start, min(start + group, M))
+        order.extend((mb, chunk) for chunk in range(v) for mb in members)
+    return order
+
+
+def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
+    """Megatron interleaved 1F1B with ``v`` model chunks per rank (S = vP stages).
+
+    Rank r holds stages ``r, r+P, ..., r+(v-1)P``. With ``T = vM`` virtual micro-batches in the
+    order of :func:`megatron_virtual_order` (group size P), rank r runs
+    1. ``min(T, 2(P-1-r) + (v-1)P)`` warm-up forwards;
+    2. steady state: the next forward, then the next backward;
+    3. the remaining backwards. The k-th backward is the k-th entry of the order with its chunk
+    mirrored (``v-1-chunk``).
+    """
+    order = megatron_virtual_order(M, v, P)
+    total = len(order)
+    ranks = {}
+    for r in range(P):
+        def fwd(k: int) -> Op:
+            mb, chunk = order[k]
+            return Op("F", mb, chunk * P + r)
+
+        def bwd(k: int) -> Op:
+            mb, chunk = order[k]
+            return Op("B", mb, (v - 1 - chunk) * P + r)
+
+        warmup = min(total, 2 * (P - 1 - r) + (v - 1) * P)
+        ops = [fwd(k) for k in range(warmup)]
+        for k in range(total - warmup):
+            ops.append(fwd(warmup + k))
+            ops.append(bwd(k))
+        ops.extend(bwd(k) for k in range(total - warmup, total))
+        ranks[r] = ops
+    return ranks

@@ -1,0 +1,94 @@
+"""Schedule names, their argument rules, and :func:`make_schedule`.
+
+Every refused input raises :class:`ScheduleConfigError` naming the rule and the values given.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from . import chimera, classic, dualpipe, zerobubble
+from .base import Placement, Schedule
+
+
+class ScheduleConfigError(ValueError):
+    """A schedule was asked for with parameters it does not support."""
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """How to build one schedule: generator, placement and stages per rank."""
+
+    name: str
+    build: Callable[..., dict]
+    placement: str
+    stages_per_rank: int | None  # None: the --chunks value (interleaved)
+    description: str
+
+
+SCHEDULES: dict[str, ScheduleSpec] = {s.name: s for s in [
+    ScheduleSpec("gpipe", classic.gpipe, "linear", 1, "all forwards, then all backwards"),
+    ScheduleSpec("1f1b", classic.one_f_one_b, "linear", 1, "one forward, one backward (PipeDream-flush)"),
+    ScheduleSpec("interleaved-1f1b", classic.interleaved_1f1b, "linear", None,
+                 "Megatron virtual pipeline, v chunks per rank"),
+    ScheduleSpec("zb-h1", zerobubble.zb_h1, "linear", 1, "Zero Bubble H1, 1F1B memory"),
+    ScheduleSpec("zb-h2", zerobubble.zb_h2, "linear", 1, "Zero Bubble H2, up to 2P-1 micro-batches"),
+    ScheduleSpec("zbv", zerobubble.zbv, "v", 2, "Zero Bubble V (PyTorch ScheduleZBVZeroBubble)"),
+    ScheduleSpec("dualpipe", dualpipe.dualpipe, "bidirectional", 1, "DeepSeek DualPipe, 2x parameters"),
+    ScheduleSpec("dualpipev", dualpipe.dualpipev, "v", 2, "DualPipe cut in half (V shape)"),
+    ScheduleSpec("chimera", chimera.chimera, "bidirectional", 1, "Chimera, two opposite pipelines"),
+]}
+
+SCHEDULE_NAMES = tuple(SCHEDULES)
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleConfigError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ScheduleConfigError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int] = None) -> None:
+    """Raise :class:`ScheduleConfigError` if ``name`` cannot run with these arguments."""
+    if name not in SCHEDULES:
+        raise ScheduleConfigError(
+            f"unknown schedule {name!r}; valid schedules: {', '.join(SCHEDULE_NAMES)}")
+    P = _check_int("pp (P, pipeline ranks)", pp, 1)
+    M = _check_int("microbatches (M)", microbatches, 1)
+    if name == "interleaved-1f1b":
+        if chunks is None:
+            raise ScheduleConfigError("interleaved-1f1b needs chunks (v, model chunks per rank) >= 2")
+        v = _check_int("chunks (v, model chunks per rank)", chunks, 2)
+        del v
+        if M % P:
+            raise ScheduleConfigError(f"interleaved-1f1b needs M divisible by P (Megatron sends groups of P "
+                                      f"micro-batches through each chunk), got M={M}, P={P}")
+    elif chunks not in (None, 1):
+        raise ScheduleConfigError(f"chunks (v) applies only to interleaved-1f1b, got chunks={chunks} for {name}")
+    if name == "dualpipe":
+        if P % 2 or P < 2:
+            raise ScheduleConfigError(f"dualpipe needs an even P >= 2 (ranks r and P-1-r mirror each other), got P={P}")
+        if M % 2 or M < 2 * P:
+            raise ScheduleConfigError(f"dualpipe needs an even M >= 2P, got M={M} with P={P} (2P={2 * P})")
+    if name == "dualpipev" and M < 2 * P:
+        raise ScheduleConfigError(f"dualpipev needs M >= 2P, got M={M} with P={P} (2P={2 * P})")
+    if name == "chimera":
+        if P % 2 or P < 2:
+            raise ScheduleConfigError(f"chimera needs an even number of stages D = P >= 2, got P={P}")
+        if M % P or M < 2 * P:
+            raise ScheduleConfigError(f"chimera needs M divisible by D = P (whole basic units of D "
+                                      f"micro-batches) and M >= 2P, got M={M}, P={P}")
+
+
+def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] = None) -> Schedule:
+    """Build schedule ``name`` for ``pp`` ranks and ``microbatches`` micro-batches."""
+    check_arguments(name, pp, microbatches, chunks)
+    spec = SCHEDULES[name]
+    per_rank = chunks if spec.stages_per_rank is None else spec.stages_per_rank
+    num_stages = pp * per_rank if spec.placement != "bidirectional" else pp
+    args = (pp, microbatches, chunks) if spec.stages_per_rank is None else (pp, microbatches)
+    ranks = spec.build(*args)
+    placement = Placement(spec.placement, pp, num_stages, microbatches)
+    return Schedule(name, pp, num_stages, microbatches, ranks, placement)

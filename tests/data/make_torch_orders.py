@@ -1,0 +1,58 @@
+"""Regenerate ``torch_orders.json``: PyTorch's own op orders for several (P, M).
+
+Needs PyTorch (not a project dependency): ``pip install torch`` in a scratch venv, then
+``python tests/data/make_torch_orders.py``. The tests compare our generators against this file.
+Each op is written in our notation: ``kind mb@stage`` or ``[F mb@stage & B mb@stage]``.
+"""
+import json
+import pathlib
+import types
+
+import torch
+from torch.distributed.pipelining import schedules as S
+
+KIND = {"F": "F", "B": "B", "I": "I", "W": "W"}
+
+
+def fmt(a):
+    if a.sub_actions is not None:
+        f, b = a.sub_actions
+        return f"[{fmt(f)}&{fmt(b)}]"
+    return f"{KIND[a.computation_type.value]}{a.microbatch_index}@{a.stage_index}"
+
+
+def orders(order):
+    return {str(r): [fmt(a) for a in ops if a is not None and (a.sub_actions is not None or a.computation_type.value in KIND)]
+            for r, ops in order.items()}
+
+
+def single(cls, P, M):
+    obj = object.__new__(cls)
+    obj._num_stages, obj._n_microbatches = P, M
+    return orders(cls._get_pipeline_order(obj))
+
+
+def multi(cls, P, M, v=2, **extra):
+    obj = object.__new__(cls)
+    obj.pp_group_size, obj._n_microbatches, obj.n_local_stages = P, M, v
+    obj.num_stages = P * v
+    for k, val in extra.items():
+        setattr(obj, k, val)
+    return orders({r: cls._calculate_single_rank_operations(obj, r) for r in range(P)})
+
+
+out = {"torch_version": torch.__version__, "1f1b": {}, "gpipe": {}, "zbv": {}, "dualpipev": {},
+       "interleaved-1f1b": {}}
+for P, M in [(2, 4), (4, 8), (4, 12), (8, 16), (8, 24)]:
+    key = f"{P},{M}"
+    out["1f1b"][key] = single(S.Schedule1F1B, P, M)
+    out["gpipe"][key] = single(S.ScheduleGPipe, P, M)
+    out["zbv"][key] = multi(S.ScheduleZBVZeroBubble, P, M)
+    out["dualpipev"][key] = multi(S.ScheduleDualPipeV, P, M)
+for P, M, v in [(2, 4, 2), (4, 8, 2), (4, 8, 3), (4, 16, 2), (8, 16, 2)]:
+    rounds = max(1, M // P)
+    out["interleaved-1f1b"][f"{P},{M},{v}"] = multi(
+        S.ScheduleInterleaved1F1B, P, M, v, number_of_rounds=rounds, microbatches_per_round=M // rounds)
+path = pathlib.Path(__file__).with_name("torch_orders.json")
+path.write_text(json.dumps(out, indent=1) + "\n")
+print("wrote", path)
