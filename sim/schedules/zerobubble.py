@@ -33,9 +33,10 @@ def zb_h1(P: int, M: int) -> dict[int, list[Op]]:
 
 
 def zb_h2(P: int, M: int) -> dict[int, list[Op]]:
-    """ZB-H2: ``min(M, 2(P-1-r)+1)`` warm-up forwards (rank 0 holds 2P-1 micro-batches) and the
-    same W lag, so W's fill every bubble inside a rank's span at equal costs."""
-    return {r: _deferred_w_program(r, M, min(M, 2 * (P - 1 - r) + 1), min(M, r)) for r in range(P)}
+    """ZB-H2: ``min(M, 2(P-1-r)+1)`` warm-up forwards (rank 0 holds 2P-1 micro-batches) and W's
+    lagging ``2r`` backwards behind, so the ranks form a parallelogram: at equal costs and
+    M >= 2P-1 no rank idles inside its own span, and rank r's span is [rF, rF + M(F+I+W)]."""
+    return {r: _deferred_w_program(r, M, min(M, 2 * (P - 1 - r) + 1), min(M, 2 * r)) for r in range(P)}
 
 
 def zbv(P: int, M: int) -> dict[int, list[Op]]:

@@ -26,10 +26,41 @@ def orders(order):
             for r, ops in order.items()}
 
 
+class _TracingStage:
+    """Stands in for a PipelineStage: p2p ops are empty, compute calls are recorded."""
+
+    def __init__(self, index, log):
+        self.stage_index, self.log = index, log
+        self.get_fwd_recv_ops = self.get_fwd_send_ops = lambda mb: []
+        self.get_bwd_recv_ops = self.get_bwd_send_ops = lambda mb: []
+
+    def forward_one_chunk(self, mb, *args, **kwargs):
+        self.log.append(f"F{mb}@{self.stage_index}")
+
+    def backward_one_chunk(self, mb, *args, **kwargs):
+        self.log.append(f"B{mb}@{self.stage_index}")
+
+    def perform_reduce_grad(self, *args, **kwargs):
+        pass
+
+
 def single(cls, P, M):
-    obj = object.__new__(cls)
-    obj._num_stages, obj._n_microbatches = P, M
-    return orders(cls._get_pipeline_order(obj))
+    """Trace the runtime loop (``_step_microbatches``) of a single-stage schedule on each rank.
+    (Its ``_get_pipeline_order`` IR is not used: for 1F1B it skips micro-batch 0 on the last rank.)"""
+    out = {}
+    for rank in range(P):
+        obj = object.__new__(cls)
+        log = []
+        obj._num_stages, obj._n_microbatches, obj._stage = P, M, _TracingStage(rank, log)
+        obj._has_backward, obj.scale_grads = True, True
+        obj._check_inputs = lambda *a, **k: ([None] * M, [{}] * M)
+        obj._initialize_stage = lambda *a, **k: None
+        obj._maybe_compute_loss = lambda *a, **k: None
+        obj._maybe_get_loss = lambda *a, **k: None
+        obj._update_losses = lambda *a, **k: None
+        cls._step_microbatches(obj, [None] * M, [{}] * M)
+        out[str(rank)] = log
+    return out
 
 
 def multi(cls, P, M, v=2, **extra):

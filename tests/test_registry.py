@@ -1,0 +1,37 @@
+"""Every refused input gets a message naming the rule and the values."""
+import pytest
+
+from sim.schedules import SCHEDULE_NAMES, ScheduleConfigError, make_schedule
+
+
+@pytest.mark.parametrize("name,P,M,v,pattern", [
+    ("dualpipe", 5, 10, None, r"even P >= 2.*P=5"),
+    ("dualpipe", 4, 6, None, r"even M >= 2P, got M=6 with P=4"),
+    ("dualpipe", 4, 9, None, r"even M >= 2P, got M=9"),
+    ("dualpipev", 4, 7, None, r"M >= 2P, got M=7 with P=4"),
+    ("chimera", 4, 10, None, r"M divisible by D = P.*M=10, P=4"),
+    ("chimera", 3, 6, None, r"even number of stages.*P=3"),
+    ("1f1b", 0, 4, None, r"pp \(P, pipeline ranks\) must be >= 1, got 0"),
+    ("1f1b", -2, 4, None, r"must be >= 1, got -2"),
+    ("gpipe", 2, 0, None, r"microbatches \(M\) must be >= 1, got 0"),
+    ("interleaved-1f1b", 4, 8, 1, r"chunks \(v, model chunks per rank\) must be >= 2, got 1"),
+    ("interleaved-1f1b", 4, 8, None, r"needs chunks"),
+    ("interleaved-1f1b", 4, 6, 2, r"M divisible by P.*M=6, P=4"),
+    ("1f1b", 4, 8, 3, r"chunks \(v\) applies only to interleaved-1f1b"),
+    ("bogus", 4, 8, None, r"unknown schedule 'bogus'; valid schedules: gpipe, 1f1b"),
+])
+def test_refused(name, P, M, v, pattern):
+    with pytest.raises(ScheduleConfigError, match=pattern):
+        make_schedule(name, P, M, v)
+
+
+def test_non_integer_refused():
+    with pytest.raises(ScheduleConfigError, match="must be an integer"):
+        make_schedule("1f1b", 4.5, 8)
+
+
+def test_unknown_name_lists_all():
+    with pytest.raises(ScheduleConfigError) as exc:
+        make_schedule("dual-pipe", 4, 8)
+    for name in SCHEDULE_NAMES:
+        assert name in str(exc.value)
