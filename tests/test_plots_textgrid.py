@@ -26,7 +26,7 @@ def test_text_grid_1f1b():
     text = render(simulate_pipeline("1f1b", 2, 2).result)
     rows = [line.split("|")[1].split() for line in text.splitlines()[1:]]
     assert rows[0] == ["F0", "F1", ".", ".", "B0", "B0", ".", "B1", "B1"]
-    assert rows[1] == [".", "F0", "B0", "B0", "F1", "B1", "B1"]
+    assert rows[1] == [".", "F0", "B0", "B0", "F1", "B1", "B1", ".", "."]
 
 
 def test_bubble_fraction_definition():
