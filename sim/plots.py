@@ -67,7 +67,7 @@ def plot_timeline(result: EngineResult, path: str | Path, title: str | None = No
     legend = [Patch(color=COLORS[(k, d)], label=f"{k}{' (2nd stage / up)' if d else ''}")
               for k in "FBIW" for d in (False, True)]
     legend.append(Patch(facecolor="white", edgecolor="black", label="FB: F on top, B below"))
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / P), ncol=9, fontsize=8,
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / P), ncol=5, fontsize=8,
               frameon=False)
     fig.tight_layout()
     out = Path(path)

@@ -1,0 +1,77 @@
+"""Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
+
+    python -m experiments.benchmark [--only schedules|network|moe] [--out results/benchmark.csv]
+
+Cases
+- schedules: generate + validate + simulate (zero communication) every schedule at P=16, M=256
+  and P=64, M=1024 (target: DualPipe at P=64, M=1024 under 5 s on 2 cores).
+- network / moe: see their functions below (added with the network and MoE issues).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import time
+
+import pandas as pd
+
+from sim.io import write_csv_atomic
+
+
+def _schedule_case(name: str, P: int, M: int) -> dict:
+    from sim.engine import ZeroCommRunner, run_schedule
+    from sim.schedules import make_schedule, validate
+    t0 = time.perf_counter()
+    s = make_schedule(name, P, M, 2 if name == "interleaved-1f1b" else None)
+    t1 = time.perf_counter()
+    validate(s)
+    t2 = time.perf_counter()
+    run_schedule(s, ZeroCommRunner(s.num_stages))
+    t3 = time.perf_counter()
+    return {"case": f"schedule {name}", "P": P, "M": M, "ops": s.num_ops(), "generate_s": t1 - t0,
+            "validate_s": t2 - t1, "simulate_s": t3 - t2, "wall_s": t3 - t0}
+
+
+CASES = {"schedules": []}
+for _P, _M in [(16, 256), (64, 1024)]:
+    for _name in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipe", "dualpipev", "chimera"):
+        CASES["schedules"].append((_schedule_case, (_name, _P, _M)))
+
+
+def _worker(fn, args, queue):
+    row = fn(*args)
+    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put(row)
+
+
+def run_case(fn, args) -> dict:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_worker, args=(fn, args, queue))
+    proc.start()
+    row = queue.get()
+    proc.join()
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(CASES), action="append", help="run only these groups")
+    parser.add_argument("--out", default="results/benchmark.csv")
+    args = parser.parse_args(argv)
+    rows = []
+    for group in args.only or sorted(CASES):
+        for fn, fargs in CASES[group]:
+            row = run_case(fn, fargs)
+            row["group"] = group
+            rows.append(row)
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+    write_csv_atomic(pd.DataFrame(rows), args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
