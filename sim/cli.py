@@ -155,11 +155,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _load_extra_commands() -> None:
-    """Import the modules that register more commands (network, scenarios, planner)."""
+    """Import the modules that register more commands."""
     import importlib
-    for mod in ("sim.network.cli", "sim.moe.cli", "sim.plan"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod and not mod.startswith(str(exc.name)):
-                raise
+    for mod in EXTRA_COMMAND_MODULES:
+        importlib.import_module(mod)
+
+
+EXTRA_COMMAND_MODULES = ("sim.network.cli",)

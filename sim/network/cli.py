@@ -1,0 +1,143 @@
+"""``python -m sim collective KIND --topology PRESET_OR_YAML ...``: one collective on a fabric.
+
+Printed (and in ``--json``): ``time_s`` (first byte sent to last byte landed), ``bytes_per_gpu``
+(mean bytes each participating GPU put on the wire, forwarded bytes included), ``algbw_gbps``
+(payload / time in GB/s = 1e9 B/s, as nccl-tests' algbw: payload is the buffer for p2p and ring
+collectives, and for an all-to-all the token bytes each GPU addresses to other GPUs, the same for
+both algorithms), ``busiest_links`` (the links that carried the most bytes).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import simpy
+
+from ..cli import EXTRA_COMMANDS
+from .collectives import all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .fabric import Fabric
+from .stats import busiest_links, link_stats
+from .traffic import MoERouting, route_tokens
+
+KINDS = ("p2p", "all-to-all", "all-reduce", "reduce-scatter", "all-gather")
+
+
+def parse_ranks(text: str, n_gpus: int) -> list[int]:
+    """``0-7``, ``0,8,16`` or ``0-3,8-11`` -> GPU indices; checks the range."""
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, sep, hi = part.partition("-")
+        try:
+            span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+        except ValueError:
+            raise ValueError(f"--ranks: cannot read {part!r}; use e.g. 0-7 or 0,8,16") from None
+        out.extend(span)
+    bad = [r for r in out if not 0 <= r < n_gpus]
+    if bad or len(out) < 2 or len(set(out)) != len(out):
+        raise ValueError(f"--ranks must name at least two distinct GPUs in 0..{n_gpus - 1}, got {text!r}")
+    return out
+
+
+def token_bytes(hidden: int, bytes_per_elem: float, scale_bytes: float | None) -> float:
+    """Bytes of one token copy: hidden x bytes per element, plus FP8 scales (one fp32 per 1x128
+    tile, DeepSeek-V3's activation quantization) unless ``scale_bytes`` is given."""
+    if scale_bytes is None:
+        scale_bytes = 4 * (-(-hidden // 128)) if bytes_per_elem < 2 else 0
+    return hidden * bytes_per_elem + scale_bytes
+
+
+def run_collective(args) -> dict:
+    from topologies import load_topology
+    graph = load_topology(args.topology)
+    env = simpy.Environment()
+    fabric = Fabric(env, graph)
+    n = fabric.num_gpus
+    if args.kind == "p2p":
+        for name in ("src", "dst", "bytes"):
+            if getattr(args, name) is None:
+                raise ValueError(f"collective p2p needs --{name}")
+        members = [args.src, args.dst]
+        done = fabric.transfer(args.src, args.dst, args.bytes)
+        payload = args.bytes
+    elif args.kind == "all-to-all":
+        tb = token_bytes(args.hidden, args.bytes_per_elem, args.scale_bytes)
+        routing = MoERouting(ep=args.ep, gpus_per_node=graph.graph.get("gpus_per_node", 8),
+                             num_experts=args.experts, topk=args.topk, tokens_per_gpu=args.tokens,
+                             node_limit=args.node_limit, skew=args.skew, seed=args.seed)
+        groups = n // args.ep if args.groups == "all" else int(args.groups)
+        if groups < 1 or groups * args.ep > n:
+            raise ValueError(f"--groups {args.groups} x --ep {args.ep} needs {max(groups, 1) * args.ep} GPUs; "
+                             f"topology {args.topology!r} has {n}")
+        traffic = route_tokens(routing)
+        members = list(range(groups * args.ep))
+        events = [all_to_all(fabric, list(range(k * args.ep, (k + 1) * args.ep)), traffic, tb, args.algorithm,
+                             args.direction, args.chunks) for k in range(groups)]
+        done = simpy.AllOf(env, events)
+        off_diag = traffic.gpu_tokens.sum(axis=1) - np.diag(traffic.gpu_tokens)
+        payload = float(off_diag.mean() * tb)
+    else:
+        if args.ranks is None or args.bytes is None:
+            raise ValueError(f"collective {args.kind} needs --ranks and --bytes")
+        members = parse_ranks(args.ranks, n)
+        op = {"all-reduce": ring_all_reduce, "reduce-scatter": ring_reduce_scatter,
+              "all-gather": ring_all_gather}[args.kind]
+        done = op(fabric, members, args.bytes)
+        payload = args.bytes
+    env.run(until=done)
+    t = env.now
+    sent = fabric.bytes_sent[members]
+    result = {"kind": args.kind, "topology": graph.graph.get("name"), "gpus": len(members), "time_s": t,
+              "bytes_per_gpu": float(sent.mean()), "max_bytes_per_gpu": float(sent.max()),
+              "algbw_gbps": payload / t / 1e9 if t > 0 else float("inf"),
+              "busiest_links": busiest_links(fabric, 5, t), "recomputations": fabric.recomputations}
+    if args.links_csv:
+        from ..io import write_csv_atomic
+        write_csv_atomic(link_stats(fabric, t), args.links_csv)
+    return result
+
+
+def cmd_collective(args) -> int:
+    res = run_collective(args)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    print(f"{res['kind']} on {res['topology']} ({res['gpus']} GPUs): {res['time_s'] * 1e6:.1f} us")
+    print(f"bytes sent per GPU: mean {res['bytes_per_gpu'] / 1e6:.3f} MB, max {res['max_bytes_per_gpu'] / 1e6:.3f} MB;"
+          f" algbw {res['algbw_gbps']:.2f} GB/s")
+    print("busiest links:")
+    for link in res["busiest_links"]:
+        print(f"  {link['link']:<40} {link['kind']:<7} {link['bytes'] / 1e6:10.3f} MB  mean util "
+              f"{100 * link['mean_util']:5.1f}%  peak {100 * link['peak_util']:5.1f}%")
+    return 0
+
+
+def add_arguments(p) -> None:
+    p.add_argument("kind", choices=KINDS, help="which collective")
+    p.add_argument("--topology", required=True, help="preset name or a YAML file")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--links-csv", help="write every used link's statistics to this CSV")
+    g = p.add_argument_group("p2p")
+    g.add_argument("--src", type=int, help="source GPU (global index)")
+    g.add_argument("--dst", type=int, help="destination GPU")
+    g.add_argument("--bytes", type=float, help="bytes per GPU buffer (p2p, ring collectives)")
+    g = p.add_argument_group("all-to-all (MoE dispatch / combine)")
+    g.add_argument("--ep", type=int, default=64, help="expert-parallel group size (default 64)")
+    g.add_argument("--tokens", type=float, default=4096, help="tokens per GPU (default 4096)")
+    g.add_argument("--hidden", type=int, default=7168, help="hidden size (default 7168)")
+    g.add_argument("--topk", type=int, default=8, help="routed experts per token (default 8)")
+    g.add_argument("--experts", type=int, default=256, help="routed experts in the group (default 256)")
+    g.add_argument("--bytes-per-elem", type=float, default=1, help="1 = FP8 (default), 2 = BF16")
+    g.add_argument("--scale-bytes", type=float, default=None,
+                   help="extra bytes per token copy (default: FP8 1x128 fp32 scales, 0 for BF16)")
+    g.add_argument("--node-limit", type=int, default=4, help="max nodes per token (default 4)")
+    g.add_argument("--algorithm", choices=("hierarchical", "flat"), default="hierarchical")
+    g.add_argument("--direction", choices=("dispatch", "combine"), default="dispatch")
+    g.add_argument("--chunks", type=int, default=4, help="pieces per hierarchical message (default 4)")
+    g.add_argument("--groups", default="1", help="EP groups running at once, or 'all' (default 1)")
+    g.add_argument("--skew", type=float, default=0.0, help="Zipf exponent of expert popularity (0 = uniform)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the skewed routing sample")
+    g = p.add_argument_group("all-reduce / reduce-scatter / all-gather")
+    g.add_argument("--ranks", help="GPUs, e.g. 0-7 or 0,8,16,24")
+
+
+EXTRA_COMMANDS["collective"] = ("run one collective on a topology's fabric", add_arguments, cmd_collective)

@@ -1,0 +1,225 @@
+"""Collectives on the fabric. Each returns a SimPy event that fires when its last byte lands.
+
+They are chains of :meth:`Fabric.transfer` calls joined by event callbacks (no process per
+transfer, so a 2,048-GPU all-to-all stays cheap).
+
+* :func:`p2p` -- one send (pipeline activations and gradients).
+* :func:`all_to_all` -- MoE dispatch or combine over an EP group, ``flat`` (every GPU straight to
+  every expert GPU) or ``hierarchical`` as DeepSeek does it: dispatch goes over IB once per target
+  node to the GPU with the same in-node index, which forwards over NVLink to the GPUs holding the
+  experts; each message goes in ``chunks`` pieces and a piece is forwarded as soon as it has
+  landed, so forwarding overlaps the IB transfer as in DeepSeek's kernels; GPUs of the source's
+  own node are reached over NVLink directly. Combine is the reverse: each target node first
+  gathers a source's results over NVLink on its same-index GPU, which sends them back once over IB.
+* :func:`ring_all_reduce`, :func:`ring_reduce_scatter`, :func:`ring_all_gather` -- ring
+  algorithms: in step k rank i sends one chunk (N/n bytes) to rank i+1 once it has received step
+  k-1's chunk from rank i-1 and finished its own previous send.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import simpy
+
+from .fabric import Fabric
+from .traffic import Traffic
+
+ALGORITHMS = ("hierarchical", "flat")
+DIRECTIONS = ("dispatch", "combine")
+
+
+def p2p(fabric: Fabric, src: int, dst: int, nbytes: float) -> simpy.Event:
+    return fabric.transfer(src, dst, nbytes)
+
+
+class _Join:
+    """After ``count`` arrivals (at once for zero) calls ``then()`` and fires the event ``done``
+    (made only when ``event=True``)."""
+
+    def __init__(self, env: simpy.Environment, count: int, then=None, event: bool = True):
+        self.left = count
+        self.done = env.event() if event else None
+        self.then = then
+        if count == 0:
+            self._finish()
+
+    def arrive(self, _ev=None) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self.then is not None:
+            self.then()
+        if self.done is not None:
+            self.done.succeed()
+
+
+def _send(fabric: Fabric, src: int, dst: int, nbytes: float, then) -> None:
+    """A transfer whose completion calls ``then()`` directly (no SimPy event)."""
+    fabric.transfer(src, dst, nbytes, on_done=then)
+
+
+def all_to_all(fabric: Fabric, group: Sequence[int], traffic: Traffic, token_bytes: float,
+               algorithm: str = "hierarchical", direction: str = "dispatch", chunks: int = 4) -> simpy.Event:
+    """MoE all-to-all over ``group`` (global GPU ids, node by node, ``traffic.routing.ep`` of them).
+
+    ``token_bytes``: bytes of one token copy on the wire (hidden x bytes per element, plus any
+    scales). Dispatch sends ``gpu_tokens[a, b] * token_bytes`` from a to b (flat) or
+    ``node_tokens[a, n] * token_bytes`` over IB per target node (hierarchical); combine returns
+    the same amounts the other way. ``chunks``: a hierarchical message is sent in this many
+    pieces so NVLink forwarding overlaps the IB transfer, as DeepSeek's kernels do (1 = plain
+    store-and-forward)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    r = traffic.routing
+    if len(group) != r.ep:
+        raise ValueError(f"group has {len(group)} GPUs but the routing is for ep={r.ep}")
+    env = fabric.env
+    g = r.gpus_in_node
+    G, N = traffic.gpu_tokens, traffic.node_tokens
+    tb = float(token_bytes)
+
+    if algorithm == "flat":
+        pairs = [(a, b) for a in range(r.ep) for b in range(r.ep) if a != b and G[a, b] > 0]
+        join = _Join(env, len(pairs))
+        for a, b in pairs:
+            src, dst = (a, b) if direction == "dispatch" else (b, a)
+            _send(fabric, group[src], group[dst], G[a, b] * tb, join.arrive)
+        return join.done
+
+    # hierarchical
+    units = []  # one per (source a, target node n): completes when all of its bytes have landed
+    for a in range(r.ep):
+        home = r.node_of(a)
+        for n in range(r.nodes):
+            if n == home:
+                for y in range(n * g, (n + 1) * g):
+                    if y != a and G[a, y] > 0:
+                        units.append(("local", a, y))
+            elif N[a, n] > 0:
+                units.append(("remote", a, n))
+    join = _Join(env, len(units))
+    for unit in units:
+        if unit[0] == "local":
+            _, a, y = unit
+            src, dst = (a, y) if direction == "dispatch" else (y, a)
+            _send(fabric, group[src], group[dst], G[a, y] * tb, join.arrive)
+            continue
+        _, a, n = unit
+        x = n * g + a % g                       # same in-node index on the target node
+        others = [y for y in range(n * g, (n + 1) * g) if y != x and G[a, y] > 0]
+        if direction == "dispatch":
+            _dispatch_unit(fabric, group, a, x, others, N[a, n] * tb, [G[a, y] * tb for y in others],
+                           chunks, join.arrive)
+        else:
+            _combine_unit(fabric, group, a, x, others, N[a, n] * tb, [G[a, y] * tb for y in others],
+                          chunks, join.arrive)
+    return join.done
+
+
+def _dispatch_unit(fabric, group, a, x, others, ib_bytes, fwd_bytes, chunks, done) -> None:
+    """IB a -> x in ``chunks`` pieces, one after the other; each piece is forwarded over NVLink
+    to ``others`` as soon as it has landed on x. ``done`` when the last forward lands."""
+    env = fabric.env
+    fan = _Join(env, chunks * len(others) if others else chunks, then=done, event=False)
+
+    def send(i: int) -> None:
+        def landed():
+            if i + 1 < chunks:
+                send(i + 1)
+            if not others:
+                fan.arrive()
+            for y, nbytes in zip(others, fwd_bytes):
+                _send(fabric, group[x], group[y], nbytes / chunks, fan.arrive)
+        _send(fabric, group[a], group[x], ib_bytes / chunks, landed)
+    send(0)
+
+
+def _combine_unit(fabric, group, a, x, others, ib_bytes, fwd_bytes, chunks, done) -> None:
+    """The reverse: ``others`` send their results for a to x over NVLink, piece by piece; x
+    sends piece i back to a over IB once every other GPU's piece i and its own piece i-1 landed."""
+    env = fabric.env
+    gathered = [0] * chunks
+    state = {"next": 0, "busy": False}
+    finish = _Join(env, chunks, then=done, event=False)
+
+    def try_send_back() -> None:
+        i = state["next"]
+        if state["busy"] or i >= chunks or gathered[i] < len(others):
+            return
+        state["busy"], state["next"] = True, i + 1
+
+        def landed():
+            state["busy"] = False
+            finish.arrive()
+            try_send_back()
+        _send(fabric, group[x], group[a], ib_bytes / chunks, landed)
+
+    def piece(i: int, y: int, nbytes: float) -> None:
+        def landed():
+            gathered[i] += 1
+            if i + 1 < chunks:
+                piece(i + 1, y, nbytes)
+            try_send_back()
+        _send(fabric, group[y], group[x], nbytes / chunks, landed)
+
+    for y, nbytes in zip(others, fwd_bytes):
+        piece(0, y, nbytes)
+    try_send_back()
+
+
+def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int) -> simpy.Event:
+    n = len(ranks)
+    env = fabric.env
+    if n < 2 or nbytes == 0:
+        ev = env.event()
+        ev.succeed()
+        return ev
+    chunk = nbytes / n
+    join = _Join(env, n)
+    sent = [0] * n          # sends finished per rank
+    received = [0] * n      # chunks received per rank
+    in_flight = [False] * n
+
+    def try_send(i: int) -> None:
+        k = sent[i]
+        if k >= steps or in_flight[i]:
+            return
+        if k > 0 and received[i] < k:
+            return
+        in_flight[i] = True
+        nxt = (i + 1) % n
+
+        def landed(i=i, nxt=nxt):
+            in_flight[i] = False
+            sent[i] += 1
+            received[nxt] += 1
+            if sent[i] == steps:
+                join.arrive()
+            try_send(i)
+            try_send(nxt)
+        _send(fabric, ranks[i], ranks[nxt], chunk, landed)
+
+    for i in range(n):
+        try_send(i)
+    return join.done
+
+
+def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float) -> simpy.Event:
+    """Ring all-reduce of ``nbytes`` per rank: 2(n-1) steps of N/n bytes."""
+    return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1))
+
+
+def ring_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float) -> simpy.Event:
+    """Ring reduce-scatter of ``nbytes`` per rank: n-1 steps of N/n bytes."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1)
+
+
+def ring_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float) -> simpy.Event:
+    """Ring all-gather to ``nbytes`` per rank: n-1 steps of N/n bytes."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1)

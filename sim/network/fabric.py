@@ -1,0 +1,195 @@
+"""A flow-level network in SimPy: transfers share link bandwidth by max-min fairness.
+
+The model (SimGrid's "flow" fidelity, see README "Network model"):
+
+1. A transfer of N bytes from GPU a to GPU b follows one route (``LinkTable.route``).
+2. It first pays the route's latency (the sum of its links' latencies), which does not contend.
+3. Then it becomes an active flow. Active flows share every link's bandwidth max-min fairly
+   (``max_min_rates``); rates are recomputed whenever a flow starts or ends, and all starts and
+   ends at the same instant are batched into one recomputation.
+4. It completes when its last byte has drained: ``t_end = t_start + latency + time to drain``.
+
+So one flow alone takes ``latency + N / min(bandwidth on route)``; k equal flows on one link get
+``bandwidth / k`` each. Ignored: packets, headers, congestion control, PFC pauses and incast loss,
+switch buffers, NIC/PCIe message-rate limits, adaptive routing; latency is paid once per transfer.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import networkx as nx
+import numpy as np
+import simpy
+
+from .links import LinkTable
+from .maxmin import max_min_rates
+
+_BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
+
+
+class _Flow:
+    __slots__ = ("links", "size", "on_done", "src", "dst")
+
+    def __init__(self, links: np.ndarray, size: float, on_done, src: int, dst: int):
+        self.links, self.size, self.on_done, self.src, self.dst = links, size, on_done, src, dst
+
+
+class Fabric:
+    """Transfers between GPUs (global indices) over the links of ``graph``.
+
+    ``transfer(src, dst, nbytes)`` returns a SimPy event that fires when the last byte lands.
+    Link statistics accumulate in ``link_bytes`` (bytes), ``link_busy_s`` (s with any traffic)
+    and ``link_peak_util`` (max of carried rate / bandwidth)."""
+
+    def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable):
+        self.env = env
+        self.links = graph if isinstance(graph, LinkTable) else LinkTable(graph)
+        L = len(self.links)
+        self.link_bytes = np.zeros(L)
+        self.link_busy_s = np.zeros(L)
+        self.link_peak_util = np.zeros(L)
+        self._n_gpus = len(self.links.gpus)
+        self._sent = [0.0] * self._n_gpus
+        self._received = [0.0] * self._n_gpus
+        self.recomputations = 0
+        self.observers: list[Callable[[float, np.ndarray], None]] = []  # (now, link rates) after each recompute
+        self._active: list[_Flow] = []
+        self._remaining = np.zeros(0)
+        self._rate = np.zeros(0)
+        self._link_rate = np.zeros(L)
+        self._pending: list[_Flow] = []
+        self._arrivals: dict[float, list[_Flow]] = {}
+        self._last = env.now
+        self._batch_scheduled = False
+        self._timer_version = 0
+
+    @property
+    def num_gpus(self) -> int:
+        return self._n_gpus
+
+    @property
+    def bytes_sent(self) -> np.ndarray:
+        """Bytes each GPU has put on the wire (forwarded bytes count for the forwarder)."""
+        return np.array(self._sent)
+
+    @property
+    def bytes_received(self) -> np.ndarray:
+        return np.array(self._received)
+
+    # -- public API ---------------------------------------------------------------------------
+    def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
+        """Send ``nbytes`` from GPU ``src`` to GPU ``dst``. Returns a SimPy event that fires when
+        the last byte arrives, or, given ``on_done``, calls ``on_done()`` then and returns None
+        (cheaper: what collectives use). Same GPU: instant. Zero bytes: the route's latency."""
+        n = self._n_gpus
+        if not (0 <= src < n and 0 <= dst < n):
+            raise ValueError(f"GPU index out of range: src={src}, dst={dst}; this fabric has GPUs 0..{n - 1}")
+        if not nbytes >= 0:
+            raise ValueError(f"bytes must be >= 0, got {nbytes}")
+        done = None
+        if on_done is None:
+            done = simpy.Event(self.env)
+            on_done = done.succeed
+        if src == dst:
+            on_done()
+            return done
+        links, latency = self.links.route(src, dst)
+        nbytes = float(nbytes)
+        self._sent[src] += nbytes
+        self._received[dst] += nbytes
+        flow = _Flow(links, nbytes, on_done, src, dst)
+        if latency > 0:
+            at = self.env.now + latency
+            batch = self._arrivals.get(at)
+            if batch is None:
+                batch = self._arrivals[at] = []
+                self.env.timeout(latency).callbacks.append(lambda _ev, at=at: self._arrive(at))
+            batch.append(flow)
+        else:
+            self._pending.append(flow)
+            self._request_batch()
+        return done
+
+    def active_flows(self) -> int:
+        return len(self._active) + len(self._pending) + sum(len(b) for b in self._arrivals.values())
+
+    # -- internals ----------------------------------------------------------------------------
+    def _arrive(self, at: float) -> None:
+        """Flows whose latency has elapsed at ``at`` start to send (zero-byte ones finish)."""
+        for flow in self._arrivals.pop(at):
+            if flow.size == 0:
+                flow.on_done()
+            else:
+                self._pending.append(flow)
+        if self._pending:
+            self._request_batch()
+
+    def _request_batch(self) -> None:
+        if self._batch_scheduled:
+            return
+        self._batch_scheduled = True
+        ev = simpy.Event(self.env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(self._recompute)
+        self.env.schedule(ev, priority=_BATCH_PRIORITY, delay=0)
+
+    def _advance(self) -> None:
+        """Drain bytes and accumulate link statistics from the last update to now."""
+        dt = self.env.now - self._last
+        if dt > 0:
+            if self._active:
+                self._remaining -= self._rate * dt
+            self.link_bytes += self._link_rate * dt
+            self.link_busy_s[self._link_rate > 0] += dt
+        self._last = self.env.now
+
+    def _complete_finished(self) -> None:
+        if not self._active:
+            return
+        sizes = np.fromiter((f.size for f in self._active), float, len(self._active))
+        done = self._remaining <= 1e-9 * sizes + 1e-6
+        if not done.any():
+            return
+        keep = ~done
+        finished = [f for f, d in zip(self._active, done) if d]
+        self._active = [f for f, k in zip(self._active, keep) if k]
+        self._remaining = self._remaining[keep]
+        self._rate = self._rate[keep]
+        for f in finished:
+            f.on_done()
+
+    def _recompute(self, _event=None) -> None:
+        self._batch_scheduled = False
+        self._advance()
+        self._complete_finished()
+        if self._pending:
+            self._active.extend(self._pending)
+            self._remaining = np.concatenate([self._remaining, [f.size for f in self._pending]])
+            self._pending = []
+        self.recomputations += 1
+        n = len(self._active)
+        if n == 0:
+            self._rate = np.zeros(0)
+            self._link_rate[:] = 0
+            self._timer_version += 1
+            return
+        lengths = np.fromiter((f.links.size for f in self._active), np.int64, n)
+        link_of_pair = np.concatenate([f.links for f in self._active])
+        flow_of_pair = np.repeat(np.arange(n), lengths)
+        self._rate = max_min_rates(flow_of_pair, link_of_pair, self.links.capacity, n)
+        self._link_rate = np.bincount(link_of_pair, weights=self._rate[flow_of_pair], minlength=len(self.links))
+        np.maximum(self.link_peak_util, self._link_rate / self.links.capacity, out=self.link_peak_util)
+        for observe in self.observers:
+            observe(self.env.now, self._link_rate)
+        finish = self._remaining / self._rate
+        self._timer_version += 1
+        version = self._timer_version
+        self.env.timeout(float(finish.min())).callbacks.append(lambda _ev: self._on_timer(version))
+
+    def _on_timer(self, version: int) -> None:
+        if version != self._timer_version:
+            return
+        self._advance()
+        self._complete_finished()
+        # What the finished flows' owners start now joins the same batch.
+        self._request_batch()

@@ -1,0 +1,103 @@
+"""The link table and routes of a topology graph (no SimPy here).
+
+Each undirected edge becomes two directed links (u->v, v->u), each with the edge's ``bandwidth``
+(bytes/s per direction) and ``latency`` (s). Routes are shortest by hop count; among equal-hop
+next hops a route avoids transiting through another GPU (a GPU forwards over NVLink only when no
+other shortest path exists, as between planes of a multi-plane fabric) and then picks one by a
+deterministic hash of (source, destination, hop): deterministic ECMP, the same on every run.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+
+class LinkTable:
+    """Directed links of a graph, with ``route(src_gpu, dst_gpu) -> (link ids, path latency)``."""
+
+    def __init__(self, graph: nx.Graph):
+        self.graph = graph
+        self.names = list(graph.nodes)
+        index = {n: i for i, n in enumerate(self.names)}
+        self.node_type = [graph.nodes[n].get("type") for n in self.names]
+        self.is_gpu = np.array([t == "gpu" for t in self.node_type])
+        heads, tails, caps, lats, kinds = [], [], [], [], []
+        for u, v, data in graph.edges(data=True):
+            for a, b in ((u, v), (v, u)):
+                heads.append(index[a])
+                tails.append(index[b])
+                caps.append(float(data["bandwidth"]))
+                lats.append(float(data["latency"]))
+                kinds.append(data.get("kind", "link"))
+        self.src = np.array(heads, dtype=np.int64)
+        self.dst = np.array(tails, dtype=np.int64)
+        self.capacity = np.array(caps)
+        self.latency = np.array(lats)
+        self.kind = kinds
+        n = len(self.names)
+        order = np.lexsort((self.dst, self.src))
+        self._csr_links = order
+        self._csr_nbrs = self.dst[order]
+        self._indptr = np.searchsorted(self.src[order], np.arange(n + 1))
+        self.adjacency = [list(zip(self._csr_nbrs[self._indptr[i]:self._indptr[i + 1]].tolist(),
+                                   order[self._indptr[i]:self._indptr[i + 1]].tolist())) for i in range(n)]
+        self.gpus = [index[g] for g in graph.graph["gpus"]]
+        self._dist: dict[int, np.ndarray] = {}
+        self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+
+    def __len__(self) -> int:
+        return self.capacity.size
+
+    def link_name(self, link: int) -> str:
+        return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
+
+    def _distances_to(self, target: int) -> np.ndarray:
+        """Hop distance of every node to ``target`` (vectorized BFS), cached per target."""
+        dist = self._dist.get(target)
+        if dist is not None:
+            return dist
+        n = len(self.names)
+        dist = np.full(n, -1, dtype=np.int32)
+        dist[target] = 0
+        frontier = np.array([target])
+        d = 0
+        indptr, nbrs = self._indptr, self._csr_nbrs
+        while frontier.size:
+            d += 1
+            starts, ends = indptr[frontier], indptr[frontier + 1]
+            lengths = ends - starts
+            total = int(lengths.sum())
+            if total == 0:
+                break
+            offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+            cand = nbrs[offsets + np.arange(total)]
+            cand = np.unique(cand[dist[cand] < 0])
+            dist[cand] = d
+            frontier = cand
+        self._dist[target] = dist
+        return dist
+
+    def route(self, src_gpu: int, dst_gpu: int) -> tuple[np.ndarray, float]:
+        """Links (ids) and latency (s) from GPU ``src_gpu`` to GPU ``dst_gpu`` (global indices)."""
+        key = (src_gpu, dst_gpu)
+        hit = self._routes.get(key)
+        if hit is not None:
+            return hit
+        s, t = self.gpus[src_gpu], self.gpus[dst_gpu]
+        dist = self._distances_to(t)
+        if dist[s] < 0:
+            raise ValueError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
+        path = []
+        u, hop = s, 0
+        while u != t:
+            want = dist[u] - 1
+            cands = [(v, link) for v, link in self.adjacency[u] if dist[v] == want]
+            relay_free = [c for c in cands if not self.is_gpu[c[0]] or c[0] == t]
+            cands = relay_free or cands
+            v, link = cands[(src_gpu * 1_000_003 + dst_gpu * 7_919 + hop * 104_729) % len(cands)]
+            path.append(link)
+            u, hop = v, hop + 1
+        links = np.array(path, dtype=np.int64)
+        result = (links, float(self.latency[links].sum()))
+        self._routes[key] = result
+        return result

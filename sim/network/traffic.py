@@ -1,0 +1,138 @@
+"""MoE routing statistics -> how many token copies each GPU sends where (no SimPy here).
+
+An expert-parallel (EP) group of ``ep`` GPUs, ``gpus_per_node`` per node, holds ``num_experts``
+routed experts, ``num_experts / ep`` per GPU. Each token picks ``topk`` experts, on at most
+``node_limit`` nodes (DeepSeek's node-limited routing: pick the top nodes first, then the top-k
+experts among them).
+
+* ``gpu_tokens[a, g]``: tokens of GPU a with at least one expert on GPU g (a token bound for
+  several experts on one GPU is sent to it once).
+* ``node_tokens[a, n]``: tokens of GPU a with at least one expert on node n of the group (what
+  the hierarchical all-to-all sends over IB once per node).
+
+``uniform`` (default) gives expected values in closed form: a token picks each node with
+probability ``m/N`` (m = min(node_limit, N) of N nodes), then k experts uniformly among the
+``m * E_node`` experts of its chosen nodes, so a chosen node is hit with probability
+``1 - C(X - E_node, k) / C(X, k)`` and a GPU of it with ``1 - C(X - e, k) / C(X, k)``
+(X = m E_node, e experts per GPU). ``skew > 0`` samples each token with a seeded generator from
+Zipf-like expert popularity ``p_e ~ 1 / rank^skew`` (hot experts, for stragglers): exact counts,
+different on every seed, identical for the same seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+
+
+class TrafficError(ValueError):
+    """Bad MoE routing parameters; the message names the field and the allowed values."""
+
+
+@dataclass(frozen=True)
+class MoERouting:
+    ep: int
+    gpus_per_node: int
+    num_experts: int
+    topk: int
+    tokens_per_gpu: float
+    node_limit: int | None = None
+    skew: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("ep", "gpus_per_node", "num_experts", "topk"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise TrafficError(f"{name} must be a positive integer, got {value!r}")
+        if not self.tokens_per_gpu >= 0:
+            raise TrafficError(f"tokens_per_gpu must be >= 0, got {self.tokens_per_gpu!r}")
+        if self.num_experts % self.ep:
+            raise TrafficError(f"ep must divide num_experts: ep={self.ep}, num_experts={self.num_experts}")
+        if self.ep > self.gpus_per_node and self.ep % self.gpus_per_node:
+            raise TrafficError(f"ep must be a multiple of gpus_per_node={self.gpus_per_node} (whole nodes), got {self.ep}")
+        if self.topk > self.num_experts:
+            raise TrafficError(f"topk must be <= num_experts={self.num_experts}, got {self.topk}")
+        if self.node_limit is not None and (not isinstance(self.node_limit, int) or self.node_limit < 1):
+            raise TrafficError(f"node_limit must be a positive integer or None, got {self.node_limit!r}")
+        if self.skew < 0:
+            raise TrafficError(f"skew must be >= 0 (0 = uniform), got {self.skew}")
+        if self.node_limit is not None:
+            experts_reachable = min(self.node_limit, self.nodes) * self.experts_per_gpu * self.gpus_in_node
+            if experts_reachable < self.topk:
+                raise TrafficError(f"node_limit={self.node_limit} reaches only {experts_reachable} experts, "
+                                   f"fewer than topk={self.topk}")
+
+    @property
+    def gpus_in_node(self) -> int:
+        return min(self.ep, self.gpus_per_node)
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.ep // self.gpus_per_node)
+
+    @property
+    def experts_per_gpu(self) -> int:
+        return self.num_experts // self.ep
+
+    def node_of(self, gpu: int) -> int:
+        return gpu // self.gpus_in_node
+
+
+@dataclass(frozen=True)
+class Traffic:
+    routing: MoERouting
+    gpu_tokens: np.ndarray   # [ep, ep]
+    node_tokens: np.ndarray  # [ep, nodes]
+
+
+def route_tokens(r: MoERouting) -> Traffic:
+    """Token counts per (source GPU, destination GPU) and per (source GPU, destination node)."""
+    return _expected(r) if r.skew == 0 else _sampled(r)
+
+
+def _expected(r: MoERouting) -> Traffic:
+    N = r.nodes
+    m = min(r.node_limit or N, N)
+    e = r.experts_per_gpu
+    e_node = e * r.gpus_in_node
+    X = m * e_node
+    k = r.topk
+    p_node = m / N * (1 - comb(X - e_node, k) / comb(X, k))
+    p_gpu = m / N * (1 - comb(X - e, k) / comb(X, k))
+    gpu_tokens = np.full((r.ep, r.ep), r.tokens_per_gpu * p_gpu)
+    node_tokens = np.full((r.ep, N), r.tokens_per_gpu * p_node)
+    return Traffic(r, gpu_tokens, node_tokens)
+
+
+def _sampled(r: MoERouting, batch: int = 1024) -> Traffic:
+    rng = np.random.default_rng(r.seed)
+    E, N, k = r.num_experts, r.nodes, r.topk
+    m = min(r.node_limit or N, N)
+    e_node = r.experts_per_gpu * r.gpus_in_node
+    popularity = 1.0 / np.arange(1, E + 1) ** r.skew
+    popularity = popularity[rng.permutation(E)]            # which experts are hot: seeded
+    log_p = np.log(popularity / popularity.sum())
+    per_node_top = -(-k // m)                               # ceil(k / m) experts score a node
+    gpu_tokens = np.zeros((r.ep, r.ep))
+    node_tokens = np.zeros((r.ep, N))
+    T = int(round(r.tokens_per_gpu))
+    for src in range(r.ep):
+        left = T
+        while left > 0:
+            b = min(batch, left)
+            left -= b
+            scores = log_p + rng.gumbel(size=(b, E))            # Gumbel-top-k = sampling w/o replacement
+            by_node = scores.reshape(b, N, e_node)
+            node_score = np.sort(by_node, axis=2)[:, :, -per_node_top:].sum(axis=2)
+            chosen = np.argsort(-node_score, axis=1)[:, :m]
+            allowed = np.zeros((b, N), dtype=bool)
+            np.put_along_axis(allowed, chosen, True, axis=1)
+            masked = np.where(np.repeat(allowed, e_node, axis=1), scores, -np.inf)
+            top = np.argpartition(-masked, k - 1, axis=1)[:, :k]
+            gpu_hit = np.zeros((b, r.ep), dtype=bool)
+            np.put_along_axis(gpu_hit, top // r.experts_per_gpu, True, axis=1)
+            gpu_tokens[src] += gpu_hit.sum(axis=0)
+            node_tokens[src] += gpu_hit.reshape(b, N, r.gpus_in_node).any(axis=2).sum(axis=0)
+    return Traffic(r, gpu_tokens, node_tokens)

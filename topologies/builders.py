@@ -1,0 +1,163 @@
+"""Cluster topologies as networkx graphs. Builders check their arguments, build, and do nothing else.
+
+Nodes carry ``type`` in {``gpu``, ``nvswitch``, ``nic``, ``leaf``, ``spine``}; GPUs also carry
+``gpu`` (global index, node-major: ``node * gpus_per_node + local``), ``node`` and ``local``.
+Edges carry ``bandwidth`` (bytes/s, per direction: a full-duplex link carries this much each way)
+and ``latency`` (s), and ``kind`` in {``nvlink``, ``pcie``, ``ib``}.
+
+Latencies are split so that path sums reproduce DeepSeek's measured small-message latencies
+(``shared/facts.md``, "Insights" paper): NVLink GPU->NVSwitch->GPU 3.3 us (1.65 us per hop); IB
+GPU->NIC->leaf->NIC->GPU 2.8 us (0.5 us per GPU-NIC hop, 0.9 us per NIC-leaf hop); across leaves
+the leaf->spine->leaf hops add 0.9 us (0.45 us each), 3.7 us in all.
+
+Node names: ``n{node}/gpu{local}``, ``n{node}/nvswitch``, ``n{node}/nic{local}``,
+``p{plane}/leaf{k}``, ``p{plane}/spine{k}``. ``graph.graph["gpus"]`` lists GPU node names by global
+index.
+"""
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+NVLINK_HOP_LATENCY_S = 1.65e-6
+GPU_NIC_LATENCY_S = 0.5e-6
+NIC_LEAF_LATENCY_S = 0.9e-6
+LEAF_SPINE_LATENCY_S = 0.45e-6
+
+
+class TopologyError(ValueError):
+    """A topology argument or graph is invalid; the message names the field, node or edge."""
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
+        raise TopologyError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TopologyError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def gpu_name(node: int, local: int) -> str:
+    return f"n{node}/gpu{local}"
+
+
+def add_hgx_node(g: nx.Graph, node: int, gpus_per_node: int, nvlink_bandwidth: float) -> None:
+    """One HGX-style server: ``gpus_per_node`` GPUs on one NVSwitch, each GPU with
+    ``nvlink_bandwidth`` bytes/s per direction to the switch (full bisection inside the node)."""
+    sw = f"n{node}/nvswitch"
+    g.add_node(sw, type="nvswitch", node=node)
+    for local in range(gpus_per_node):
+        gpu = gpu_name(node, local)
+        g.add_node(gpu, type="gpu", gpu=node * gpus_per_node + local, node=node, local=local)
+        g.add_edge(gpu, sw, bandwidth=nvlink_bandwidth, latency=NVLINK_HOP_LATENCY_S, kind="nvlink")
+
+
+def hgx_node(gpus_per_node: int = 8, nvlink_bandwidth: float = 160e9) -> nx.Graph:
+    """A single HGX node (no scale-out network). H800: 160e9 B/s effective per direction."""
+    _positive_int("gpus_per_node", gpus_per_node)
+    _positive("nvlink_bandwidth", nvlink_bandwidth)
+    g = nx.Graph(name="hgx-node")
+    add_hgx_node(g, 0, gpus_per_node, nvlink_bandwidth)
+    g.graph["gpus"] = [gpu_name(0, i) for i in range(gpus_per_node)]
+    g.graph.update(nodes=1, gpus_per_node=gpus_per_node)
+    return g
+
+
+def fat_tree_cluster(nodes: int, gpus_per_node: int = 8, nvlink_bandwidth: float = 160e9,
+                     nic_bandwidth: float = 50e9, switch_radix: int = 64, oversubscription: float = 1.0,
+                     rail_optimized: bool = True, planes: int = 1, name: str = "cluster") -> nx.Graph:
+    """HGX nodes with one NIC per GPU on a two-layer leaf/spine fat-tree.
+
+    - ``nic_bandwidth``: bytes/s per direction of each NIC port and fabric link (400 Gb/s = 50e9).
+    - ``oversubscription`` o (down:up ports of a leaf, >= 1): a leaf of radix k has
+      ``d = floor(k*o/(1+o))`` host ports and ``k - d`` uplinks, one to each spine of its plane.
+    - ``rail_optimized``: NIC i of every node goes to the leaves of rail i (leaves are filled rail
+      by rail), so same-index GPUs of different nodes meet one leaf up; otherwise NICs are cabled
+      node by node (a node's NICs on the same leaf).
+    - ``planes`` p (DeepSeek's multi-plane fat-tree): p independent fat-trees; GPU i (and its NIC)
+      is on plane ``i mod p``. Traffic between planes must cross a node's NVLink.
+    Each plane has ``ceil(hosts_in_plane / d)`` leaves and ``k - d`` spines.
+    """
+    _positive_int("nodes", nodes)
+    _positive_int("gpus_per_node", gpus_per_node)
+    _positive("nvlink_bandwidth", nvlink_bandwidth)
+    _positive("nic_bandwidth", nic_bandwidth)
+    _positive_int("switch_radix", switch_radix)
+    _positive_int("planes", planes)
+    if switch_radix < 2:
+        raise TopologyError(f"switch_radix must be >= 2, got {switch_radix}")
+    if isinstance(oversubscription, bool) or not isinstance(oversubscription, (int, float)) or oversubscription < 1:
+        raise TopologyError(f"oversubscription must be a number >= 1 (down:up ports), got {oversubscription!r}")
+    if gpus_per_node % planes:
+        raise TopologyError(f"planes must divide gpus_per_node, got planes={planes}, gpus_per_node={gpus_per_node}")
+    down = int(switch_radix * oversubscription // (1 + oversubscription))
+    up = switch_radix - down
+    if down < 1 or up < 1:
+        raise TopologyError(f"switch_radix={switch_radix} with oversubscription={oversubscription} leaves no "
+                            f"down or up ports (down={down}, up={up})")
+    g = nx.Graph(name=name)
+    for n in range(nodes):
+        add_hgx_node(g, n, gpus_per_node, nvlink_bandwidth)
+    hosts_per_plane = nodes * gpus_per_node // planes
+    leaves_per_plane = math.ceil(hosts_per_plane / down)
+    if leaves_per_plane > switch_radix:
+        raise TopologyError(f"a two-layer fat-tree of radix {switch_radix} holds at most {switch_radix * down} "
+                            f"hosts per plane, got {hosts_per_plane} (nodes={nodes}, planes={planes})")
+    for p in range(planes):
+        for k in range(leaves_per_plane):
+            g.add_node(f"p{p}/leaf{k}", type="leaf", plane=p)
+        for s in range(up):
+            g.add_node(f"p{p}/spine{s}", type="spine", plane=p)
+            for k in range(leaves_per_plane):
+                g.add_edge(f"p{p}/leaf{k}", f"p{p}/spine{s}", bandwidth=nic_bandwidth,
+                           latency=LEAF_SPINE_LATENCY_S, kind="ib")
+    # Host ports of each plane, in cabling order: rail by rail, or node by node.
+    for p in range(planes):
+        locals_on_plane = [i for i in range(gpus_per_node) if i % planes == p]
+        if rail_optimized:
+            order = [(n, i) for i in locals_on_plane for n in range(nodes)]
+        else:
+            order = [(n, i) for n in range(nodes) for i in locals_on_plane]
+        for slot, (n, i) in enumerate(order):
+            nic = f"n{n}/nic{i}"
+            g.add_node(nic, type="nic", node=n, local=i, plane=p)
+            g.add_edge(gpu_name(n, i), nic, bandwidth=nic_bandwidth, latency=GPU_NIC_LATENCY_S, kind="pcie")
+            g.add_edge(nic, f"p{p}/leaf{slot // down}", bandwidth=nic_bandwidth, latency=NIC_LEAF_LATENCY_S,
+                       kind="ib")
+    g.graph["gpus"] = [gpu_name(n, i) for n in range(nodes) for i in range(gpus_per_node)]
+    g.graph.update(nodes=nodes, gpus_per_node=gpus_per_node, planes=planes, leaves_per_plane=leaves_per_plane,
+                   spines_per_plane=up, host_ports_per_leaf=down)
+    return g
+
+
+def check_graph(g: nx.Graph) -> nx.Graph:
+    """Refuse a graph the fabric cannot use: missing or bad attributes, unreachable GPUs."""
+    for node, data in g.nodes(data=True):
+        if "type" not in data:
+            raise TopologyError(f"node {node!r} has no 'type' attribute (gpu, nvswitch, nic, leaf, spine, ...)")
+    for u, v, data in g.edges(data=True):
+        for attr in ("bandwidth", "latency"):
+            if attr not in data:
+                raise TopologyError(f"edge ({u!r}, {v!r}) has no {attr!r} attribute")
+        bw, lat = data["bandwidth"], data["latency"]
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0 or math.isinf(bw):
+            raise TopologyError(f"edge ({u!r}, {v!r}) has bandwidth {bw!r}; it must be a positive number of bytes/s")
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or lat < 0 or math.isinf(lat):
+            raise TopologyError(f"edge ({u!r}, {v!r}) has latency {lat!r}; it must be a number of seconds >= 0")
+    gpus = g.graph.get("gpus") or [n for n, d in g.nodes(data=True) if d.get("type") == "gpu"]
+    if not gpus:
+        raise TopologyError("the topology has no node of type 'gpu'")
+    g.graph["gpus"] = list(gpus)
+    for gpu in gpus:
+        if gpu not in g:
+            raise TopologyError(f"graph lists GPU {gpu!r} but has no such node")
+    reach = nx.node_connected_component(g, gpus[0])
+    for gpu in gpus:
+        if gpu not in reach:
+            raise TopologyError(f"GPU {gpu!r} cannot reach GPU {gpus[0]!r}: no path between them")
+    return g
