@@ -5,7 +5,9 @@
 Cases
 - schedules: generate + validate + simulate (zero communication) every schedule at P=16, M=256
   and P=64, M=1024 (target: DualPipe at P=64, M=1024 under 5 s on 2 cores).
-- network / moe: see their functions below (added with the network and MoE issues).
+- network: one EP64 hierarchical all-to-all (DeepSeek-V3 dispatch: 4096 tokens per GPU, top-8
+  of 256 experts, node limit 4, FP8) on 8 nodes (target < 0.2 s), and 1, 8 and all 32 EP64 groups
+  of the 2,048-GPU cluster at once (target < 10 s and 2 GB), to show how cost grows with GPUs.
 """
 from __future__ import annotations
 
@@ -34,7 +36,36 @@ def _schedule_case(name: str, P: int, M: int) -> dict:
             "validate_s": t2 - t1, "simulate_s": t3 - t2, "wall_s": t3 - t0}
 
 
-CASES = {"schedules": []}
+def _all_to_all_case(topology: str, groups: int, algorithm: str = "hierarchical") -> dict:
+    import simpy
+
+    from sim.network import Fabric, MoERouting, all_to_all, route_tokens
+    from sim.perf import gc_paused
+    from topologies import load_topology
+    t0 = time.perf_counter()
+    graph = load_topology(topology)
+    with gc_paused():
+        env = simpy.Environment()
+        fabric = Fabric(env, graph)
+        routing = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=4096, node_limit=4)
+        traffic = route_tokens(routing)
+        t1 = time.perf_counter()
+        for k in range(groups):
+            all_to_all(fabric, list(range(64 * k, 64 * (k + 1))), traffic, 7168 + 224, algorithm)
+        env.run()
+    t2 = time.perf_counter()
+    return {"case": f"all-to-all EP64 x{groups} {algorithm} on {topology}", "P": None, "M": None,
+            "gpus": 64 * groups, "flows_recomputed": fabric.recomputations, "sim_time_us": env.now * 1e6,
+            "generate_s": t1 - t0, "simulate_s": t2 - t1, "wall_s": t2 - t0}
+
+
+CASES = {"schedules": [], "network": [
+    (_all_to_all_case, ("h800-64", 1)),
+    (_all_to_all_case, ("h800-2048", 1)),
+    (_all_to_all_case, ("h800-2048", 8)),
+    (_all_to_all_case, ("h800-2048", 32)),
+    (_all_to_all_case, ("h800-2048", 32, "flat")),
+]}
 for _P, _M in [(16, 256), (64, 1024)]:
     for _name in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipe", "dualpipev", "chimera"):
         CASES["schedules"].append((_schedule_case, (_name, _P, _M)))

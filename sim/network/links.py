@@ -3,8 +3,11 @@
 Each undirected edge becomes two directed links (u->v, v->u), each with the edge's ``bandwidth``
 (bytes/s per direction) and ``latency`` (s). Routes are shortest by hop count; among equal-hop
 next hops a route avoids transiting through another GPU (a GPU forwards over NVLink only when no
-other shortest path exists, as between planes of a multi-plane fabric) and then picks one by a
+other shortest path exists, as between planes of a multi-plane fabric), then prefers a non-NVLink
+link, and then picks one by a
 deterministic hash of (source, destination, hop): deterministic ECMP, the same on every run.
+Where a GPU must relay (between planes of a multi-plane fabric), the route leaves over the
+scale-out network first and crosses NVLink at the far node, the shape of DeepSeek's dispatch.
 """
 from __future__ import annotations
 
@@ -92,9 +95,10 @@ class LinkTable:
         while u != t:
             want = dist[u] - 1
             cands = [(v, link) for v, link in self.adjacency[u] if dist[v] == want]
-            relay_free = [c for c in cands if not self.is_gpu[c[0]] or c[0] == t]
-            cands = relay_free or cands
-            v, link = cands[(src_gpu * 1_000_003 + dst_gpu * 7_919 + hop * 104_729) % len(cands)]
+            rank = [(bool(self.is_gpu[v]) and v != t, self.kind[link] == "nvlink") for v, link in cands]
+            best = min(rank)
+            cands = [c for c, k in zip(cands, rank) if k == best]
+            v, link = cands[hash((src_gpu, dst_gpu, hop)) % len(cands)]  # ints hash the same every run
             path.append(link)
             u, hop = v, hop + 1
         links = np.array(path, dtype=np.int64)

@@ -24,9 +24,9 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
     used, link_local = np.unique(link_of_pair, return_inverse=True)
     remaining = capacity[used].astype(float)
     users = np.bincount(link_local, minlength=used.size).astype(float)
-    flows = flow_of_pair.copy()
+    flows = flow_of_pair
     links = link_local
-    frozen = np.zeros(n_flows, dtype=bool)
+    marked = np.zeros(n_flows, dtype=bool)
     while flows.size:
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(users > 0, remaining / users, np.inf)
@@ -34,15 +34,14 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
         if not np.isfinite(step):
             break
         bottleneck = share <= step * (1 + 1e-12) + 1e-300
-        hit = bottleneck[links]
-        newly = np.unique(flows[hit])
+        newly = flows[bottleneck[links]]
         rates[newly] = step
-        frozen[newly] = True
-        drop = frozen[flows]
-        if drop.any():
-            counts = np.bincount(links[drop], minlength=used.size)
-            remaining -= step * counts
-            users -= counts
-            np.maximum(remaining, 0.0, out=remaining)
-        flows, links = flows[~drop], links[~drop]
+        marked[newly] = True
+        drop = marked[flows]
+        counts = np.bincount(links[drop], minlength=used.size)
+        remaining -= step * counts
+        users -= counts
+        np.maximum(remaining, 0.0, out=remaining)
+        keep = ~drop
+        flows, links = flows[keep], links[keep]
     return rates

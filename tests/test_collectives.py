@@ -1,0 +1,136 @@
+"""Collectives: closed forms, traffic statistics, and the two all-to-all algorithms."""
+import numpy as np
+import pytest
+import simpy
+
+from sim.network import (Fabric, MoERouting, TrafficError, all_to_all, route_tokens, ring_all_gather,
+                         ring_all_reduce, ring_reduce_scatter)
+from topologies import load_topology
+
+NV, LAT_NV = 160e9, 3.3e-6
+
+
+def fabric(topo="h800-node"):
+    env = simpy.Environment()
+    return env, Fabric(env, load_topology(topo))
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_ring_all_reduce_closed_form(n):
+    """2(n-1) steps of N/n bytes on NVLink: 2(n-1)/n * N/B + 2(n-1) * latency."""
+    env, fab = fabric()
+    N = 1e9
+    env.run(ring_all_reduce(fab, list(range(n)), N))
+    assert env.now == pytest.approx(2 * (n - 1) / n * N / NV + 2 * (n - 1) * LAT_NV)
+
+
+def test_reduce_scatter_and_all_gather_take_half():
+    for op in (ring_reduce_scatter, ring_all_gather):
+        env, fab = fabric()
+        env.run(op(fab, list(range(8)), 8e8))
+        assert env.now == pytest.approx(7 / 8 * 8e8 / NV + 7 * LAT_NV)
+
+
+def test_flat_all_to_all_inside_one_node():
+    """8 GPUs on one NVSwitch, uniform: every GPU sends the same S to each of the 7 others;
+    each uplink carries 7 flows at B/7: time = latency + 7 S / B."""
+    r = MoERouting(ep=8, gpus_per_node=8, num_experts=64, topk=8, tokens_per_gpu=4096)
+    tr = route_tokens(r)
+    S = tr.gpu_tokens[0, 1] * 7168
+    env, fab = fabric()
+    env.run(all_to_all(fab, list(range(8)), tr, 7168, "flat"))
+    assert env.now == pytest.approx(LAT_NV + 7 * S / NV)
+    assert fab.bytes_sent == pytest.approx(np.full(8, 7 * S))
+
+
+def test_uniform_expectations():
+    """DeepSeek-V3: 256 experts over EP64 (4 per GPU), top-8 on at most 4 of 8 nodes."""
+    r = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=1, node_limit=4)
+    tr = route_tokens(r)
+    from math import comb
+    p_gpu = 0.5 * (1 - comb(124, 8) / comb(128, 8))
+    p_node = 0.5 * (1 - comb(96, 8) / comb(128, 8))
+    assert tr.gpu_tokens[0, 5] == pytest.approx(p_gpu)
+    assert tr.node_tokens[0, 3] == pytest.approx(p_node)
+    # expected distinct GPUs per token is below top-k (several experts can share a GPU)
+    assert 7 < tr.gpu_tokens[0].sum() < 8
+    assert tr.node_tokens[0].sum() <= 4
+
+
+def test_sampled_routing_respects_node_limit_and_seed():
+    r = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=256, node_limit=4,
+                   skew=1.2, seed=7)
+    a, b = route_tokens(r), route_tokens(r)
+    assert np.array_equal(a.gpu_tokens, b.gpu_tokens)
+    assert a.node_tokens.sum(axis=1).max() <= 4 * 256
+    assert (a.gpu_tokens.sum(axis=1) <= 8 * 256).all()
+    c = route_tokens(MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=256,
+                                node_limit=4, skew=1.2, seed=8))
+    assert not np.array_equal(a.gpu_tokens, c.gpu_tokens)
+    # skew makes some GPUs hot: column loads differ widely
+    load = a.gpu_tokens.sum(axis=0)
+    assert load.max() > 1.5 * load.mean()
+
+
+def test_hierarchical_sends_each_token_once_per_node_over_ib():
+    r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=8, tokens_per_gpu=1000, node_limit=2)
+    tr = route_tokens(r)
+    tb = 7168.0
+    env, fab = fabric("h800-16")
+    env.run(all_to_all(fab, list(range(16)), tr, tb, "hierarchical", chunks=1))
+    ib = sum(b for b, k, name in zip(fab.link_bytes, fab.links.kind, range(len(fab.link_bytes)))
+             if k == "ib" and fab.links.names[fab.links.src[name]].endswith(tuple(f"nic{i}" for i in range(8)))
+             and "leaf" in fab.links.names[fab.links.dst[name]])
+    assert ib == pytest.approx(16 * tr.node_tokens[0, 1] * tb)
+    env2, fab2 = fabric("h800-16")
+    env2.run(all_to_all(fab2, list(range(16)), tr, tb, "flat"))
+    assert env.now < env2.now    # deduplicated IB traffic beats the flat algorithm here
+
+
+def test_pipelined_chunks_overlap_forwarding():
+    r = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=4096, node_limit=4)
+    tr = route_tokens(r)
+    times = {}
+    for chunks in (1, 4):
+        env, fab = fabric("h800-64")
+        env.run(all_to_all(fab, list(range(64)), tr, 7168 + 224, chunks=chunks))
+        times[chunks] = env.now
+    ib_time = 56 / 64 * tr.node_tokens[0].sum() * (7168 + 224) / 50e9  # bytes over IB from each GPU
+    assert times[4] < times[1]
+    assert times[4] > ib_time
+
+
+def test_combine_mirrors_dispatch_bytes():
+    r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=6, tokens_per_gpu=500, node_limit=2,
+                   skew=1.0, seed=3)
+    tr = route_tokens(r)
+    out = {}
+    for direction in ("dispatch", "combine"):
+        env, fab = fabric("h800-16")
+        env.run(all_to_all(fab, list(range(16)), tr, 1000.0, "hierarchical", direction))
+        out[direction] = (fab.bytes_sent.sum(), fab.link_bytes.sum())
+    assert out["dispatch"] == pytest.approx(out["combine"])
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(ep=48), "ep must divide num_experts"),
+    (dict(ep=12, num_experts=60), "multiple of gpus_per_node"),
+    (dict(topk=0), "topk must be a positive integer"),
+    (dict(node_limit=0), "node_limit must be a positive integer"),
+    (dict(skew=-1), "skew must be >= 0"),
+    (dict(node_limit=1, topk=40), "reaches only 32 experts"),
+])
+def test_bad_routing(kwargs, pattern):
+    base = dict(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=10)
+    base.update(kwargs)
+    with pytest.raises(TrafficError, match=pattern):
+        MoERouting(**base)
+
+
+def test_bad_all_to_all_arguments():
+    tr = route_tokens(MoERouting(ep=8, gpus_per_node=8, num_experts=8, topk=2, tokens_per_gpu=10))
+    env, fab = fabric()
+    with pytest.raises(ValueError, match="algorithm must be one of hierarchical, flat"):
+        all_to_all(fab, list(range(8)), tr, 1, "ring")
+    with pytest.raises(ValueError, match="group has 4 GPUs"):
+        all_to_all(fab, list(range(4)), tr, 1)

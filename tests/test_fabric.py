@@ -1,0 +1,169 @@
+"""The flow-level fabric: closed forms and invariants."""
+import networkx as nx
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.network import Fabric, link_stats
+from topologies import load_topology
+
+
+def gpu_chain(*caps_and_names):
+    """A line graph of GPU nodes with the given edge capacities (bytes/s), latency 0."""
+    g = nx.Graph()
+    names = caps_and_names[0::2]
+    for n in names:
+        g.add_node(n, type="gpu")
+    for i, cap in enumerate(caps_and_names[1::2]):
+        g.add_edge(names[i], names[i + 1], bandwidth=cap, latency=0.0)
+    g.graph["gpus"] = list(names)
+    return g
+
+
+def test_worked_example_one_transfer_by_hand():
+    """README: 100 MB from GPU 0 (node 0) to GPU 8 (node 1) on h800-16, plane 0.
+    Route GPU->NIC (0.5 us) -> leaf (0.9 us) -> NIC (0.9 us) -> GPU (0.5 us): latency 2.8 us.
+    Bottleneck 50 GB/s: 100e6 / 50e9 = 2 ms. Total 2.0028 ms."""
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-16"))
+    done = fab.transfer(0, 8, 100e6)
+    env.run(done)
+    assert env.now == pytest.approx(2.8e-6 + 2e-3, rel=1e-12)
+    links, lat = fab.links.route(0, 8)
+    assert [fab.links.link_name(i) for i in links] == [
+        "n0/gpu0->n0/nic0", "n0/nic0->p0/leaf0", "p0/leaf0->n1/nic0", "n1/nic0->n1/gpu0"]
+    assert lat == pytest.approx(2.8e-6)
+
+
+def test_one_flow_is_latency_plus_size_over_bandwidth():
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-node"))
+    env.run(fab.transfer(0, 5, 16e6))
+    assert env.now == pytest.approx(3.3e-6 + 16e6 / 160e9)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7])
+def test_k_equal_flows_share_a_link(k):
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-node"))
+    for _ in range(k):
+        fab.transfer(0, 1, 1e9)
+    env.run()
+    assert env.now == pytest.approx(3.3e-6 + k * 1e9 / 160e9)
+
+
+def test_textbook_max_min_on_two_links():
+    """x -100- a -10- m -20- d -100- y: f1 a->d, f2 x->m, f3 m->y, 10 GB each, no latency.
+    a->m is shared by f1 and f2 (5 GB/s each); f3 gets the 15 GB/s m->d has left and ends at
+    10/15 s; f1 and f2 end at 2 s."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("x", 100e9, "a", 10e9, "m", 20e9, "d", 100e9, "y"))
+    ends = {}
+    for name, (s, t) in {"f1": (1, 3), "f2": (0, 2), "f3": (2, 4)}.items():
+        fab.transfer(s, t, 10e9).callbacks.append(lambda ev, name=name: ends.__setitem__(name, env.now))
+    env.run()
+    assert ends == pytest.approx({"f1": 2.0, "f2": 2.0, "f3": 10 / 15})
+
+
+def test_flow_speeds_up_when_another_ends():
+    """Two flows on a 10 GB/s link, 10 GB and 20 GB: 5 GB/s each until t=2, then the second
+    alone at 10 GB/s for its last 10 GB: ends at 3 s."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 10e9, "b"))
+    e1, e2 = fab.transfer(0, 1, 10e9), fab.transfer(0, 1, 20e9)
+    env.run(e1)
+    assert env.now == pytest.approx(2.0)
+    env.run(e2)
+    assert env.now == pytest.approx(3.0)
+
+
+def test_same_gpu_and_zero_bytes():
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-node"))
+    env.run(fab.transfer(3, 3, 1e9))
+    assert env.now == 0
+    env.run(fab.transfer(0, 1, 0))
+    assert env.now == pytest.approx(3.3e-6)
+
+
+def test_bad_transfer_arguments():
+    fab = Fabric(simpy.Environment(), load_topology("h800-node"))
+    with pytest.raises(ValueError, match="out of range"):
+        fab.transfer(0, 99, 1)
+    with pytest.raises(ValueError, match="bytes must be >= 0"):
+        fab.transfer(0, 1, -5)
+
+
+transfers = st.lists(st.tuples(st.integers(0, 15), st.integers(0, 15), st.floats(1e3, 1e8),
+                               st.floats(0, 2e-3)), min_size=1, max_size=25)
+
+
+@settings(max_examples=30, deadline=None)
+@given(transfers)
+def test_no_link_over_capacity_and_every_byte_arrives(items):
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-16"))
+    cap = fab.links.capacity
+    over = []
+    fab.observers.append(lambda now, rate: over.append(float((rate / cap).max())))
+    finished = []
+
+    def start(src, dst, size, delay):
+        yield env.timeout(delay)
+        t0 = env.now
+        yield fab.transfer(src, dst, size)
+        finished.append((src, dst, size, t0, env.now))
+
+    for src, dst, size, delay in items:
+        env.process(start(src, dst, size, delay))
+    env.run()
+    assert len(finished) == len(items)
+    assert max(over, default=0) <= 1 + 1e-9
+    expected = np.zeros(len(cap))
+    for src, dst, size, t0, t1 in finished:
+        if src != dst:
+            links, lat = fab.links.route(src, dst)
+            expected[links] += size
+            assert t1 - t0 >= lat + size / cap[links].min() * (1 - 1e-9)  # never faster than alone
+    assert np.allclose(fab.link_bytes, expected, rtol=1e-6, atol=1.0)
+    df = link_stats(fab)
+    assert (df["peak_util"] <= 1 + 1e-9).all() and (df["mean_util"] <= 1 + 1e-9).all()
+
+
+def test_deterministic_ecmp():
+    a = Fabric(simpy.Environment(), load_topology("h100-1024")).links
+    b = Fabric(simpy.Environment(), load_topology("h100-1024")).links
+    pairs = [(0, 9), (3, 1000), (17, 517), (100, 900)]
+    assert [a.route(*p)[0].tolist() for p in pairs] == [b.route(*p)[0].tolist() for p in pairs]
+    # different pairs across leaves spread over several spines
+    spines = {a.names[a.dst[a.route(s, 1023 - s)[0][2]]] for s in range(0, 512, 8)}
+    assert len(spines) > 4
+
+
+def test_routes_avoid_gpu_transit_unless_forced():
+    links = Fabric(simpy.Environment(), load_topology("h100-1024")).links
+    path, _ = links.route(0, 9)      # node 0 GPU 0 -> node 1 GPU 1, single plane: IB all the way
+    assert all(links.node_type[links.dst[l]] != "gpu" for l in path[:-1])
+    mp = Fabric(simpy.Environment(), load_topology("h800-16")).links
+    path, _ = mp.route(0, 9)          # multi-plane: plane 0 then NVLink on the far node
+    assert mp.kind[path[-1]] == "nvlink"
+
+
+def test_completion_window_bounds_the_error():
+    """Skewed all-to-all: with a window w every flow ends at most w x (busy time) early, and the
+    collective's time moves by no more than that; it saves rate recomputations."""
+    from sim.network import MoERouting, all_to_all, route_tokens
+    r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=6, tokens_per_gpu=400, node_limit=2, skew=1.2, seed=5)
+    tr = route_tokens(r)
+    out = {}
+    for w in (0.0, 1e-3):
+        env = simpy.Environment()
+        fab = Fabric(env, load_topology("h800-16"), completion_window=w)
+        env.run(all_to_all(fab, list(range(16)), tr, 7168.0, "hierarchical"))
+        out[w] = (env.now, fab.recomputations, fab.link_bytes.sum())
+    exact, windowed = out[0.0], out[1e-3]
+    assert abs(windowed[0] - exact[0]) <= 1e-3 * exact[0]
+    assert windowed[1] < exact[1]
+    assert windowed[2] == pytest.approx(exact[2])      # every byte still crosses its links
