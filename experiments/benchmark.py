@@ -5,6 +5,9 @@
 Cases
 - schedules: generate + validate + simulate (zero communication) every schedule at P=16, M=256
   and P=64, M=1024 (target: DualPipe at P=64, M=1024 under 5 s on 2 cores).
+- moe: the full DeepSeek-V3 step (PP16, EP64, 120 micro-batches, dualpipe) with one
+  representative pipeline (target < 5 s) and with every one of the 2,048 ranks simulated, balanced
+  and skewed (target < 60 s and 4 GB).
 - network: one EP64 hierarchical all-to-all (DeepSeek-V3 dispatch: 4096 tokens per GPU, top-8
   of 256 experts, node limit 4, FP8) on 8 nodes (target < 0.2 s), and 1, 8 and all 32 EP64 groups
   of the 2,048-GPU cluster at once (target < 10 s and 2 GB), to show how cost grows with GPUs.
@@ -59,7 +62,18 @@ def _all_to_all_case(topology: str, groups: int, algorithm: str = "hierarchical"
             "generate_s": t1 - t0, "simulate_s": t2 - t1, "wall_s": t2 - t0}
 
 
-CASES = {"schedules": [], "network": [
+def _moe_case(mode: str, skew: float = 0.0) -> dict:
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import simulate_step
+    t0 = time.perf_counter()
+    res = simulate_step(load_scenario("deepseek-v3", routing_skew=skew), mode=mode)
+    return {"case": f"DeepSeek-V3 step, dualpipe, {res.mode} mode, skew {skew}", "P": 16, "M": 120,
+            "gpus": 2048 if res.mode == "full" else 16, "sim_time_us": res.step_time_s * 1e6,
+            "wall_s": time.perf_counter() - t0}
+
+
+CASES = {"moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0))],
+         "schedules": [], "network": [
     (_all_to_all_case, ("h800-64", 1)),
     (_all_to_all_case, ("h800-2048", 1)),
     (_all_to_all_case, ("h800-2048", 8)),

@@ -161,4 +161,4 @@ def _load_extra_commands() -> None:
         importlib.import_module(mod)
 
 
-EXTRA_COMMAND_MODULES = ("sim.network.cli",)
+EXTRA_COMMAND_MODULES = ("sim.network.cli", "sim.moe.cli")

@@ -97,6 +97,14 @@ class EngineResult:
 def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Environment] = None) -> EngineResult:
     """Run every rank's op list on ``runner``; raise :class:`DeadlockError` if any rank gets stuck."""
     env = env or simpy.Environment()
+    finish = start_schedule(schedule, runner, env)
+    env.run()
+    return finish()
+
+
+def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment):
+    """Start the rank processes of ``schedule`` in ``env`` (several pipelines can share one env);
+    returns ``finish()``, to call after ``env.run()``, which gives the :class:`EngineResult`."""
     S = schedule.num_stages
     rank_of = schedule.placement.rank
     events: dict[Key, simpy.Event] = {}
@@ -159,13 +167,15 @@ def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Envir
 
     for rank, ops in sorted(schedule.ranks.items()):
         env.process(rank_process(rank, ops))
-    env.run()
-    stuck = {r: i for r, i in position.items() if i < len(schedule.ranks[r])}
-    if stuck:
-        detail = "; ".join(f"rank {r} waits at step {i} ({schedule.ranks[r][i]})" for r, i in sorted(stuck.items()))
-        raise DeadlockError(f"schedule {schedule.name!r} deadlocks: {detail}")
-    makespan = max((rec[7] for rec in records), default=0.0)
-    return EngineResult(schedule, records, makespan)
+
+    def finish() -> EngineResult:
+        stuck = {r: i for r, i in position.items() if i < len(schedule.ranks[r])}
+        if stuck:
+            detail = "; ".join(f"rank {r} waits at step {i} ({schedule.ranks[r][i]})" for r, i in sorted(stuck.items()))
+            raise DeadlockError(f"schedule {schedule.name!r} deadlocks: {detail}")
+        makespan = max((rec[7] for rec in records), default=0.0)
+        return EngineResult(schedule, records, makespan)
+    return finish
 
 
 def _deliver_then(transfer: Generator, done: simpy.Event):

@@ -1,0 +1,235 @@
+"""Frozen, validated specs of a model, a GPU and a run, with YAML presets (``sim/moe/presets``).
+
+Every error names the field, the value and what is allowed (:class:`SpecError`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+PRESETS = Path(__file__).with_name("presets")
+
+
+class SpecError(ValueError):
+    """A spec field is missing, unknown or out of range."""
+
+
+def _load(kind: str) -> dict:
+    return yaml.safe_load((PRESETS / f"{kind}.yaml").read_text())
+
+
+def _pos(obj, name: str, integer: bool = True, allow_zero: bool = False) -> None:
+    v = getattr(obj, name)
+    ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
+    if isinstance(v, bool) or not ok_type or v < 0 or (v == 0 and not allow_zero):
+        kind = "an integer" if integer else "a number"
+        raise SpecError(f"{type(obj).__name__}.{name} must be {kind} {'>= 0' if allow_zero else '> 0'}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer, dense or MoE. Sizes are counts (not bytes)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    head_dim: int
+    attention: str = "gqa"            # "gqa" (standard / grouped-query) or "mla" (DeepSeek)
+    kv_heads: int = 0                 # gqa: key/value heads (0 = heads)
+    rope_dim: int = 0                 # mla: decoupled RoPE dims per head
+    kv_lora_rank: int = 0             # mla: KV compression
+    q_lora_rank: int = 0              # mla: query compression (0 = none)
+    dense_layers: int = 0             # the first dense_layers use a dense FFN, the rest MoE
+    dense_intermediate: int = 0
+    routed_experts: int = 0
+    shared_experts: int = 0
+    expert_intermediate: int = 0
+    topk: int = 0
+    vocab: int = 32000
+    mtp_modules: int = 0              # extra MoE layer + output head each, on the last stage
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "heads", "head_dim", "vocab"):
+            _pos(self, name)
+        for name in ("kv_heads", "rope_dim", "kv_lora_rank", "q_lora_rank", "dense_layers", "dense_intermediate",
+                     "routed_experts", "shared_experts", "expert_intermediate", "topk", "mtp_modules"):
+            _pos(self, name, allow_zero=True)
+        if self.attention not in ("gqa", "mla"):
+            raise SpecError(f"ModelSpec.attention must be 'gqa' or 'mla', got {self.attention!r}")
+        if self.attention == "mla" and self.kv_lora_rank == 0:
+            raise SpecError("ModelSpec.kv_lora_rank must be > 0 for attention 'mla'")
+        if self.dense_layers > self.layers:
+            raise SpecError(f"ModelSpec.dense_layers ({self.dense_layers}) exceeds layers ({self.layers})")
+        if self.dense_layers and not self.dense_intermediate:
+            raise SpecError("ModelSpec.dense_intermediate must be > 0 when there are dense layers")
+        if self.is_moe and not (self.routed_experts and self.expert_intermediate and self.topk):
+            raise SpecError("ModelSpec: MoE layers need routed_experts, expert_intermediate and topk > 0")
+        if self.topk > self.routed_experts:
+            raise SpecError(f"ModelSpec.topk ({self.topk}) exceeds routed_experts ({self.routed_experts})")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.layers > self.dense_layers
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """Peak dense throughput (TFLOPS), HBM capacity (GB = 1e9 B) and SM count."""
+
+    name: str
+    sms: int
+    bf16_tflops: float
+    fp8_tflops: Optional[float]
+    hbm_gb: float
+    hbm_tbps: float
+
+    def __post_init__(self):
+        _pos(self, "sms")
+        for name in ("bf16_tflops", "hbm_gb", "hbm_tbps"):
+            _pos(self, name, integer=False)
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak in FLOP/s for ``fp8`` or ``bf16``."""
+        if precision == "fp8":
+            if not self.fp8_tflops:
+                raise SpecError(f"GPU {self.name} has no FP8 tensor cores; use gemm_precision: bf16")
+            return self.fp8_tflops * 1e12
+        if precision == "bf16":
+            return self.bf16_tflops * 1e12
+        raise SpecError(f"precision must be 'fp8' or 'bf16', got {precision!r}")
+
+
+PRECISION_BYTES = {"fp8": 1, "bf16": 2}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training configuration. Units: sequences, tokens, bytes, fractions.
+
+    Efficiency factors are our assumptions (documented in the README), not tuned to any result:
+    ``gemm_efficiency`` and ``attention_efficiency`` scale the GPU's dense peak for GEMMs and for
+    the attention core. Memory figures: bytes per parameter of weights, gradients and ZeRO-1
+    optimizer states (sharded over DP), and activation bytes per token per layer as a multiple of
+    ``hidden`` (``activation_factor``)."""
+
+    model: str
+    gpu: str
+    topology: str
+    pp: int
+    ep: int
+    dp: int
+    schedule: str
+    microbatches: int
+    seq_len: int
+    microbatch_size: int = 1
+    chunks: Optional[int] = None                 # interleaved-1f1b only
+    comm_sms: int = 20
+    dispatch_precision: str = "fp8"
+    combine_precision: str = "bf16"
+    gemm_precision: str = "bf16"
+    node_limit: Optional[int] = None
+    gemm_efficiency: float = 0.6
+    attention_efficiency: float = 0.4
+    a2a_algorithm: str = "hierarchical"
+    a2a_chunks: int = 4
+    routing_skew: float = 0.0
+    routing_seed: int = 0
+    weight_bytes: float = 2.0                    # BF16 weights
+    grad_bytes: float = 4.0                      # FP32 gradient accumulation
+    optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2), ZeRO-1
+    activation_factor: float = 34.0             # activation bytes per token per layer / hidden
+    description: str = ""
+
+    def __post_init__(self):
+        for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
+            _pos(self, name)
+        _pos(self, "comm_sms", allow_zero=True)
+        for name in ("gemm_efficiency", "attention_efficiency"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise SpecError(f"RunSpec.{name} must be in (0, 1], got {v!r}")
+        for name in ("dispatch_precision", "combine_precision", "gemm_precision"):
+            if getattr(self, name) not in PRECISION_BYTES:
+                raise SpecError(f"RunSpec.{name} must be one of fp8, bf16, got {getattr(self, name)!r}")
+        if self.a2a_algorithm not in ("hierarchical", "flat"):
+            raise SpecError(f"RunSpec.a2a_algorithm must be hierarchical or flat, got {self.a2a_algorithm!r}")
+        if self.dp % self.ep:
+            raise SpecError(f"RunSpec.ep ({self.ep}) must divide dp ({self.dp}): an EP group is made of "
+                            f"{self.ep} data-parallel replicas of one stage")
+        if self.routing_skew < 0:
+            raise SpecError(f"RunSpec.routing_skew must be >= 0, got {self.routing_skew}")
+
+    @property
+    def gpus(self) -> int:
+        return self.pp * self.dp
+
+    @property
+    def tokens_per_microbatch(self) -> int:
+        return self.microbatch_size * self.seq_len
+
+    def with_(self, **changes) -> "RunSpec":
+        return replace(self, **changes)
+
+
+def _from_mapping(cls, name: str, mapping: dict, kind: str):
+    allowed = {f.name for f in fields(cls)} - {"name"}
+    unknown = set(mapping) - allowed
+    if unknown:
+        raise SpecError(f"{kind} {name!r}: unknown field(s) {', '.join(sorted(unknown))}; "
+                        f"allowed: {', '.join(sorted(allowed))}")
+    try:
+        return cls(name=name, **mapping) if "name" in {f.name for f in fields(cls)} else cls(**mapping)
+    except TypeError as exc:
+        raise SpecError(f"{kind} {name!r}: {exc}") from None
+
+
+def model_names() -> list[str]:
+    return sorted(_load("models"))
+
+
+def gpu_names() -> list[str]:
+    return sorted(_load("gpus"))
+
+
+def scenario_names() -> list[str]:
+    return sorted(_load("scenarios"))
+
+
+def load_model(name: str) -> ModelSpec:
+    presets = _load("models")
+    if name not in presets:
+        raise SpecError(f"unknown model {name!r}; valid models: {', '.join(sorted(presets))}")
+    return _from_mapping(ModelSpec, name, presets[name], "model")
+
+
+def load_gpu(name: str) -> GPUSpec:
+    presets = _load("gpus")
+    if name not in presets:
+        raise SpecError(f"unknown GPU {name!r}; valid GPUs: {', '.join(sorted(presets))}")
+    return _from_mapping(GPUSpec, name, presets[name], "GPU")
+
+
+def load_scenario(name_or_path: str, **overrides) -> RunSpec:
+    """A scenario preset by name, or a YAML file with RunSpec fields; ``overrides`` replace fields
+    (``None`` values are ignored)."""
+    path = Path(name_or_path)
+    presets = _load("scenarios")
+    if name_or_path in presets:
+        mapping = dict(presets[name_or_path])
+    elif path.suffix in (".yaml", ".yml") and path.exists():
+        mapping = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(mapping, dict):
+            raise SpecError(f"{path}: expected a mapping of RunSpec fields")
+    else:
+        raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
+                        "and not an existing .yaml file")
+    mapping.update({k: v for k, v in overrides.items() if v is not None})
+    return _from_mapping(RunSpec, name_or_path, mapping, "scenario")

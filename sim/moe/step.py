@@ -1,0 +1,183 @@
+"""One MoE training step: config -> schedule -> SimPy streams on the fabric -> results.
+
+Modes: ``representative`` simulates one pipeline (data-parallel replica 0) whose all-to-alls take
+the time the fabric gives when every EP group of the stage runs them at once; ``full`` simulates
+every rank of every pipeline, each all-to-all a collective that starts when all members of the EP
+group arrive; ``auto`` (default) is representative for balanced routing and full when routing is
+skewed. Ignored: the data-parallel gradient reduce-scatter / all-gather and the optimizer step at
+the end of the step, kernel launch gaps, the embedding's compute.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import simpy
+
+from ..engine import EngineResult, start_schedule
+from ..network import Fabric, LinkTable
+from ..perf import gc_paused
+from ..schedules import make_schedule, validate
+from .chunk import ChunkModel
+from .comm import CommModel
+from .memory import RankMemory, memory_per_rank
+from .runner import COMM, MoERunner, RankStats
+from .specs import RunSpec, SpecError, load_gpu, load_model
+
+MODES = ("auto", "representative", "full")
+
+
+@dataclass
+class RankResult:
+    rank: int
+    compute_s: float
+    exposed_comm_s: float
+    comm_s: float
+    bubble_s: float
+    utilization: float
+    memory: RankMemory
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "compute_s": self.compute_s, "exposed_comm_s": self.exposed_comm_s,
+                "comm_s": self.comm_s, "bubble_s": self.bubble_s, "utilization": self.utilization,
+                "memory_gb": round(self.memory.total_gb, 3), "params_gb": round(self.memory.params_gb, 3),
+                "grads_gb": round(self.memory.grads_gb, 3), "optimizer_gb": round(self.memory.optimizer_gb, 3),
+                "activations_gb": round(self.memory.activations_gb, 3)}
+
+
+@dataclass
+class StepResult:
+    run: RunSpec
+    mode: str
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    compute_comm_ratio: float
+    exposed_comm_s: float
+    comm_hidden_fraction: float
+    a2a_dispatch_s: float
+    a2a_combine_s: float
+    ranks: list[RankResult]
+    engine: EngineResult
+    part_trace: list = field(repr=False, default_factory=list)
+    link_stats: dict = field(repr=False, default_factory=dict)
+    warnings: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"scenario": self.run.description, "schedule": self.run.schedule, "mode": self.mode,
+                "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
+                "compute_comm_ratio": self.compute_comm_ratio, "exposed_comm_s": self.exposed_comm_s,
+                "comm_hidden_fraction": self.comm_hidden_fraction, "a2a_dispatch_s": self.a2a_dispatch_s,
+                "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
+                "warnings": self.warnings, "wall_s": self.wall_s}
+
+
+class MoEStep:
+    """Everything one step needs, built and checked from a :class:`RunSpec`."""
+
+    def __init__(self, run: RunSpec, mode: str = "auto", comm_scope: str = "stage"):
+        from topologies import load_topology
+        if mode not in MODES:
+            raise SpecError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.run = run
+        self.model = load_model(run.model)
+        self.gpu = load_gpu(run.gpu)
+        graph = load_topology(run.topology)
+        n_gpus = len(graph.graph["gpus"])
+        if run.gpus > n_gpus:
+            raise SpecError(f"pp x dp = {run.pp} x {run.dp} = {run.gpus} GPUs, but topology {run.topology!r} "
+                            f"has {n_gpus}")
+        gpn = graph.graph.get("gpus_per_node", n_gpus)
+        if run.ep > gpn and run.ep % gpn:
+            raise SpecError(f"ep ({run.ep}) must be a multiple of the {gpn} GPUs per node (or at most {gpn}): "
+                            "an EP group spans whole nodes")
+        if run.ep < gpn and gpn % run.ep:
+            raise SpecError(f"ep ({run.ep}) must divide the {gpn} GPUs per node")
+        if self.model.is_moe and self.model.routed_experts % run.ep:
+            raise SpecError(f"ep ({run.ep}) must divide the model's {self.model.routed_experts} routed experts")
+        self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
+        self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
+        self.links = LinkTable(graph)
+        tb = {"dispatch": self.chunk.token_bytes(run.dispatch_precision),
+              "combine": self.chunk.token_bytes(run.combine_precision)}
+        self.comm = CommModel(run, self.model, self.links, gpn, tb, comm_scope)
+        self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
+        self.mode = "full" if self.full else "representative"
+        self.memory = memory_per_rank(self.model, self.gpu, run, self.chunk, self.schedule)
+        self.env = None
+        self.fabric = None
+        self.trace_parts: list = []
+        self.trace_rank = run.pp // 2        # whose parts are recorded (pipeline 0): a middle rank
+        self._barriers: dict = {}
+
+    def load_factor(self, rank: int, replica: int) -> float:
+        return self.comm.load_factor(rank, replica) if self.run.routing_skew > 0 else 1.0
+
+    def barrier(self, env_key) -> simpy.Event:
+        """The event that fires when all ``ep`` members of a collective have arrived."""
+        entry = self._barriers.get(env_key)
+        if entry is None:
+            entry = self._barriers[env_key] = [0, self.env.event()]
+        entry[0] += 1
+        if entry[0] == self.run.ep:
+            entry[1].succeed()
+            del self._barriers[env_key]
+        return entry[1]
+
+    def simulate(self) -> StepResult:
+        t0 = time.perf_counter()
+        with gc_paused():
+            self.env = simpy.Environment()
+            self.fabric = Fabric(self.env, self.links)
+            replicas = range(self.run.dp) if self.full else [0]
+            runners = [MoERunner(self, d) for d in replicas]
+            finishers = [start_schedule(self.schedule, r, self.env) for r in runners]
+            self.env.run()
+            results = [f() for f in finishers]
+        return self._summarize(results, runners, time.perf_counter() - t0)
+
+    def _summarize(self, results: list[EngineResult], runners: list[MoERunner], wall: float) -> StepResult:
+        run, P = self.run, self.run.pp
+        step = max(r.makespan for r in results)
+        # Per rank: the slowest replica's figures (identical replicas in representative mode).
+        ranks = []
+        for rank in range(P):
+            stats: list[RankStats] = [rn.stats[rank] for rn in runners]
+            worst = max(stats, key=lambda s: s.op_s)
+            exposed = max(0.0, worst.op_s - worst.compute_s)
+            ranks.append(RankResult(rank, worst.compute_s, exposed, worst.comm_s, step - worst.op_s,
+                                    worst.compute_s / step if step else 0.0, self.memory[rank]))
+        tokens = run.dp * run.microbatches * run.tokens_per_microbatch
+        flops = self.chunk.model_flops_per_microbatch() * run.microbatches * run.dp
+        mfu = flops / (run.gpus * self.gpu.peak_flops("bf16") * step)
+        moe_stage = next((s for s, layers in enumerate(self.chunk.stage_layers) if any(c.moe for c in layers)), None)
+        if moe_stage is not None and self.model.is_moe:
+            d, c = self.comm.time("dispatch", 0, 0), self.comm.time("combine", 0, 0)
+            layers = [c_ for c_ in self.chunk.stage_layers[moe_stage] if c_.moe]
+            compute = sum(l.forward for l in layers)
+            ratio = compute / (len(layers) * (d + c))
+        else:
+            d = c = 0.0
+            ratio = float("inf")
+        total_comm = sum(r.comm_s for r in ranks)
+        exposed = sum(r.exposed_comm_s for r in ranks)
+        warnings = []
+        for m in self.memory:
+            if m.total_gb > self.gpu.hbm_gb:
+                warnings.append(f"rank {m.rank} needs {m.total_gb:.1f} GB (params {m.params_gb:.1f}, grads "
+                                f"{m.grads_gb:.1f}, optimizer {m.optimizer_gb:.1f}, activations {m.activations_gb:.1f})"
+                                f" > {self.gpu.hbm_gb:g} GB HBM of {self.gpu.name}: does not fit")
+        return StepResult(
+            run=run, mode=self.mode, step_time_s=step, tokens_per_s=tokens / step, mfu=mfu,
+            compute_comm_ratio=ratio, exposed_comm_s=exposed / P,
+            comm_hidden_fraction=1 - exposed / total_comm if total_comm > 0 else 1.0,
+            a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=results[0], part_trace=self.trace_parts,
+            link_stats=dict(self.comm.link_frames), warnings=warnings, wall_s=wall)
+
+
+def simulate_step(run: RunSpec, mode: str = "auto", comm_scope: str = "stage") -> StepResult:
+    return MoEStep(run, mode, comm_scope).simulate()
+
+
+__all__ = ["MoEStep", "StepResult", "simulate_step", "COMM"]
