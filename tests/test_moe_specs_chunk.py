@@ -92,3 +92,18 @@ def test_token_bytes():
     assert c.token_bytes("fp8") == 7168 + 4 * 56
     assert c.token_bytes("bf16") == 2 * 7168
     assert c.activation_bytes() == 4096 * 7168 * 2
+
+
+def test_measured_profile_replaces_flops(tmp_path):
+    p = tmp_path / "prof.csv"
+    p.write_text("layer,part,seconds\nmoe,mlp_f,0.002\nmoe,attn_f,0.001\nhead,head,0.0005\n")
+    run = load_scenario("tiny", profile=str(p))
+    c = ChunkModel(load_model("tiny-moe"), load_gpu("h800"), run, 4)
+    moe = c.stage_layers[1][0]
+    assert (moe.mlp_f, moe.attn_f) == (0.002, 0.001)
+    assert moe.mlp_i != 0.002                      # parts not in the profile keep the FLOPs model
+    assert c.head_cost == 0.0005
+    bad = tmp_path / "bad.csv"
+    bad.write_text("layer,part,seconds\nmoe,mlp_x,1\n")
+    with pytest.raises(SpecError, match="line 2"):
+        ChunkModel(load_model("tiny-moe"), load_gpu("h800"), load_scenario("tiny", profile=str(bad)), 4)

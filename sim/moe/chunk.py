@@ -89,11 +89,45 @@ def expert_params(m: ModelSpec) -> float:
     return 3 * m.hidden * m.expert_intermediate
 
 
+PROFILE_PARTS = ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w")
+
+
+def read_profile(path: str) -> dict[str, dict[str, float]]:
+    """A measured profile: CSV with columns ``layer`` (``dense`` or ``moe``), ``part`` (one of
+    attn_f, attn_i, attn_w, mlp_f, mlp_i, mlp_w, or ``head`` with layer ``head``) and ``seconds``
+    (one micro-batch on one GPU). Returns {layer kind: {part: seconds}}."""
+    import csv
+    from pathlib import Path
+    file = Path(path)
+    if not file.exists():
+        raise SpecError(f"profile {path!r} does not exist")
+    out: dict[str, dict[str, float]] = {}
+    with file.open() as fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or {"layer", "part", "seconds"} - set(reader.fieldnames):
+            raise SpecError(f"profile {path}: needs columns layer, part, seconds; got {reader.fieldnames}")
+        for i, row in enumerate(reader, start=2):
+            layer, part = row["layer"].strip(), row["part"].strip()
+            if layer not in ("dense", "moe", "head") or (part not in PROFILE_PARTS and part != "head"):
+                raise SpecError(f"profile {path} line {i}: layer must be dense, moe or head and part one of "
+                                f"{', '.join(PROFILE_PARTS)}, head; got layer={layer!r}, part={part!r}")
+            try:
+                seconds = float(row["seconds"])
+            except ValueError:
+                raise SpecError(f"profile {path} line {i}: seconds {row['seconds']!r} is not a number") from None
+            if not seconds >= 0:
+                raise SpecError(f"profile {path} line {i}: seconds must be >= 0, got {seconds}")
+            out.setdefault(layer, {})[part] = seconds
+    return out
+
+
 class ChunkModel:
-    """Costs of every layer of every stage for one run."""
+    """Costs of every layer of every stage for one run (from FLOPs, or from a measured profile:
+    ``RunSpec.profile``, whose parts replace the FLOPs model's wherever given)."""
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, run: RunSpec, num_stages: int):
         self.model, self.gpu, self.run = model, gpu, run
+        self.profile = read_profile(run.profile) if run.profile else {}
         self.tokens = run.tokens_per_microbatch
         self.gemm_rate = gpu.peak_flops(run.gemm_precision) * run.gemm_efficiency
         self.attn_rate = gpu.peak_flops("bf16") * run.attention_efficiency
@@ -109,6 +143,8 @@ class ChunkModel:
         for _ in range(model.mtp_modules):
             self.stage_layers[-1].append(self.layer_cost(moe=model.is_moe, extra_gemm=2 * model.hidden ** 2))
         self.head_cost = self._gemm(2 * self.tokens * model.hidden * model.vocab) * (1 + model.mtp_modules)
+        if "head" in self.profile.get("head", {}):
+            self.head_cost = self.profile["head"]["head"] * (1 + model.mtp_modules)
 
     def _gemm(self, flops: float) -> float:
         return flops / self.gemm_rate
@@ -124,10 +160,11 @@ class ChunkModel:
             routed, other = 0.0, 2 * T * dense_mlp_params(m)
         mlp = routed + other
         attn_f = self._gemm(proj) + core / self.attn_rate
-        return LayerCost(
-            attn_f=attn_f, attn_i=self._gemm(proj) + 2 * core / self.attn_rate, attn_w=self._gemm(proj),
-            mlp_f=self._gemm(mlp), mlp_i=self._gemm(mlp), mlp_w=self._gemm(mlp), moe=moe,
-            routed_share=routed / mlp if mlp else 0.0, flops=3 * (proj + mlp) + 3 * core)
+        parts = dict(attn_f=attn_f, attn_i=self._gemm(proj) + 2 * core / self.attn_rate, attn_w=self._gemm(proj),
+                     mlp_f=self._gemm(mlp), mlp_i=self._gemm(mlp), mlp_w=self._gemm(mlp))
+        parts.update(self.profile.get("moe" if moe else "dense", {}))
+        return LayerCost(**parts, moe=moe, routed_share=routed / mlp if mlp else 0.0,
+                         flops=3 * (proj + mlp) + 3 * core)
 
     def model_flops_per_microbatch(self) -> float:
         """Useful FLOPs (forward, input and weight gradients) of one micro-batch through every

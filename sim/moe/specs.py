@@ -146,6 +146,7 @@ class RunSpec:
     grad_bytes: float = 4.0                      # FP32 gradient accumulation
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2), ZeRO-1
     activation_factor: float = 34.0             # activation bytes per token per layer / hidden
+    profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
     description: str = ""
 
     def __post_init__(self):
