@@ -1,0 +1,52 @@
+"""Sweeps: Dask and serial give the same CSV, failures are rows, interrupted sweeps resume."""
+import pandas as pd
+import pytest
+
+from experiments.bubble_vs_microbatches import point
+from sim.sweep import grid, run_sweep
+
+POINTS = grid(pp=(4,), microbatches=(8, 10), schedule=("1f1b", "dualpipe", "chimera"))
+
+
+def metrics(df):
+    return df.drop(columns=["wall_s"]).reset_index(drop=True)
+
+
+def test_grid_is_the_factorial_product():
+    assert len(POINTS) == 6 and POINTS[0] == {"pp": 4, "microbatches": 8, "schedule": "1f1b"}
+
+
+def test_dask_equals_serial_and_failures_are_rows(tmp_path):
+    serial = run_sweep(point, POINTS, tmp_path / "serial.csv", scheduler="serial", progress=False)
+    dask = run_sweep(point, POINTS, tmp_path / "dask.csv", workers=2, progress=False)
+    pd.testing.assert_frame_equal(metrics(serial), metrics(dask))
+    assert list(serial.columns[:3]) == ["pp", "microbatches", "schedule"]
+    failed = serial[serial["status"] == "error"]
+    assert failed[["microbatches", "schedule"]].values.tolist() == [[10, "chimera"]]   # 10 % 4 != 0
+    assert "chimera needs" in failed["error"].iloc[0]
+    assert (serial[serial["status"] == "ok"]["bubble_fraction"] > 0).all()
+
+
+class Interrupt(BaseException):
+    pass
+
+
+def test_interrupted_sweep_resumes_without_losing_or_repeating(tmp_path):
+    out = tmp_path / "s.csv"
+    calls = []
+
+    def flaky(p):
+        calls.append(p)
+        if len(calls) == 4:
+            raise Interrupt()            # like Ctrl-C in the middle of the sweep
+        return point(p)
+
+    with pytest.raises(Interrupt):
+        run_sweep(flaky, POINTS, out, scheduler="serial", progress=False)
+    assert len(pd.read_csv(out)) == 3                    # the finished rows are on disk
+    calls.clear()
+    done = run_sweep(flaky, POINTS, out, scheduler="serial", progress=False)
+    assert len(calls) == 3                               # only the missing points ran
+    assert len(done) == len(POINTS) and not done.duplicated(["pp", "microbatches", "schedule"]).any()
+    full = run_sweep(point, POINTS, tmp_path / "ref.csv", scheduler="serial", progress=False)
+    pd.testing.assert_frame_equal(metrics(done), metrics(full))
