@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench setup clean
+.PHONY: run test bench sweeps setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+sweeps: $(STAMP)
+	$(PY) -m experiments.sweep_ep
+	$(PY) -m experiments.sweep_topology
+	$(PY) -m experiments.lesson_exercises
+	$(PY) -m experiments.plots
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmark

@@ -1,13 +1,17 @@
 """The main job of ``make run``: every result the project produces by default, under results/.
 
 1. the DeepSeek-V3 scenario (2,048 H800) under 1f1b, zb-h1, dualpipe, dualpipev;
-2. every schedule side by side at P=8, M=16 without communication.
+2. every schedule side by side at P=8, M=16 without communication;
+3. bubble against micro-batches for every schedule at P = 8 and 16 (a sweep on a local Dask cluster);
+4. the figures that read those CSVs (experiments/plots.py).
+The slower sweeps (sweep_ep, sweep_topology) and the lesson exercises run with ``make sweeps``.
 """
 from __future__ import annotations
 
 import time
 
-from experiments import deepseek_v3, schedule_comparison
+from experiments import bubble_vs_microbatches, deepseek_v3, plots, schedule_comparison
+from experiments.common import sweep_main
 
 
 def main() -> int:
@@ -15,6 +19,10 @@ def main() -> int:
     deepseek_v3.main([])
     print()
     schedule_comparison.main([])
+    print()
+    sweep_main("bubble_vs_microbatches", bubble_vs_microbatches.point, bubble_vs_microbatches.points,
+               bubble_vs_microbatches.__doc__, ["--no-progress"])
+    plots.main([])
     print(f"main job done in {time.perf_counter() - t0:.0f} s")
     return 0
 

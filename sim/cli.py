@@ -56,6 +56,9 @@ def cmd_simulate(args) -> int:
     if args.plot:
         from .plots import plot_timeline
         plot_timeline(run.result, args.plot)
+    if args.trace:
+        from .trace import write_chrome_trace
+        write_chrome_trace(run.result, args.trace)
     if args.json:
         out = {"makespan": m.makespan, "bubble_fraction": m.bubble_fraction,
                "ranks": [{"rank": r.rank, "busy": r.busy, "idle": r.idle, "utilization": r.utilization,
@@ -124,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument("--csv", help="write the op events (rank, kind, mb, stage, start, end) to this CSV")
     p.add_argument("--plot", help="write a timeline PNG to this path")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) to this path")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("compare", help="every schedule side by side")
@@ -161,4 +165,4 @@ def _load_extra_commands() -> None:
         importlib.import_module(mod)
 
 
-EXTRA_COMMAND_MODULES = ("sim.network.cli", "sim.moe.cli")
+EXTRA_COMMAND_MODULES = ("sim.network.cli", "sim.moe.cli", "sim.plan")

@@ -2,8 +2,9 @@
 
 Without ``--schedule`` the scenario runs under 1f1b, zb-h1, dualpipe and dualpipev and prints
 them side by side (``--json``: the scenario's own schedule, with the others under
-``comparison``); with ``--out`` it writes ``<name>_summary.csv``, ``<name>_ranks.csv`` and
-figures (per-rank breakdown, one F&B unit's two streams) there.
+``comparison``); with ``--out`` it writes ``<name>_summary.csv``, ``<name>_ranks.csv``,
+``<name>_events_<schedule>.csv`` (op events of pipeline 0), ``<name>_links.csv`` (link statistics
+of the measured all-to-alls) and figures (per-rank breakdown, one F&B unit's two streams) there.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pandas as pd
 
 from ..cli import EXTRA_COMMANDS
 from ..io import write_csv_atomic
+from ..metrics import events_frame
 from .report import plot_fb_unit, plot_rank_breakdown, ranks_frame, summary_row
 from .specs import load_scenario
 from .step import MODES, simulate_step
@@ -36,6 +38,10 @@ def run_scenario(scenario: str, schedules, overrides: dict, mode: str = "auto", 
                             title=f"{scenario}: per-rank time per step")
         for r in results:
             plot_fb_unit(r, folder / "figures" / f"{stem}_fb_unit_{r.run.schedule}.png")
+            write_csv_atomic(events_frame(r.engine), folder / f"{stem}_events_{r.run.schedule}.csv")
+        links = [df.assign(shape=shape) for shape, df in results[-1].link_stats.items()]
+        if links:
+            write_csv_atomic(pd.concat(links), folder / f"{stem}_links.csv")
     if trace:
         from ..trace import write_chrome_trace
         write_chrome_trace(results[-1], trace)

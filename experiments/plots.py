@@ -1,0 +1,135 @@
+"""Figures from the result CSVs (this script only reads CSVs) -> ``results/figures/*.png``.
+
+* ``bubble_vs_microbatches.png`` from bubble_vs_microbatches.csv
+* ``sweep_ep.png`` (step time and exposed communication against EP size, per schedule) from sweep_ep.csv
+* ``sweep_topology.png`` from sweep_topology.csv
+* ``utilization_stacked.png`` (per rank compute / exposed comm / bubble) from deepseek_v3_ranks.csv
+* ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
+* ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
+Missing CSVs are skipped with a note.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from sim.plots import COLORS  # noqa: E402
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def bubble_vs_microbatches(df: pd.DataFrame, out: Path) -> None:
+    df = df[df["status"] == "ok"]
+    pps = sorted(df["pp"].unique())
+    fig, axes = plt.subplots(1, len(pps), figsize=(6 * len(pps), 4), sharey=True, squeeze=False)
+    for ax, pp in zip(axes[0], pps):
+        for name, g in df[df["pp"] == pp].groupby("schedule", sort=False):
+            ax.plot(g["microbatches"], g["bubble_fraction"], marker="o", label=name)
+        ax.set_title(f"P = {pp}, equal costs, no communication")
+        ax.set_xlabel("micro-batches M")
+        ax.set_xscale("log", base=2)
+    axes[0][0].set_ylabel("bubble fraction")
+    axes[0][-1].legend(fontsize=8)
+    _save(fig, out / "bubble_vs_microbatches.png")
+
+
+def sweep_ep(df: pd.DataFrame, out: Path) -> None:
+    df = df[df["status"] == "ok"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, g in df.groupby("schedule", sort=False):
+        a.plot(g["ep"], g["step_time_s"], marker="o", label=name)
+        b.plot(g["ep"], g["exposed_comm_s"], marker="o", label=name)
+    for ax, label in ((a, "step time (s)"), (b, "exposed all-to-all per rank (s)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("EP size")
+        ax.set_ylabel(label)
+    a.legend(fontsize=8)
+    fig.suptitle("DeepSeek-V3 on 2,048 H800: EP size x schedule (EP 256 runs PP8)", fontsize=10)
+    _save(fig, out / "sweep_ep.png")
+
+
+def sweep_topology(df: pd.DataFrame, out: Path) -> None:
+    df = df[df["status"] == "ok"]
+    piv = df.pivot(index="variant", columns="schedule", values="step_time_s")
+    fig, ax = plt.subplots(figsize=(10, 4))
+    piv.plot.bar(ax=ax)
+    ax.set_ylabel("step time (s)")
+    ax.set_title("DeepSeek-V3 step under topology variants of the 2,048-H800 cluster")
+    _save(fig, out / "sweep_topology.png")
+
+
+def utilization_stacked(df: pd.DataFrame, out: Path) -> None:
+    names = list(dict.fromkeys(df["schedule"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], names):
+        g = df[df["schedule"] == name]
+        step = (g["compute_s"] + g["exposed_comm_s"] + g["bubble_s"]).max()
+        comp, expo, bub = (100 * g[c] / step for c in ("compute_s", "exposed_comm_s", "bubble_s"))
+        ax.bar(g["rank"], comp, color="#3182bd", label="compute")
+        ax.bar(g["rank"], expo, bottom=comp, color="#e6550d", label="exposed comm")
+        ax.bar(g["rank"], bub, bottom=comp + expo, color="#d9d9d9", label="bubble")
+        ax.set_title(name)
+        ax.set_xlabel("rank")
+    axes[0][0].set_ylabel("% of the step")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    _save(fig, out / "utilization_stacked.png")
+
+
+def timeline(df: pd.DataFrame, out: Path, name: str) -> None:
+    P = int(df["rank"].max()) + 1
+    fig, ax = plt.subplots(figsize=(16, 0.35 * P + 1.5))
+    for row in df.itertuples():
+        kind = "F" if row.kind in ("F", "FB") else row.kind
+        color = COLORS[(kind, False)] if row.kind != "FB" else "#9e9ac8"
+        ax.broken_barh([(row.start, row.end - row.start)], (P - 1 - row.rank + 0.1, 0.8), facecolors=color)
+    ax.set_yticks([P - 1 - r + 0.5 for r in range(P)], [f"rank {r}" for r in range(P)])
+    ax.set_xlabel("seconds")
+    ax.set_title(f"one step, {name} (F blue, B orange, I green, W grey, F&B units purple)")
+    _save(fig, out / f"timeline_{name}.png")
+
+
+def link_utilization(df: pd.DataFrame, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for shape, g in df.groupby("shape"):
+        top = g.sort_values("mean_util", ascending=False).head(10)
+        ax.barh([f"{shape}: {link}" for link in top["link"]], 100 * top["mean_util"])
+    ax.set_xlabel("mean utilization during the all-to-all (%)")
+    ax.set_title("busiest links of one DeepSeek-V3 dispatch and combine (every EP group of a stage at once)")
+    _save(fig, out / "link_utilization.png")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default="results")
+    args = parser.parse_args(argv)
+    res = Path(args.results)
+    figs = res / "figures"
+    jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),
+            ("sweep_topology.csv", sweep_topology), ("deepseek_v3_ranks.csv", utilization_stacked),
+            ("deepseek_v3_links.csv", link_utilization)]
+    for name, fn in jobs:
+        path = res / name
+        if path.exists():
+            fn(pd.read_csv(path), figs)
+        else:
+            print(f"skip {name}: not there (run its experiment first)")
+    ev = res / "deepseek_v3_events_dualpipe.csv"
+    if ev.exists():
+        timeline(pd.read_csv(ev), figs, "deepseek_v3_dualpipe")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

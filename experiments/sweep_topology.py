@@ -1,0 +1,64 @@
+"""Topology variants of the 2,048-H800 cluster x schedule for the DeepSeek-V3 step: NVLink and IB
+bandwidth, leaf oversubscription, rail-optimized cabling or not, 8 planes or 1. All-to-all times
+are measured with every stage's EP groups on the fabric at once (scope "cluster"), so traffic of
+different stages can meet on spines.
+
+Writes the variants' YAML under ``results/topologies/`` and ``results/sweep_topology.csv``:
+variant, schedule (config), then nvlink_GBps, nic_GBps, oversubscription, rail_optimized, planes,
+step_time_s (s), exposed_comm_s (s per rank), a2a_dispatch_ms, a2a_combine_ms (ms per layer),
+compute_comm_ratio, mean_utilization; status, error, wall_s (s)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from experiments.common import sweep_main
+from sim.sweep import grid
+
+BASE = {"kind": "fat_tree", "gpu": "h800", "nodes": 256, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 160,
+        "nic_bandwidth_GBps": 50, "switch_radix": 64, "oversubscription": 1, "rail_optimized": True, "planes": 8}
+VARIANTS = {
+    "base": {},
+    "nvlink-80": {"nvlink_bandwidth_GBps": 80},
+    "nvlink-320": {"nvlink_bandwidth_GBps": 320},
+    "ib-25": {"nic_bandwidth_GBps": 25},
+    "ib-100": {"nic_bandwidth_GBps": 100},
+    "oversub-2": {"oversubscription": 2},
+    "oversub-4": {"oversubscription": 4},
+    "not-rail-optimized": {"rail_optimized": False},
+    "one-plane": {"planes": 1},
+    "one-plane-oversub-4": {"planes": 1, "oversubscription": 4},
+}
+SCHEDULES = ("1f1b", "dualpipe")
+TOPO_DIR = Path("results/topologies")
+
+
+def variant_file(name: str) -> str:
+    TOPO_DIR.mkdir(parents=True, exist_ok=True)
+    path = TOPO_DIR / f"h800-2048-{name}.yaml"
+    spec = {**BASE, **VARIANTS[name], "name": f"h800-2048-{name}"}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(path.resolve())
+
+
+def point(p: dict) -> dict:
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import simulate_step
+    spec = {**BASE, **VARIANTS[p["variant"]]}
+    run = load_scenario("deepseek-v3", topology=variant_file(p["variant"]), schedule=p["schedule"])
+    res = simulate_step(run, comm_scope="cluster")
+    return {"nvlink_GBps": spec["nvlink_bandwidth_GBps"], "nic_GBps": spec["nic_bandwidth_GBps"],
+            "oversubscription": spec["oversubscription"], "rail_optimized": spec["rail_optimized"],
+            "planes": spec["planes"], "step_time_s": res.step_time_s, "exposed_comm_s": res.exposed_comm_s,
+            "a2a_dispatch_ms": res.a2a_dispatch_s * 1e3, "a2a_combine_ms": res.a2a_combine_s * 1e3,
+            "compute_comm_ratio": res.compute_comm_ratio,
+            "mean_utilization": sum(r.utilization for r in res.ranks) / len(res.ranks)}
+
+
+def points() -> list[dict]:
+    return grid(variant=tuple(VARIANTS), schedule=SCHEDULES)
+
+
+if __name__ == "__main__":
+    raise SystemExit(sweep_main("sweep_topology", point, points, __doc__))
