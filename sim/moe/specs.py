@@ -4,7 +4,7 @@ Every error names the field, the value and what is allowed (:class:`SpecError`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 

@@ -21,7 +21,7 @@ from ..schedules import make_schedule, validate
 from .chunk import ChunkModel
 from .comm import CommModel
 from .memory import RankMemory, memory_per_rank
-from .runner import COMM, MoERunner, RankStats
+from .runner import MoERunner, RankStats
 from .specs import RunSpec, SpecError, load_gpu, load_model
 
 MODES = ("auto", "representative", "full")
@@ -180,4 +180,4 @@ def simulate_step(run: RunSpec, mode: str = "auto", comm_scope: str = "stage") -
     return MoEStep(run, mode, comm_scope).simulate()
 
 
-__all__ = ["MoEStep", "StepResult", "simulate_step", "COMM"]
+__all__ = ["MoEStep", "StepResult", "simulate_step"]

@@ -6,7 +6,6 @@ Each op is written in our notation: ``kind mb@stage`` or ``[F mb@stage & B mb@st
 """
 import json
 import pathlib
-import types
 
 import torch
 from torch.distributed.pipelining import schedules as S
