@@ -19,15 +19,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from sim.plots import COLORS  # noqa: E402
+from sim.plots import COLORS, save_figure  # noqa: E402
 
 
 def _save(fig, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+    print(f"wrote {save_figure(fig, path)}")
 
 
 def bubble_vs_microbatches(df: pd.DataFrame, out: Path) -> None:

@@ -23,6 +23,16 @@ COLORS = {
 }
 
 
+def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
+    """Lay out, write (creating the folder) and close a figure; returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
 def _second(result: EngineResult, mb: int, stage: int) -> bool:
     s = result.schedule
     if s.placement.kind == "bidirectional":
@@ -69,12 +79,7 @@ def plot_timeline(result: EngineResult, path: str | Path, title: str | None = No
     legend.append(Patch(facecolor="white", edgecolor="black", label="FB: F on top, B below"))
     ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / P), ncol=5, fontsize=8,
               frameon=False)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def plot_utilization(metrics: list[RunMetrics] | RunMetrics, path: str | Path, title: str | None = None) -> Path:
@@ -93,9 +98,4 @@ def plot_utilization(metrics: list[RunMetrics] | RunMetrics, path: str | Path, t
     ax.set_ylim(0, 105)
     ax.set_title(title or "per-rank utilization")
     ax.legend(fontsize=8, ncol=3, loc="lower center")
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)

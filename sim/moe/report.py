@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..plots import save_figure  # noqa: E402
 from .step import StepResult  # noqa: E402
 
 PART_COLORS = {"F": "#6baed6", "B": "#74c476", "W": "#bdbdbd", "HEAD": "#9e9ac8"}
@@ -60,12 +61,7 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
     ax.set_xlabel("ms since the unit started")
     ax.set_title(f"{res.run.schedule}: one F&B unit on rank {res.run.pp // 2} ({parts[0][1]}), simulated streams; "
                  "compute: blue F, green B, grey W; communication: light F, dark B", fontsize=9)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def plot_rank_breakdown(results: list[StepResult], path: str | Path, title: str = "") -> Path:
@@ -85,9 +81,4 @@ def plot_rank_breakdown(results: list[StepResult], path: str | Path, title: str 
     axes[0][-1].legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)

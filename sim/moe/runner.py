@@ -215,22 +215,25 @@ class MoERunner:
             return part.seconds * sms / (sms - self.step.run.comm_sms)
         return part.seconds
 
-    def _chain(self, env, rank, seq, parts: list[Part], op):
+    def _run_part(self, env, rank: int, seq: int, index: int, part: Part, op):
+        """Run one part on its stream and account for it (and trace it on the traced rank)."""
+        t0 = env.now
         st = self.stats[rank]
+        if part.stream == COMPUTE:
+            dt = self._compute_seconds(rank, part)
+            yield env.timeout(dt)
+            st.compute_s += dt
+        else:
+            st.comm_s += yield from self._comm(env, rank, seq, index, part)
+        if self.trace is not None and rank == self.step.trace_rank:
+            self.trace.append((seq, str(op), part.stream, part.name, t0, env.now))
+
+    def _chain(self, env, rank, seq, parts: list[Part], op):
         for i, part in enumerate(parts):
-            t0 = env.now
-            if part.stream == COMPUTE:
-                dt = self._compute_seconds(rank, part)
-                yield env.timeout(dt)
-                st.compute_s += dt
-            else:
-                st.comm_s += yield from self._comm(env, rank, seq, i, part)
-            if self.trace is not None and rank == self.step.trace_rank:
-                self.trace.append((seq, str(op), part.stream, part.name, t0, env.now))
+            yield from self._run_part(env, rank, seq, i, part, op)
 
     def _two_streams(self, env, rank, seq, comp: list[Part], comm: list[Part], op):
         done = ([env.event() for _ in comp], [env.event() for _ in comm])
-        st = self.stats[rank]
 
         def stream(kind: int, parts: list[Part]):
             for i, part in enumerate(parts):
@@ -238,15 +241,7 @@ class MoERunner:
                     ev = done[s][j]
                     if not ev.processed:
                         yield ev
-                t0 = env.now
-                if kind == COMPUTE:
-                    dt = self._compute_seconds(rank, part)
-                    yield env.timeout(dt)
-                    st.compute_s += dt
-                else:
-                    st.comm_s += yield from self._comm(env, rank, seq, i, part)
-                if self.trace is not None and rank == self.step.trace_rank:
-                    self.trace.append((seq, str(op), kind, part.name, t0, env.now))
+                yield from self._run_part(env, rank, seq, i, part, op)
                 done[kind][i].succeed()
 
         procs = [env.process(stream(COMPUTE, comp))]
