@@ -34,7 +34,8 @@ def test_chrome_trace_of_simulate(tmp_path):
     assert main(["simulate", "--schedule", "dualpipe", "--pp", "4", "--microbatches", "8", "--trace", str(path)]) == 0
     events = json.loads(path.read_text())["traceEvents"]
     ops = [e for e in events if e["ph"] == "X"]
-    assert len(ops) == sum(1 for _ in ops) and {e["pid"] for e in ops} == {0, 1, 2, 3}
+    from sim.schedules import make_schedule
+    assert len(ops) == make_schedule("dualpipe", 4, 8).num_ops() and {e["pid"] for e in ops} == {0, 1, 2, 3}
     assert any(e["name"] == "process_name" for e in events)
 
 

@@ -37,6 +37,7 @@ class CommModel:
         if model.is_moe:
             for g in range(self.groups_per_stage * run.pp):
                 self._traffic[g] = route_tokens(self._routing(g))
+        self._load = self._load_factors() if model.is_moe and run.routing_skew > 0 else None
 
     def _routing(self, group: int) -> MoERouting:
         r = self.run
@@ -54,27 +55,36 @@ class CommModel:
     def traffic(self, stage: int, group: int):
         return self._traffic[stage * self.groups_per_stage + group]
 
+    def _load_factors(self) -> np.ndarray:
+        """[stage, replica]: tokens a GPU's experts receive relative to its group's mean."""
+        out = np.ones((self.run.pp, self.run.dp))
+        for stage in range(self.run.pp):
+            for g in range(self.groups_per_stage):
+                received = self.traffic(stage, g).gpu_tokens.sum(axis=0)
+                if received.mean() > 0:
+                    out[stage, g * self.run.ep:(g + 1) * self.run.ep] = received / received.mean()
+        return out
+
     def load_factor(self, stage: int, replica: int) -> float:
-        """Tokens a GPU's experts receive relative to the balanced mean (1.0 when uniform)."""
-        if not self.model.is_moe:
-            return 1.0
-        g = self.group_of_replica(replica)
-        received = self.traffic(stage, g).gpu_tokens.sum(axis=0)
-        return float(received[replica % self.run.ep] / received.mean()) if received.mean() > 0 else 1.0
+        """Expert load of a GPU relative to the balanced mean: 1.0 unless routing is skewed."""
+        return 1.0 if self._load is None else float(self._load[stage, replica])
 
     def time(self, shape: str, stage: int, group: int) -> float:
-        """Seconds of one dispatch- or combine-shaped all-to-all of EP group ``group`` at ``stage``."""
-        balanced = self.run.routing_skew == 0
-        key = (shape,) if balanced and self.scope == "stage" else (shape, stage if self.scope == "stage" else -1)
-        times = self._times.get(key)
+        """Seconds of one dispatch- or combine-shaped all-to-all of EP group ``group`` at ``stage``.
+
+        Measured once per (shape, unit): with balanced routing and stage scope every stage is
+        alike and stage 0 stands for all; otherwise each stage (stage scope) or the whole
+        cluster at once (cluster scope) is measured."""
+        if self.scope == "cluster":
+            unit, stages = -1, list(range(self.run.pp))
+        elif self.run.routing_skew == 0:
+            unit, stages = 0, [0]
+        else:
+            unit, stages = stage, [stage]
+        times = self._times.get((shape, unit))
         if times is None:
-            stages = [stage] if self.scope == "stage" else list(range(self.run.pp))
-            if balanced and self.scope == "stage":
-                stages = [0]
-            times = self._measure(shape, stages)
-            self._times[key] = times
-        s = 0 if (balanced and self.scope == "stage") else stage
-        return float(times[s, group])
+            times = self._times[(shape, unit)] = self._measure(shape, stages)
+        return float(times[stage if unit == -1 else unit, group])
 
     def _measure(self, shape: str, stages: list[int]) -> np.ndarray:
         env = simpy.Environment()

@@ -112,7 +112,7 @@ class MoEStep:
         self._barriers: dict = {}
 
     def load_factor(self, rank: int, replica: int) -> float:
-        return self.comm.load_factor(rank, replica) if self.run.routing_skew > 0 else 1.0
+        return self.comm.load_factor(rank, replica)
 
     def barrier(self, env_key) -> simpy.Event:
         """The event that fires when all ``ep`` members of a collective have arrived."""

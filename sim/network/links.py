@@ -39,7 +39,6 @@ class LinkTable:
         self.kind = kinds
         n = len(self.names)
         order = np.lexsort((self.dst, self.src))
-        self._csr_links = order
         self._csr_nbrs = self.dst[order]
         self._indptr = np.searchsorted(self.src[order], np.arange(n + 1))
         self.adjacency = [list(zip(self._csr_nbrs[self._indptr[i]:self._indptr[i + 1]].tolist(),

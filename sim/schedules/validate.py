@@ -72,7 +72,7 @@ def _check_ops(schedule: Schedule) -> None:
     for mb in range(M):
         for s in range(S):
             holder = schedule.placement.rank(mb, s)
-            last = {holder: len(schedule.ranks[holder]) - 1} if schedule.ranks[holder] else {holder: 0}
+            last = {holder: max(0, len(schedule.ranks[holder]) - 1)}
             if ("F", mb, s) not in seen:
                 _fail(schedule, f"(mb {mb}, stage {s}) has no F on rank {holder}", last)
             if ("G", mb, s) not in seen:
