@@ -94,6 +94,27 @@ class EngineResult:
     RECORD_COLUMNS = ("rank", "kind", "mb", "stage", "b_mb", "b_stage", "start", "end")
 
 
+def inputs_of(op: Op, num_stages: int) -> list[Key]:
+    """The keys a single (non-FB) op waits for: see the module docstring."""
+    mb, s = op.mb, op.stage
+    if op.kind == "F":
+        return [("F", mb, s - 1)] if s > 0 else []
+    if op.kind == "W":
+        return [("I", mb, s)]
+    return [("F", mb, s), ("G", mb, s + 1)] if s < num_stages - 1 else [("F", mb, s)]
+
+
+def outputs_of(op: Op, num_stages: int) -> list[Key]:
+    """The keys a single (non-FB) op publishes when it ends."""
+    mb, s = op.mb, op.stage
+    if op.kind == "F":
+        return [("F", mb, s)]
+    if op.kind == "W":
+        return []
+    keys = [("I", mb, s)] if op.kind == "I" else []
+    return keys + ([("G", mb, s)] if s > 0 else [])
+
+
 def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Environment] = None) -> EngineResult:
     """Run every rank's op list on ``runner``; raise :class:`DeadlockError` if any rank gets stuck."""
     env = env or simpy.Environment()
@@ -117,14 +138,6 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
             ev = events[key] = env.event()
         return ev
 
-    def inputs(op: Op) -> list[Key]:
-        mb, s = op.mb, op.stage
-        if op.kind == "F":
-            return [("F", mb, s - 1)] if s > 0 else []
-        if op.kind == "W":
-            return [("I", mb, s)]
-        return [("F", mb, s), ("G", mb, s + 1)] if s < S - 1 else [("F", mb, s)]
-
     def handover(src: int, dst: int, key: Key):
         transfer = None if src == dst else runner.deliver(env, src, dst, key)
         if transfer is None:
@@ -133,25 +146,18 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
             env.process(_deliver_then(transfer, event(key)))
 
     def publish(rank: int, op: Op) -> None:
-        mb, s = op.mb, op.stage
-        if op.kind == "F":
-            if s == S - 1:
-                event(("F", mb, s)).succeed()      # only the local backward consumes it
+        for key in outputs_of(op, S):
+            kind, mb, s = key
+            if kind == "I" or (kind == "F" and s == S - 1):
+                event(key).succeed()               # consumed on this rank only
             else:
-                handover(rank, rank_of(mb, s + 1), ("F", mb, s))
-        elif op.kind == "W":
-            return
-        else:
-            if op.kind == "I":
-                event(("I", mb, s)).succeed()
-            if s > 0:
-                handover(rank, rank_of(mb, s - 1), ("G", mb, s))
+                handover(rank, rank_of(mb, s + 1 if kind == "F" else s - 1), key)
 
     def rank_process(rank: int, ops: list[AnyOp]):
         for i, op in enumerate(ops):
             position[rank] = i
             for part in parts(op):
-                for key in inputs(part):
+                for key in inputs_of(part, S):
                     ev = event(key)
                     if not ev.processed:
                         yield ev

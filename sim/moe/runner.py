@@ -1,4 +1,4 @@
-"""Turns a schedule op into parts on a GPU's compute and communication streams (an ``OpRunner``).
+"""Turns schedule ops into parts on a GPU's compute and communication streams (the MoE ``OpRunner``).
 
 A plain op runs its parts one after the other, so its all-to-alls are exposed:
 
@@ -11,47 +11,37 @@ Figure 4, pairing forward layer j with backward layer j (counted from the end):
 compute: ATTN(F) MLP(B) MLP(W) MLP(F) ATTN(B) ATTN(W); communication: COMBINE(B) DISPATCH(F)
 DISPATCH(B) COMBINE(F). Each transfer waits for the compute part that produces its data and each
 compute part for the transfer it consumes; each stream runs its parts in order. Whatever overlap
-results comes out of these simulated streams.
+results comes out of the streams as :mod:`sim.moe.streams` runs them (rules there, including SM
+sharing between a running all-to-all and compute).
 
-While the communication stream of a GPU is busy, a compute part that starts gets only
-``(SMs - comm_sms) / SMs`` of the GPU (its duration is stretched by the inverse).
+:class:`GroupRunner` plays a group of pipelines in lockstep: rank r of the runner stands for the
+GPUs of rank r in each of its pipelines (one EP group of data-parallel replicas in full mode, the
+single replica 0 in representative mode), with one clock per GPU. The engine's SimPy process of a
+rank starts an op when every replica's inputs have arrived; the runner computes each replica's
+start (its own clock and its own inputs' arrival), runs the parts (:func:`~sim.moe.streams.run_op`)
+and returns at the earliest replica's end, from which each replica's pipeline send starts on the
+fabric at its own end time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numpy as np
 import simpy
 
-from ..schedules.ops import FBOp, Op
+from ..engine import inputs_of, outputs_of
+from ..schedules.ops import FBOp, Op, parts
 from .chunk import LayerCost
-
-COMPUTE, COMM = 0, 1
-
-
-@dataclass
-class RankStats:
-    compute_s: float = 0.0     # compute parts, as run (stretched when sharing SMs)
-    comm_s: float = 0.0        # all-to-all parts on the communication stream
-    op_s: float = 0.0          # wall time inside ops
-    ops: int = 0
+from .streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
 
 
-@dataclass
-class Part:
-    stream: int
-    name: str          # e.g. "ATTN(F)", "DISPATCH(F)"
-    seconds: float     # compute seconds at full SMs; ignored for comm parts
-    shape: str = ""    # comm: "dispatch" or "combine"
-    after: list = field(default_factory=list)  # indices of parts this one waits for
-
-
-def forward_parts(layers: list[LayerCost], head: float, load: float) -> list[Part]:
+def forward_parts(layers: list[LayerCost], head: float) -> list[Part]:
     parts: list[Part] = []
     for c in layers:
         parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
-        parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f * _scale(c, load)))
+        parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share))
         if c.moe:
             parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
     if head:
@@ -59,17 +49,16 @@ def forward_parts(layers: list[LayerCost], head: float, load: float) -> list[Par
     return parts
 
 
-def backward_parts(layers: list[LayerCost], head: float, load: float, with_w: bool) -> list[Part]:
+def backward_parts(layers: list[LayerCost], head: float, with_w: bool) -> list[Part]:
     parts: list[Part] = []
     if head:
         parts.append(Part(COMPUTE, "HEAD(B)", head * (2 if with_w else 1)))
     for c in reversed(layers):
-        k = _scale(c, load)
         if c.moe:
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
-        parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i * k))
+        parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share))
         if with_w:
-            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w * k))
+            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
         parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
@@ -78,16 +67,16 @@ def backward_parts(layers: list[LayerCost], head: float, load: float, with_w: bo
     return parts
 
 
-def weight_parts(layers: list[LayerCost], head: float, load: float) -> list[Part]:
+def weight_parts(layers: list[LayerCost], head: float) -> list[Part]:
     parts = [Part(COMPUTE, "HEAD(W)", head)] if head else []
     for c in reversed(layers):
-        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w * _scale(c, load)))
+        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
         parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
     return parts
 
 
-def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_head: float, b_head: float,
-                     f_load: float, b_load: float) -> tuple[list[Part], list[Part]]:
+def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_head: float,
+                     b_head: float) -> tuple[list[Part], list[Part]]:
     """(compute stream, communication stream) of an F&B unit, Figure 4 order, with dependencies
     as (stream, index) pairs in ``after``."""
     comp: list[Part] = []
@@ -101,7 +90,6 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_hea
     for j in range(max(len(f_layers), len(b_rev))):
         f = f_layers[j] if j < len(f_layers) else None
         b = b_rev[j] if j < len(b_rev) else None
-        fk, bk = (_scale(f, f_load) if f else 1), (_scale(b, b_load) if b else 1)
         attn_f = disp_f = mlp_f = comb_b = mlp_b = disp_b = None
         if f:
             comp.append(Part(COMPUTE, "ATTN(F)", f.attn_f, after=[last_f] if last_f else []))
@@ -111,9 +99,9 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_hea
             comb_b = (COMM, len(comm) - 1)
         if b:
             dep = comb_b or last_b
-            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i * bk, after=[dep] if dep else []))
+            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=[dep] if dep else []))
             mlp_b = (COMPUTE, len(comp) - 1)
-            comp.append(Part(COMPUTE, "MLP(W)", b.mlp_w * bk))
+            comp.append(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
         if f and f.moe:
             comm.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch", after=[attn_f]))
             disp_f = (COMM, len(comm) - 1)
@@ -121,7 +109,7 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_hea
             comm.append(Part(COMM, "DISPATCH(B)", 0.0, "combine", after=[mlp_b]))
             disp_b = (COMM, len(comm) - 1)
         if f:
-            comp.append(Part(COMPUTE, "MLP(F)", f.mlp_f * fk, after=[disp_f or attn_f]))
+            comp.append(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[disp_f or attn_f]))
             mlp_f = (COMPUTE, len(comp) - 1)
         if b:
             comp.append(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[disp_b or mlp_b]))
@@ -137,114 +125,130 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_hea
     return comp, comm
 
 
-def _scale(c: LayerCost, load: float) -> float:
-    """MLP time multiplier when this GPU's experts get ``load`` x the balanced token count."""
-    return 1 + c.routed_share * (load - 1)
+@dataclass
+class GroupStats:
+    """Per-GPU totals of one rank of a group (seconds; vectors over the group's replicas)."""
+
+    compute_s: np.ndarray      # compute parts, as run (stretched when sharing SMs)
+    comm_s: np.ndarray         # all-to-all parts on the communication stream
+    op_s: np.ndarray           # wall time inside ops
+    ops: int = 0
 
 
-class MoERunner:
-    """The OpRunner of one pipeline (data-parallel replica ``replica``)."""
+class GroupRunner:
+    """The OpRunner of the pipelines ``replicas`` (data-parallel indices), run in lockstep; their
+    all-to-alls are collectives of EP group ``group``."""
 
-    def __init__(self, step, replica: int):
+    def __init__(self, step, group: int, replicas: list[int]):
         self.step = step
-        self.replica = replica
-        self.stats = {r: RankStats() for r in range(step.schedule.pp)}
-        self.comm_busy = {r: False for r in range(step.schedule.pp)}
-        self.op_counter = {r: 0 for r in range(step.schedule.pp)}
-        self.trace = step.trace_parts if replica == 0 else None
+        self.group = group
+        self.replicas = np.asarray(replicas)
+        pp, n = step.schedule.pp, len(replicas)
+        self.num_stages = step.schedule.num_stages
+        self.clock = {r: np.zeros(n) for r in range(pp)}
+        self.stats = {r: GroupStats(np.zeros(n), np.zeros(n), np.zeros(n)) for r in range(pp)}
+        self.load = {r: np.array([step.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
+        self.arrivals: dict[tuple, np.ndarray] = {}   # key -> when each replica has it
+        self.records: list[tuple] = []                # engine records of the first replica
+        self.trace = step.trace_parts if replicas[0] == 0 else None
+        self.late_s = 0.0                             # see deliver()
+        self._plans: dict[tuple, tuple] = {}
+        self._seq = {r: 0 for r in range(pp)}
+        sms, comm_sms = step.gpu.sms, step.run.comm_sms
+        self._slowdown = sms / (sms - comm_sms) if comm_sms else 1.0
 
-    def gpu(self, rank: int) -> int:
-        return rank * self.step.run.dp + self.replica
+    def gpus(self, rank: int) -> np.ndarray:
+        return rank * self.step.run.dp + self.replicas
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
-        start = env.now
-        seq = self.op_counter[rank]
-        self.op_counter[rank] += 1
+        S = self.num_stages
+        start = self.clock[rank]
+        for part in parts(op):
+            for key in inputs_of(part, S):
+                start = np.maximum(start, self.arrivals[key])
+        plan, durations, comm_times = self._plan(rank, op)
+        seq = self._seq[rank]
+        self._seq[rank] += 1
+        record = self.trace is not None and rank == self.step.trace_rank
+        t = run_op(plan, start, durations, comm_times, record)
         st = self.stats[rank]
-        load = self.step.load_factor(rank, self.replica)
-        if isinstance(op, FBOp):
-            (f_layers, f_head), (b_layers, b_head) = self._layers(op.f), self._layers(op.b)
-            comp, comm = overlapped_parts(f_layers, b_layers, f_head, b_head, load, load)
-            yield from self._two_streams(env, rank, seq, comp, comm, op)
-        else:
-            yield from self._chain(env, rank, seq, self._plain_parts(op, load), op)
-        st.op_s += env.now - start
+        st.compute_s += t.compute_s
+        st.comm_s += t.comm_s
+        st.op_s += t.end - start
         st.ops += 1
+        self.clock[rank] = t.end
+        for part in parts(op):
+            for key in outputs_of(part, S):
+                self.arrivals[key] = t.end          # until deliver() says when it arrived
+        if self.replicas[0] == 0:
+            b = (op.b.mb, op.b.stage) if isinstance(op, FBOp) else (-1, -1)
+            f = op.f if isinstance(op, FBOp) else op
+            self.records.append((rank, "FB" if isinstance(op, FBOp) else op.kind, f.mb, f.stage, *b,
+                                 float(start[0]), float(t.end[0])))
+        if record:
+            self.trace.extend((seq, str(op), stream, name, a, b) for stream, name, a, b in t.parts)
+        wait = float(t.end.min()) - env.now
+        if wait > 0:
+            yield env.timeout(wait)
 
     def deliver(self, env, src, dst, key):
-        nbytes = self.step.chunk.activation_bytes()
-        fabric = self.step.fabric
-        a, b = self.gpu(src), self.gpu(dst)
+        """Each replica's send starts at its own end time. Only an op without any all-to-all
+        (nothing makes its replicas wait for each other) can end on some replica before the
+        moment the last replica's input arrived; such a send starts late, by at most that gap,
+        which ``late_s`` records (0 whenever replicas receive their inputs at the same time)."""
+        return self._send(env, self.gpus(src), self.gpus(dst), key)
 
-        def transfer():
-            yield fabric.transfer(a, b, nbytes)
-        return transfer()
+    def _send(self, env, srcs: np.ndarray, dsts: np.ndarray, key):
+        fabric, nbytes = self.step.fabric, self.step.chunk.activation_bytes()
+        sent = self.arrivals[key]
+        arrived = np.empty_like(sent)
+        done = env.event()
+        pending = [len(sent)]
+
+        def landed(i: int):
+            arrived[i] = env.now
+            pending[0] -= 1
+            if not pending[0]:
+                done.succeed()
+
+        for i in np.argsort(sent, kind="stable"):
+            wait = float(sent[i]) - env.now
+            if wait > 0:
+                yield env.timeout(wait)
+            else:
+                self.late_s = max(self.late_s, -wait)
+            fabric.transfer(int(srcs[i]), int(dsts[i]), nbytes, on_done=lambda i=i: landed(i))
+        yield done
+        self.arrivals[key] = arrived
 
     # -- parts -------------------------------------------------------------------------------
+    def _plan(self, rank: int, op) -> tuple:
+        """(plan, compute durations, all-to-all seconds) of an op of this shape on ``rank``."""
+        shape = ("FB", op.f.stage, op.b.stage) if isinstance(op, FBOp) else (op.kind, op.stage)
+        cached = self._plans.get((rank, shape))
+        if cached is None:
+            if isinstance(op, FBOp):
+                (f_layers, f_head), (b_layers, b_head) = self._layers(op.f), self._layers(op.b)
+                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_head, b_head))
+            else:
+                plan = compile_plan(*as_streams(self._plain_parts(op)))
+            comm = self.step.comm
+            cached = self._plans[(rank, shape)] = (
+                plan, compute_durations(plan, self.load[rank], self._slowdown),
+                [comm.time(p.shape, rank, self.group) for p in plan.comm])
+        return cached
+
     def _layers(self, op: Op) -> tuple[list[LayerCost], float]:
         """The layers of the op's stage and its output-head seconds (last stage only)."""
         chunk = self.step.chunk
         head = chunk.head_cost if op.stage == chunk.num_stages - 1 else 0.0
         return chunk.stage_layers[op.stage], head
 
-    def _plain_parts(self, op: Op, load: float) -> list[Part]:
+    def _plain_parts(self, op: Op) -> list[Part]:
         layers, head = self._layers(op)
         if op.kind == "F":
-            return forward_parts(layers, head, load)
+            return forward_parts(layers, head)
         if op.kind == "W":
-            return weight_parts(layers, head, load)
-        return backward_parts(layers, head, load, with_w=(op.kind == "B"))
-
-    def _comm(self, env, rank: int, seq: int, index: int, part: Part):
-        """Generator: the communication kernel occupies its SMs from launch, waits for the rest of
-        the EP group (full mode), then runs the collective. Returns the seconds charged."""
-        step = self.step
-        group = step.comm.group_of_replica(self.replica)
-        self.comm_busy[rank] = True
-        t0 = env.now
-        if step.full:
-            yield step.barrier(env_key=(rank, group, seq, index))
-        yield env.timeout(step.comm.time(part.shape, rank, group))
-        self.comm_busy[rank] = False
-        return env.now - t0
-
-    def _compute_seconds(self, rank: int, part: Part) -> float:
-        if self.comm_busy[rank] and self.step.run.comm_sms:
-            sms = self.step.gpu.sms
-            return part.seconds * sms / (sms - self.step.run.comm_sms)
-        return part.seconds
-
-    def _run_part(self, env, rank: int, seq: int, index: int, part: Part, op):
-        """Run one part on its stream and account for it (and trace it on the traced rank)."""
-        t0 = env.now
-        st = self.stats[rank]
-        if part.stream == COMPUTE:
-            dt = self._compute_seconds(rank, part)
-            yield env.timeout(dt)
-            st.compute_s += dt
-        else:
-            st.comm_s += yield from self._comm(env, rank, seq, index, part)
-        if self.trace is not None and rank == self.step.trace_rank:
-            self.trace.append((seq, str(op), part.stream, part.name, t0, env.now))
-
-    def _chain(self, env, rank, seq, parts: list[Part], op):
-        for i, part in enumerate(parts):
-            yield from self._run_part(env, rank, seq, i, part, op)
-
-    def _two_streams(self, env, rank, seq, comp: list[Part], comm: list[Part], op):
-        done = ([env.event() for _ in comp], [env.event() for _ in comm])
-
-        def stream(kind: int, parts: list[Part]):
-            for i, part in enumerate(parts):
-                for s, j in part.after:
-                    ev = done[s][j]
-                    if not ev.processed:
-                        yield ev
-                yield from self._run_part(env, rank, seq, i, part, op)
-                done[kind][i].succeed()
-
-        procs = [env.process(stream(COMPUTE, comp))]
-        if comm:
-            procs.append(env.process(stream(COMM, comm)))
-        yield simpy.AllOf(env, procs)
+            return weight_parts(layers, head)
+        return backward_parts(layers, head, with_w=(op.kind == "B"))

@@ -1,9 +1,9 @@
-"""One MoE training step: config -> schedule -> SimPy streams on the fabric -> results.
+"""One MoE training step: config -> schedule -> SimPy ranks and streams on the fabric -> results.
 
 Modes: ``representative`` simulates one pipeline (data-parallel replica 0) whose all-to-alls take
 the time the fabric gives when every EP group of the stage runs them at once; ``full`` simulates
 every rank of every pipeline, each all-to-all a collective that starts when all members of the EP
-group arrive; ``auto`` (default) is representative for balanced routing and full when routing is
+group arrive (the pipelines of an EP group run in lockstep, see :mod:`sim.moe.runner`); ``auto`` (default) is representative for balanced routing and full when routing is
 skewed. Ignored: the data-parallel gradient reduce-scatter / all-gather and the optimizer step at
 the end of the step, kernel launch gaps, the embedding's compute.
 """
@@ -21,7 +21,7 @@ from ..schedules import make_schedule, validate
 from .chunk import ChunkModel
 from .comm import CommModel
 from .memory import RankMemory, memory_per_rank
-from .runner import MoERunner, RankStats
+from .runner import GroupRunner
 from .specs import RunSpec, SpecError, load_gpu, load_model
 
 MODES = ("auto", "representative", "full")
@@ -63,6 +63,7 @@ class StepResult:
     link_stats: dict = field(repr=False, default_factory=dict)
     warnings: list = field(default_factory=list)
     wall_s: float = 0.0
+    late_send_s: float = 0.0    # lockstep lag of a pipeline send (see GroupRunner.deliver); 0 normally
 
     def to_json(self) -> dict:
         return {"scenario": self.run.description, "schedule": self.run.schedule, "mode": self.mode,
@@ -70,7 +71,7 @@ class StepResult:
                 "compute_comm_ratio": self.compute_comm_ratio, "exposed_comm_s": self.exposed_comm_s,
                 "comm_hidden_fraction": self.comm_hidden_fraction, "a2a_dispatch_s": self.a2a_dispatch_s,
                 "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
-                "warnings": self.warnings, "wall_s": self.wall_s}
+                "warnings": self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
 
 
 class MoEStep:
@@ -109,45 +110,43 @@ class MoEStep:
         self.fabric = None
         self.trace_parts: list = []
         self.trace_rank = run.pp // 2        # whose parts are recorded (pipeline 0): a middle rank
-        self._barriers: dict = {}
 
     def load_factor(self, rank: int, replica: int) -> float:
         return self.comm.load_factor(rank, replica)
 
-    def barrier(self, env_key) -> simpy.Event:
-        """The event that fires when all ``ep`` members of a collective have arrived."""
-        entry = self._barriers.get(env_key)
-        if entry is None:
-            entry = self._barriers[env_key] = [0, self.env.event()]
-        entry[0] += 1
-        if entry[0] == self.run.ep:
-            entry[1].succeed()
-            del self._barriers[env_key]
-        return entry[1]
+    def runners(self) -> list[GroupRunner]:
+        """One lockstep runner per EP group of pipelines (full) or one for replica 0."""
+        if not self.full:
+            return [GroupRunner(self, 0, [0])]
+        ep = self.run.ep
+        return [GroupRunner(self, g, list(range(g * ep, (g + 1) * ep))) for g in range(self.run.dp // ep)]
 
     def simulate(self) -> StepResult:
         t0 = time.perf_counter()
         with gc_paused():
             self.env = simpy.Environment()
             self.fabric = Fabric(self.env, self.links)
-            replicas = range(self.run.dp) if self.full else [0]
-            runners = [MoERunner(self, d) for d in replicas]
+            runners = self.runners()
             finishers = [start_schedule(self.schedule, r, self.env) for r in runners]
             self.env.run()
-            results = [f() for f in finishers]
-        return self._summarize(results, runners, time.perf_counter() - t0)
+            for finish in finishers:
+                finish()                    # raises DeadlockError if a rank got stuck
+        return self._summarize(runners, time.perf_counter() - t0)
 
-    def _summarize(self, results: list[EngineResult], runners: list[MoERunner], wall: float) -> StepResult:
+    def _summarize(self, runners: list[GroupRunner], wall: float) -> StepResult:
         run, P = self.run, self.run.pp
-        step = max(r.makespan for r in results)
+        step = max(float(c.max()) for rn in runners for c in rn.clock.values())
         # Per rank: the slowest replica's figures (identical replicas in representative mode).
         ranks = []
         for rank in range(P):
-            stats: list[RankStats] = [rn.stats[rank] for rn in runners]
-            worst = max(stats, key=lambda s: s.op_s)
-            exposed = max(0.0, worst.op_s - worst.compute_s)
-            ranks.append(RankResult(rank, worst.compute_s, exposed, worst.comm_s, step - worst.op_s,
-                                    worst.compute_s / step if step else 0.0, self.memory[rank]))
+            worst = max(((rn.stats[rank], i) for rn in runners for i in range(len(rn.replicas))),
+                        key=lambda si: si[0].op_s[si[1]])
+            op_s, compute_s, comm_s = (float(a[worst[1]]) for a in (worst[0].op_s, worst[0].compute_s,
+                                                                     worst[0].comm_s))
+            ranks.append(RankResult(rank, compute_s, max(0.0, op_s - compute_s), comm_s, step - op_s,
+                                    compute_s / step if step else 0.0, self.memory[rank]))
+        first = runners[0]
+        engine = EngineResult(self.schedule, first.records, max((r[7] for r in first.records), default=0.0))
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = self.chunk.model_flops_per_microbatch() * run.microbatches * run.dp
         mfu = flops / (run.gpus * self.gpu.peak_flops("bf16") * step)
@@ -172,8 +171,9 @@ class MoEStep:
             run=run, mode=self.mode, step_time_s=step, tokens_per_s=tokens / step, mfu=mfu,
             compute_comm_ratio=ratio, exposed_comm_s=exposed / P,
             comm_hidden_fraction=1 - exposed / total_comm if total_comm > 0 else 1.0,
-            a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=results[0], part_trace=self.trace_parts,
-            link_stats=dict(self.comm.link_frames), warnings=warnings, wall_s=wall)
+            a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=engine, part_trace=self.trace_parts,
+            link_stats=dict(self.comm.link_frames), warnings=warnings, wall_s=wall,
+            late_send_s=max(rn.late_s for rn in runners))
 
 
 def simulate_step(run: RunSpec, mode: str = "auto", comm_scope: str = "stage") -> StepResult:

@@ -1,0 +1,144 @@
+"""One op's parts on a GPU's compute and communication streams, for a group of GPUs in lockstep.
+
+An op (F, I, B, W or an overlapped F&B unit) is a few dozen parts with fixed dependencies; the
+GPUs of one EP group run the same op at about the same time and meet at every all-to-all. So the
+parts of an op are not SimPy events: :func:`run_op` schedules them with numpy vectors (one entry
+per GPU of the group), by these rules, which are the whole stream model:
+
+1. Each stream runs its parts in list order. A part becomes ready when its stream is free and
+   every part in its ``after`` list has ended.
+2. A compute part lasts ``seconds x (1 + routed_share x (load - 1))``, ``load`` being the tokens
+   its GPU's experts get relative to the group mean (1 when routing is balanced). If one of its
+   GPU's communication parts is running when it starts (launched at or before that instant and
+   ending after it), its SMs are shared and it lasts ``SMs / (SMs - comm_sms)`` times longer, for
+   its whole duration.
+3. A communication part occupies its SMs from the moment it is ready (its launch). Its all-to-all
+   is a collective: it starts when the last GPU of the group has launched it (the barrier) and
+   ends ``comm_time`` seconds later on every GPU of the group.
+4. The op ends on a GPU when both of its streams have finished.
+
+Parts are visited once, in an order fixed per op (:func:`compile_plan`): a ready communication
+part before a ready compute part, so that every communication part launched at or before a
+compute part's start is known when rule 2 is applied. The cost of an op is therefore a few numpy
+operations per part, whatever the group size; SimPy (the engine) sees one event per op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+COMPUTE, COMM = 0, 1
+
+
+@dataclass
+class Part:
+    stream: int
+    name: str                 # e.g. "ATTN(F)", "DISPATCH(F)"
+    seconds: float = 0.0      # compute: seconds at full SMs and balanced load; comm: unused
+    shape: str = ""           # comm: "dispatch" or "combine"
+    routed_share: float = 0.0  # compute: fraction of ``seconds`` that scales with the expert load
+    after: list = field(default_factory=list)  # (stream, index) pairs this part waits for
+
+
+def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
+    """A plain op's parts, run one after the other, as (compute, communication) streams in
+    which every part waits for the one before it in ``chain``."""
+    streams: tuple[list[Part], list[Part]] = ([], [])
+    prev = None
+    for part in chain:
+        own = streams[part.stream]
+        own.append(Part(part.stream, part.name, part.seconds, part.shape, part.routed_share,
+                        [prev] if prev else []))
+        prev = (part.stream, len(own) - 1)
+    return streams
+
+
+@dataclass
+class OpPlan:
+    """An op's two streams and the order :func:`run_op` visits their parts in."""
+
+    comp: list[Part]
+    comm: list[Part]
+    order: list[tuple[int, int]]
+
+
+def compile_plan(comp: list[Part], comm: list[Part]) -> OpPlan:
+    """Fix the visiting order: repeatedly take the next communication part if it is ready, else
+    the next compute part if it is ready. Raises ``ValueError`` on a dependency cycle."""
+    done: set = set()
+    order: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(comp) or j < len(comm):
+        if j < len(comm) and all(d in done for d in comm[j].after):
+            key, j = (COMM, j), j + 1
+        elif i < len(comp) and all(d in done for d in comp[i].after):
+            key, i = (COMPUTE, i), i + 1
+        else:
+            raise ValueError(f"parts wait for each other: compute part {i}, communication part {j}")
+        order.append(key)
+        done.add(key)
+    return OpPlan(comp, comm, order)
+
+
+@dataclass
+class OpTiming:
+    """What one op did on each GPU of the group (seconds, vectors over the group)."""
+
+    end: np.ndarray
+    compute_s: np.ndarray      # compute parts as run (stretched when sharing SMs)
+    comm_s: np.ndarray         # communication parts, launch to end (barrier wait included)
+    parts: list                # (stream, name, start, end) of the first GPU of the group
+
+
+def compute_durations(plan: OpPlan, load: np.ndarray, slowdown: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(full-SM, shared-SM) duration vectors of each compute part for GPUs with expert ``load``."""
+    out = []
+    for part in plan.comp:
+        d = part.seconds * (1 + part.routed_share * (load - 1))
+        out.append((d, d * slowdown))
+    return out
+
+
+def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[float],
+           record: bool = False) -> OpTiming:
+    """Run ``plan`` on a group of GPUs that are free from ``start`` (a vector), with
+    ``durations`` from :func:`compute_durations` and the all-to-all seconds of each
+    communication part in ``comm_times``."""
+    ends: tuple[list, list] = ([None] * len(plan.comp), [None] * len(plan.comm))
+    free = [start, start]
+    launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
+    compute_s = np.zeros_like(start)
+    comm_s = np.zeros_like(start)
+    parts = []
+    for stream, k in plan.order:
+        part = plan.comm[k] if stream else plan.comp[k]
+        ready = free[stream]
+        for s, j in part.after:
+            ready = np.maximum(ready, ends[s][j])
+        if stream == COMPUTE:
+            full, shared = durations[k]
+            busy = None
+            earliest = ready.min()
+            for launch, end in reversed(launched):
+                if end <= earliest:
+                    break           # earlier parts ended even sooner
+                hit = (launch <= ready) & (ready < end)
+                busy = hit if busy is None else busy | hit
+            d = full if busy is None else np.where(busy, shared, full)
+            end = ready + d
+            compute_s = compute_s + d
+        else:
+            finish = ready.max() + comm_times[k]
+            launched.append((ready, finish))
+            comm_s = comm_s + (finish - ready)
+            end = np.full_like(ready, finish)
+        ends[stream][k] = end
+        free[stream] = end
+        if record:
+            parts.append((stream, part.name, float(ready[0]), float(end[0])))
+    return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts)
+
+
+__all__ = ["COMM", "COMPUTE", "OpPlan", "OpTiming", "Part", "as_streams", "compile_plan", "compute_durations",
+           "run_op"]

@@ -1,0 +1,79 @@
+"""An independent evaluator of a full-mode MoE step: every data-parallel replica is its own set of
+SimPy processes, each part a SimPy event, each all-to-all a barrier of the EP group's members (the
+straightforward design the lockstep runner replaces). SM sharing is left out (run it with
+``comm_sms=0``): with it, the outcome would hang on the order SimPy breaks ties in."""
+import simpy
+
+from sim.engine import start_schedule
+from sim.moe.runner import backward_parts, forward_parts, overlapped_parts, weight_parts
+from sim.moe.streams import COMM, COMPUTE, as_streams
+from sim.network import Fabric
+from sim.schedules.ops import FBOp
+
+
+class ReplicaRunner:
+    def __init__(self, step, replica, barriers, stats):
+        self.step, self.replica, self.barriers, self.stats = step, replica, barriers, stats
+        self.seq = {}
+
+    def _seconds(self, rank, part):
+        return part.seconds * (1 + part.routed_share * (self.step.load_factor(rank, self.replica) - 1))
+
+    def _layers(self, op):
+        chunk = self.step.chunk
+        return chunk.stage_layers[op.stage], chunk.head_cost if op.stage == chunk.num_stages - 1 else 0.0
+
+    def run(self, env, rank, op):
+        start = env.now
+        seq = self.seq[rank] = self.seq.get(rank, -1) + 1
+        if isinstance(op, FBOp):
+            comp, comm = overlapped_parts(*self._layers(op.f)[:1], *self._layers(op.b)[:1],
+                                          self._layers(op.f)[1], self._layers(op.b)[1])
+        else:
+            layers, head = self._layers(op)
+            chain = {"F": lambda: forward_parts(layers, head), "W": lambda: weight_parts(layers, head)}.get(
+                op.kind, lambda: backward_parts(layers, head, with_w=op.kind == "B"))()
+            comp, comm = as_streams(chain)
+        done = ([env.event() for _ in comp], [env.event() for _ in comm])
+        group = self.step.comm.group_of_replica(self.replica)
+        key = (rank, self.replica)
+
+        def stream(kind, parts):
+            for i, part in enumerate(parts):
+                for s, j in part.after:
+                    yield done[s][j]
+                if kind == COMPUTE:
+                    dt = self._seconds(rank, part)
+                    yield env.timeout(dt)
+                    self.stats[key][0] += dt
+                else:
+                    t0 = env.now
+                    entry = self.barriers.setdefault((rank, group, seq, i), [0, env.event()])
+                    entry[0] += 1
+                    if entry[0] == self.step.run.ep:
+                        entry[1].succeed()
+                    yield entry[1]
+                    yield env.timeout(self.step.comm.time(part.shape, rank, group))
+                    self.stats[key][1] += env.now - t0
+                done[kind][i].succeed()
+
+        yield simpy.AllOf(env, [env.process(stream(COMPUTE, comp)), env.process(stream(COMM, comm))])
+        self.stats[key][2] += env.now - start
+
+    def deliver(self, env, src, dst, key):
+        dp = self.step.run.dp
+        return self._send(src * dp + self.replica, dst * dp + self.replica)
+
+    def _send(self, a, b):
+        yield self.step.fabric.transfer(a, b, self.step.chunk.activation_bytes())
+
+
+def reference_full_step(step):
+    """(step time, {(rank, replica): [compute_s, comm_s, op_s]}) of ``step`` (a MoEStep)."""
+    step.env = env = simpy.Environment()
+    step.fabric = Fabric(env, step.links)
+    barriers, stats = {}, {(r, d): [0.0, 0.0, 0.0] for r in range(step.run.pp) for d in range(step.run.dp)}
+    finishers = [start_schedule(step.schedule, ReplicaRunner(step, d, barriers, stats), env)
+                 for d in range(step.run.dp)]
+    env.run()
+    return max(f().makespan for f in finishers), stats
