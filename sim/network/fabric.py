@@ -57,9 +57,14 @@ class Fabric:
         self._received = [0.0] * self._n_gpus
         self.recomputations = 0
         self.observers: list[Callable[[float, np.ndarray], None]] = []  # (now, link rates) after each recompute
-        self._active: list[_Flow] = []
+        # Active flows as arrays (no per-flow Python work when rates are recomputed): their
+        # callbacks, sizes, bytes left, rates, and their (flow, link) pairs.
+        self._done_cb = np.empty(0, dtype=object)
+        self._size = np.zeros(0)
         self._remaining = np.zeros(0)
         self._rate = np.zeros(0)
+        self._pair_flow = np.zeros(0, dtype=np.int64)
+        self._pair_link = np.zeros(0, dtype=np.int64)
         self._link_rate = np.zeros(L)
         self._pending: list[_Flow] = []
         self._arrivals: dict[float, list[_Flow]] = {}
@@ -115,7 +120,7 @@ class Fabric:
         return done
 
     def active_flows(self) -> int:
-        return len(self._active) + len(self._pending) + sum(len(b) for b in self._arrivals.values())
+        return self._size.size + len(self._pending) + sum(len(b) for b in self._arrivals.values())
 
     # -- internals ----------------------------------------------------------------------------
     def _arrive(self, at: float) -> None:
@@ -141,7 +146,7 @@ class Fabric:
         """Drain bytes and accumulate link statistics from the last update to now."""
         dt = self.env.now - self._last
         if dt > 0:
-            if self._active:
+            if self._size.size:
                 self._remaining -= self._rate * dt
             self.link_bytes += self._link_rate * dt
             self.link_busy_s[self._link_rate > 0] += dt
@@ -152,35 +157,51 @@ class Fabric:
         fabric became busy)`` finish with them (their last bytes are credited to their links at
         once): this bounds the number of rate recomputations when skewed traffic spreads
         completions thinly; symmetric traffic is unaffected (its flows end together anyway)."""
-        if not self._active:
+        if not self._size.size:
             return
-        sizes = np.fromiter((f.size for f in self._active), float, len(self._active))
         window = self.completion_window * (self.env.now - self._busy_since) if self._busy_since is not None else 0.0
-        slack = self._rate * window if self._rate.size == len(self._active) else 0.0
-        done = self._remaining <= slack + 1e-9 * sizes + 1e-6
+        slack = self._rate * window if self._rate.size == self._size.size else 0.0
+        done = self._remaining <= slack + 1e-9 * self._size + 1e-6
         if not done.any():
             return
+        left = np.where(done, np.maximum(self._remaining, 0.0), 0.0)
+        if left.any():
+            self.link_bytes += np.bincount(self._pair_link, weights=left[self._pair_flow], minlength=len(self.links))
+        finished = self._done_cb[done]
         keep = ~done
-        finished = [f for f, d in zip(self._active, done) if d]
-        for f, left in zip(finished, self._remaining[done]):
-            if left > 0:
-                self.link_bytes[f.links] += left
-        self._active = [f for f, k in zip(self._active, keep) if k]
+        new_index = np.cumsum(keep) - 1
+        pair_keep = keep[self._pair_flow]
+        self._pair_flow = new_index[self._pair_flow[pair_keep]]
+        self._pair_link = self._pair_link[pair_keep]
+        self._done_cb = self._done_cb[keep]
+        self._size = self._size[keep]
         self._remaining = self._remaining[keep]
         self._rate = self._rate[keep]
-        for f in finished:
-            f.on_done()
+        for on_done in finished:
+            on_done()
+
+    def _activate_pending(self) -> None:
+        """Append the pending flows to the active arrays."""
+        flows, self._pending = self._pending, []
+        n = self._size.size
+        callbacks = np.empty(len(flows), dtype=object)
+        callbacks[:] = [f.on_done for f in flows]
+        sizes = np.array([f.size for f in flows])
+        lengths = np.array([f.links.size for f in flows], dtype=np.int64)
+        self._done_cb = np.concatenate([self._done_cb, callbacks])
+        self._size = np.concatenate([self._size, sizes])
+        self._remaining = np.concatenate([self._remaining, sizes])
+        self._pair_flow = np.concatenate([self._pair_flow, n + np.repeat(np.arange(len(flows)), lengths)])
+        self._pair_link = np.concatenate([self._pair_link] + [f.links for f in flows])
 
     def _recompute(self, _event=None) -> None:
         self._batch_scheduled = False
         self._advance()
         self._complete_finished()
         if self._pending:
-            self._active.extend(self._pending)
-            self._remaining = np.concatenate([self._remaining, [f.size for f in self._pending]])
-            self._pending = []
+            self._activate_pending()
         self.recomputations += 1
-        n = len(self._active)
+        n = self._size.size
         if n == 0:
             self._busy_since = None
             self._rate = np.zeros(0)
@@ -189,9 +210,7 @@ class Fabric:
             return
         if self._busy_since is None:
             self._busy_since = self.env.now
-        lengths = np.fromiter((f.links.size for f in self._active), np.int64, n)
-        link_of_pair = np.concatenate([f.links for f in self._active])
-        flow_of_pair = np.repeat(np.arange(n), lengths)
+        flow_of_pair, link_of_pair = self._pair_flow, self._pair_link
         self._rate = max_min_rates(flow_of_pair, link_of_pair, self.links.capacity, n)
         self._link_rate = np.bincount(link_of_pair, weights=self._rate[flow_of_pair], minlength=len(self.links))
         np.maximum(self.link_peak_util, self._link_rate / self.links.capacity, out=self.link_peak_util)

@@ -21,27 +21,32 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
     if n_flows == 0 or flow_of_pair.size == 0:
         return rates
     # Work on the links actually used, renumbered 0..U-1.
-    used, link_local = np.unique(link_of_pair, return_inverse=True)
+    count = np.bincount(link_of_pair, minlength=capacity.size)
+    used = np.flatnonzero(count)
+    local = np.empty(capacity.size, dtype=np.int64)
+    local[used] = np.arange(used.size)
+    link_local = local[link_of_pair]
     remaining = capacity[used].astype(float)
-    users = np.bincount(link_local, minlength=used.size).astype(float)
+    users = count[used].astype(float)
     flows = flow_of_pair
     links = link_local
     marked = np.zeros(n_flows, dtype=bool)
-    while flows.size:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(users > 0, remaining / users, np.inf)
-        step = share.min()
-        if not np.isfinite(step):
-            break
-        bottleneck = share <= step * (1 + 1e-12) + 1e-300
-        newly = flows[bottleneck[links]]
-        rates[newly] = step
-        marked[newly] = True
-        drop = marked[flows]
-        counts = np.bincount(links[drop], minlength=used.size)
-        remaining -= step * counts
-        users -= counts
-        np.maximum(remaining, 0.0, out=remaining)
-        keep = ~drop
-        flows, links = flows[keep], links[keep]
+    share = np.empty(used.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while flows.size:
+            np.divide(remaining, users, out=share)
+            share[users <= 0] = np.inf
+            step = share.min()
+            if not np.isfinite(step):
+                break
+            bottleneck = share <= step * (1 + 1e-12) + 1e-300
+            newly = flows[bottleneck[links]]
+            rates[newly] = step
+            marked[newly] = True
+            keep = ~marked[flows]
+            counts = np.bincount(links, weights=~keep, minlength=used.size)
+            remaining -= step * counts
+            users -= counts
+            np.maximum(remaining, 0.0, out=remaining)
+            flows, links = flows[keep], links[keep]
     return rates

@@ -106,14 +106,16 @@ def _expected(r: MoERouting) -> Traffic:
     return Traffic(r, gpu_tokens, node_tokens)
 
 
-def _sampled(r: MoERouting, batch: int = 1024) -> Traffic:
+def _sampled(r: MoERouting, batch: int = 4096) -> Traffic:
+    """Every token of every source GPU routed by node-limited top-k over Gumbel-perturbed expert
+    log-popularities (Gumbel-top-k = sampling without replacement), in float32 and in batches."""
     rng = np.random.default_rng(r.seed)
     E, N, k = r.num_experts, r.nodes, r.topk
     m = min(r.node_limit or N, N)
     e_node = r.experts_per_gpu * r.gpus_in_node
     popularity = 1.0 / np.arange(1, E + 1) ** r.skew
     popularity = popularity[rng.permutation(E)]            # which experts are hot: seeded
-    log_p = np.log(popularity / popularity.sum())
+    log_p = np.log(popularity / popularity.sum()).astype(np.float32)
     per_node_top = -(-k // m)                               # ceil(k / m) experts score a node
     gpu_tokens = np.zeros((r.ep, r.ep))
     node_tokens = np.zeros((r.ep, N))
@@ -123,16 +125,20 @@ def _sampled(r: MoERouting, batch: int = 1024) -> Traffic:
         while left > 0:
             b = min(batch, left)
             left -= b
-            scores = log_p + rng.gumbel(size=(b, E))            # Gumbel-top-k = sampling w/o replacement
+            u = rng.random((b, E), dtype=np.float32)
+            with np.errstate(divide="ignore"):
+                scores = log_p - np.log(-np.log(u))        # + Gumbel(0, 1) noise
             by_node = scores.reshape(b, N, e_node)
-            node_score = np.sort(by_node, axis=2)[:, :, -per_node_top:].sum(axis=2)
-            chosen = np.argsort(-node_score, axis=1)[:, :m]
-            allowed = np.zeros((b, N), dtype=bool)
-            np.put_along_axis(allowed, chosen, True, axis=1)
-            masked = np.where(np.repeat(allowed, e_node, axis=1), scores, -np.inf)
-            top = np.argpartition(-masked, k - 1, axis=1)[:, :k]
+            if m < N:
+                node_score = np.partition(by_node, e_node - per_node_top, axis=2)[:, :, -per_node_top:].sum(axis=2)
+                chosen = np.argpartition(-node_score, m - 1, axis=1)[:, :m]          # [b, m] nodes
+                by_node = np.take_along_axis(by_node, chosen[:, :, None], axis=1)    # [b, m, e_node]
+            else:
+                chosen = np.broadcast_to(np.arange(N), (b, N))
+            top = np.argpartition(-by_node.reshape(b, m * e_node), k - 1, axis=1)[:, :k]
+            expert = np.take_along_axis(chosen, top // e_node, axis=1) * e_node + top % e_node
             gpu_hit = np.zeros((b, r.ep), dtype=bool)
-            np.put_along_axis(gpu_hit, top // r.experts_per_gpu, True, axis=1)
+            np.put_along_axis(gpu_hit, expert // r.experts_per_gpu, True, axis=1)
             gpu_tokens[src] += gpu_hit.sum(axis=0)
             node_tokens[src] += gpu_hit.reshape(b, N, r.gpus_in_node).any(axis=2).sum(axis=0)
     return Traffic(r, gpu_tokens, node_tokens)
