@@ -3,15 +3,17 @@
 Modes: ``representative`` simulates one pipeline (data-parallel replica 0) whose all-to-alls take
 the time the fabric gives when every EP group of the stage runs them at once; ``full`` simulates
 every rank of every pipeline, each all-to-all a collective that starts when all members of the EP
-group arrive (the pipelines of an EP group run in lockstep, see :mod:`sim.moe.runner`); ``auto`` (default) is representative for balanced routing and full when routing is
-skewed. Ignored: the data-parallel gradient reduce-scatter / all-gather and the optimizer step at
-the end of the step, kernel launch gaps, the embedding's compute.
+group arrive (the pipelines of an EP group run in lockstep, see :mod:`sim.moe.runner`); ``auto``
+(default) is representative for balanced routing and full when routing is skewed. Ignored: the
+data-parallel gradient reduce-scatter / all-gather and the optimizer step at the end of the step,
+kernel launch gaps, the embedding's compute.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import simpy
 
 from ..engine import EngineResult, start_schedule
@@ -139,10 +141,10 @@ class MoEStep:
         # Per rank: the slowest replica's figures (identical replicas in representative mode).
         ranks = []
         for rank in range(P):
-            worst = max(((rn.stats[rank], i) for rn in runners for i in range(len(rn.replicas))),
-                        key=lambda si: si[0].op_s[si[1]])
-            op_s, compute_s, comm_s = (float(a[worst[1]]) for a in (worst[0].op_s, worst[0].compute_s,
-                                                                     worst[0].comm_s))
+            op_all, compute_all, comm_all = (np.concatenate([getattr(rn.stats[rank], name) for rn in runners])
+                                             for name in ("op_s", "compute_s", "comm_s"))
+            worst = int(np.argmax(op_all))
+            op_s, compute_s, comm_s = float(op_all[worst]), float(compute_all[worst]), float(comm_all[worst])
             ranks.append(RankResult(rank, compute_s, max(0.0, op_s - compute_s), comm_s, step - op_s,
                                     compute_s / step if step else 0.0, self.memory[rank]))
         first = runners[0]
