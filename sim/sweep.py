@@ -3,7 +3,9 @@
 * Each point is a dict of config values; its row is those values (config columns first), then the
   metrics the point function returns, then ``status`` (``ok`` or ``error``) and ``error``.
 * Rows are written as they finish, atomically (temporary file + rename), so an interrupted sweep
-  loses no finished row; run it again and it resumes with the points not yet in the CSV.
+  loses no finished row; run it again and it resumes with the points not yet in the CSV. Each row
+  carries ``sim_code``, a fingerprint of the simulator's source and presets: rows computed by other
+  code (an older version) are not resumed but run again, so a CSV never mixes two models.
 * A failed point is recorded with its error and does not stop the sweep.
 * By default the points run on an embedded ``LocalCluster`` (one worker process per core);
   ``scheduler="tcp://HOST:8786"`` uses an existing Dask cluster; ``scheduler="serial"`` runs them in
@@ -12,9 +14,12 @@
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
 import json
 import os
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -24,7 +29,22 @@ import pandas as pd
 
 from .io import write_csv_atomic
 
-STATUS_COLUMNS = ("status", "error", "wall_s")
+STATUS_COLUMNS = ("status", "error", "wall_s", "sim_code")
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """12 hex digits of SHA-256 over the source and preset files of ``sim/`` and ``topologies/``
+    (paths and contents, in path order): it changes whenever the model could. Computed once per
+    process."""
+    h = hashlib.sha256()
+    for package in ("sim", "topologies"):
+        for path in sorted((_ROOT / package).rglob("*")):
+            if path.suffix in (".py", ".yaml", ".yml") and path.is_file():
+                h.update(str(path.relative_to(_ROOT)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def grid(**factors: Iterable) -> list[dict]:
@@ -47,14 +67,19 @@ def _run_point(fn: Callable[[dict], dict], point: dict) -> dict:
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         row = {**point, "status": "error", "error": last}
     row["wall_s"] = time.perf_counter() - t0
+    row["sim_code"] = code_fingerprint()    # of the code that ran it (a Dask worker's, maybe remote)
     return row
 
 
-def _finished_keys(path: Path, columns: list[str]) -> tuple[list[dict], set[str]]:
+def _finished_keys(path: Path, columns: list[str], code: str) -> tuple[list[dict], set[str]]:
+    """The rows of ``path`` computed by simulator code ``code`` and their point keys."""
     if not path.exists():
         return [], set()
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    rows = df.to_dict("records")
+    rows = [r for r in df.to_dict("records") if r.get("sim_code") == code]
+    if len(rows) < len(df):
+        print(f"{path}: {len(df) - len(rows)} of {len(df)} rows were computed by other simulator code "
+              f"(sim_code is not {code}); running them again", file=sys.stderr)
     return rows, {point_key({c: row.get(c) for c in columns}) for row in rows}
 
 
@@ -63,7 +88,8 @@ def run_sweep(fn: Callable[[dict], dict], points: list[dict], out_csv: str | Pat
     """Run ``fn(point) -> metrics`` over ``points`` and keep ``out_csv`` up to date."""
     out = Path(out_csv)
     columns = list(points[0]) if points else []
-    done_rows, done = _finished_keys(out, columns)
+    code = code_fingerprint()
+    done_rows, done = _finished_keys(out, columns, code)
     todo = [p for p in points if point_key(p) not in done]
     rows = list(done_rows)
     order = {point_key(p): i for i, p in enumerate(points)}

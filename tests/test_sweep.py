@@ -50,3 +50,22 @@ def test_interrupted_sweep_resumes_without_losing_or_repeating(tmp_path):
     assert len(done) == len(POINTS) and not done.duplicated(["pp", "microbatches", "schedule"]).any()
     full = run_sweep(point, POINTS, tmp_path / "ref.csv", scheduler="serial", progress=False)
     pd.testing.assert_frame_equal(metrics(done), metrics(full))
+
+
+def test_rows_of_other_simulator_code_are_run_again(tmp_path, monkeypatch, capsys):
+    import sim.sweep as sweep
+    out = tmp_path / "s.csv"
+    first = run_sweep(point, POINTS[:2], out, scheduler="serial", progress=False)
+    assert (first["sim_code"] == sweep.code_fingerprint()).all()
+    calls = []
+
+    def counted(p):
+        calls.append(p)
+        return point(p)
+
+    run_sweep(counted, POINTS[:2], out, scheduler="serial", progress=False)
+    assert calls == []                                    # same code: everything resumed
+    monkeypatch.setattr(sweep, "code_fingerprint", lambda: "0123456789ab")
+    again = run_sweep(counted, POINTS[:2], out, scheduler="serial", progress=False)
+    assert len(calls) == 2 and (again["sim_code"] == "0123456789ab").all() and len(again) == 2
+    assert "2 of 2 rows were computed by other simulator code" in capsys.readouterr().err

@@ -71,6 +71,9 @@ def _print(results) -> None:
             print(f"{'':>10} warning: {w}")
         if len(r.warnings) > 2:
             print(f"{'':>10} ... and {len(r.warnings) - 2} more ranks do not fit")
+        if r.late_send_s > 0:
+            print(f"{'':>10} note: lockstep started some pipeline sends up to {r.late_send_s * 1e6:.3g} us late "
+                  "(ops without all-to-all; README, 'Modes')")
 
 
 def cmd_run(args) -> int:
