@@ -124,3 +124,20 @@ def test_lockstep_full_mode_equals_one_process_per_replica(schedule):
         assert r.compute_s == pytest.approx(worst[0], rel=1e-12)
         assert r.comm_s == pytest.approx(worst[1], rel=1e-12)
     assert len({round(v[0], 9) for (rank, _), v in ref.items() if rank == 0}) > 1   # replicas do differ
+
+
+def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
+    from sim.moe.comm import CommModel
+    from sim.moe.step import simulate_schedules
+    runs = [load_scenario("tiny", schedule=s, routing_skew=1.0) for s in ("1f1b", "dualpipe")]
+    alone = [simulate_step(r) for r in runs]
+    measured = []
+    real = CommModel._measure
+    monkeypatch.setattr(CommModel, "_measure", lambda self, *a: measured.append(a) or real(self, *a))
+    shared = simulate_schedules(runs)
+    assert len(measured) == 2 * runs[0].pp              # per shape and stage (skewed), once for both
+    for a, b in zip(alone, shared):
+        assert a.step_time_s == b.step_time_s and a.to_json()["ranks"] == b.to_json()["ranks"]
+    step = MoEStep(runs[0])
+    with pytest.raises(ValueError, match="another run"):
+        MoEStep(load_scenario("tiny", routing_skew=0.5), comm=step.comm)

@@ -18,17 +18,15 @@ from ..io import write_csv_atomic
 from ..metrics import events_frame
 from .report import plot_fb_unit, plot_rank_breakdown, ranks_frame, summary_row
 from .specs import load_scenario
-from .step import MODES, simulate_step
+from .step import MODES, simulate_schedules
 
 DEFAULT_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")
 
 
 def run_scenario(scenario: str, schedules, overrides: dict, mode: str = "auto", scope: str = "stage",
                  out: str | None = None, trace: str | None = None) -> list:
-    results = []
-    for name in schedules:
-        run = load_scenario(scenario, **{**overrides, "schedule": name})
-        results.append(simulate_step(run, mode, scope))
+    runs = [load_scenario(scenario, **{**overrides, "schedule": name}) for name in schedules]
+    results = simulate_schedules(runs, mode, scope, progress=True)
     if out:
         stem = Path(scenario).stem.replace("-", "_")
         folder = Path(out)

@@ -13,6 +13,8 @@ group has its own traffic (seed + group index) and its own time.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import simpy
 
@@ -85,6 +87,33 @@ class CommModel:
         if times is None:
             times = self._times[(shape, unit)] = self._measure(shape, stages)
         return float(times[stage if unit == -1 else unit, group])
+
+    def serves(self, run: RunSpec, scope: str) -> bool:
+        """Whether these measurements hold for ``run`` too: same run but for the schedule."""
+        return scope == self.scope and dataclasses.replace(self.run, schedule=run.schedule) == run
+
+    def units(self) -> list[tuple[str, int]]:
+        """(shape, stage) of every measurement a step needs: one per shape with balanced routing
+        (stage scope) or cluster scope, one per shape and stage with skewed routing."""
+        if not self.model.is_moe:
+            return []
+        stages = [0] if self.scope == "cluster" or self.run.routing_skew == 0 else range(self.run.pp)
+        return [(shape, stage) for shape in ("dispatch", "combine") for stage in stages]
+
+    def measure_all(self, progress: bool = False) -> None:
+        """Measure now what :meth:`time` would measure on first use; with ``progress``, a bar
+        when there are more than two (skewed routing: 2 x PP fabric runs, minutes at scale)."""
+        units = self.units()
+        bar = None
+        if progress and len(units) > 2:
+            from tqdm import tqdm
+            bar = tqdm(total=len(units), desc="skewed all-to-alls on the fabric", unit="run")
+        for shape, stage in units:
+            self.time(shape, stage, 0)
+            if bar:
+                bar.update(1)
+        if bar:
+            bar.close()
 
     def _measure(self, shape: str, stages: list[int]) -> np.ndarray:
         env = simpy.Environment()

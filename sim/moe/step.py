@@ -79,7 +79,9 @@ class StepResult:
 class MoEStep:
     """Everything one step needs, built and checked from a :class:`RunSpec`."""
 
-    def __init__(self, run: RunSpec, mode: str = "auto", comm_scope: str = "stage"):
+    def __init__(self, run: RunSpec, mode: str = "auto", comm_scope: str = "stage", comm: CommModel | None = None):
+        """``comm``: the all-to-all measurements of an earlier step of the same run with another
+        schedule, reused (they do not depend on the schedule)."""
         from topologies import load_topology
         if mode not in MODES:
             raise SpecError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -101,10 +103,12 @@ class MoEStep:
             raise SpecError(f"ep ({run.ep}) must divide the model's {self.model.routed_experts} routed experts")
         self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
         self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
-        self.links = LinkTable(graph)
+        if comm is not None and not comm.serves(run, comm_scope):
+            raise ValueError("comm: these all-to-all measurements are for another run or scope")
+        self.links = comm.links if comm is not None else LinkTable(graph)
         tb = {"dispatch": self.chunk.token_bytes(run.dispatch_precision),
               "combine": self.chunk.token_bytes(run.combine_precision)}
-        self.comm = CommModel(run, self.model, self.links, gpn, tb, comm_scope)
+        self.comm = comm or CommModel(run, self.model, self.links, gpn, tb, comm_scope)
         self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
         self.mode = "full" if self.full else "representative"
         self.memory = memory_per_rank(self.model, self.gpu, run, self.chunk, self.schedule)
@@ -182,4 +186,16 @@ def simulate_step(run: RunSpec, mode: str = "auto", comm_scope: str = "stage") -
     return MoEStep(run, mode, comm_scope).simulate()
 
 
-__all__ = ["MoEStep", "StepResult", "simulate_step"]
+def simulate_schedules(runs: list[RunSpec], mode: str = "auto", comm_scope: str = "stage",
+                       progress: bool = False) -> list[StepResult]:
+    """Steps of one run under several schedules, measuring the all-to-alls once for all."""
+    results, comm = [], None
+    for run in runs:
+        step = MoEStep(run, mode, comm_scope, comm)
+        step.comm.measure_all(progress)
+        comm = step.comm
+        results.append(step.simulate())
+    return results
+
+
+__all__ = ["MoEStep", "StepResult", "simulate_schedules", "simulate_step"]
