@@ -6,7 +6,7 @@ import pytest
 from sim.cli import main
 from sim.moe.chunk import LayerCost
 from sim.moe.runner import COMM, COMPUTE, overlapped_parts
-from sim.moe.specs import load_scenario
+from sim.moe.specs import SpecError, load_scenario
 from sim.moe.step import MoEStep, simulate_step
 
 MOE = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, True, 0.9, 0.0)
@@ -127,13 +127,13 @@ def test_lockstep_full_mode_equals_one_process_per_replica(schedule):
 
 
 def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
-    from sim.moe.comm import CommModel
     from sim.moe.step import simulate_schedules
     runs = [load_scenario("tiny", schedule=s, routing_skew=1.0) for s in ("1f1b", "dualpipe")]
     alone = [simulate_step(r) for r in runs]
+    import sim.moe.comm as comm_module
     measured = []
-    real = CommModel._measure
-    monkeypatch.setattr(CommModel, "_measure", lambda self, *a: measured.append(a) or real(self, *a))
+    real = comm_module.measure_all_to_alls
+    monkeypatch.setattr(comm_module, "measure_all_to_alls", lambda *a: measured.append(a) or real(*a))
     shared = simulate_schedules(runs)
     assert len(measured) == 2 * runs[0].pp              # per shape and stage (skewed), once for both
     for a, b in zip(alone, shared):
@@ -141,3 +141,14 @@ def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
     step = MoEStep(runs[0])
     with pytest.raises(ValueError, match="another run"):
         MoEStep(load_scenario("tiny", routing_skew=0.5), comm=step.comm)
+
+
+def test_worker_processes_give_the_same_step():
+    """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers."""
+    from sim.moe.step import simulate_schedules
+    run = load_scenario("tiny", routing_skew=1.2, routing_seed=4)
+    one, two = (simulate_schedules([run], workers=w)[0].to_json() for w in (1, 2))
+    one.pop("wall_s"), two.pop("wall_s")
+    assert one == two
+    with pytest.raises(SpecError, match="workers must be a positive integer"):
+        MoEStep(run, workers=0)

@@ -9,6 +9,7 @@ of the measured all-to-alls) and figures (per-rank breakdown, one F&B unit's two
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -24,9 +25,9 @@ DEFAULT_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")
 
 
 def run_scenario(scenario: str, schedules, overrides: dict, mode: str = "auto", scope: str = "stage",
-                 out: str | None = None, trace: str | None = None) -> list:
+                 out: str | None = None, trace: str | None = None, workers: int = 1) -> list:
     runs = [load_scenario(scenario, **{**overrides, "schedule": name}) for name in schedules]
-    results = simulate_schedules(runs, mode, scope, progress=True)
+    results = simulate_schedules(runs, mode, scope, progress=True, workers=workers)
     if out:
         stem = Path(scenario).stem.replace("-", "_")
         folder = Path(out)
@@ -81,7 +82,8 @@ def cmd_run(args) -> int:
     own = load_scenario(args.scenario, **overrides).schedule
     if not args.schedule and own not in schedules:
         schedules.append(own)
-    results = run_scenario(args.scenario, schedules, overrides, args.mode, args.scope, args.out, args.trace)
+    results = run_scenario(args.scenario, schedules, overrides, args.mode, args.scope, args.out, args.trace,
+                           args.workers)
     if args.json:
         main = next(r for r in results if r.run.schedule == (args.schedule or own))
         out = main.to_json()
@@ -111,6 +113,8 @@ def add_arguments(p) -> None:
     p.add_argument("--topology", help="override the topology (preset or YAML)")
     p.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (> 0 simulates every rank)")
     p.add_argument("--seed", type=int, help="seed of the skewed routing")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="processes that sample skewed routing and measure skewed all-to-alls (default: one per core)")
 
 
 EXTRA_COMMANDS["run"] = ("simulate one training step of a scenario", add_arguments, cmd_run)

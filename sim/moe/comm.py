@@ -13,6 +13,7 @@ group has its own traffic (seed + group index) and its own time.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -26,19 +27,25 @@ SCOPES = ("stage", "cluster")
 
 class CommModel:
     def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, gpus_per_node: int,
-                 token_bytes: dict[str, float], scope: str = "stage"):
+                 token_bytes: dict[str, float], scope: str = "stage", workers: int = 1):
+        """``workers`` > 1: sample skewed routing and measure skewed all-to-alls in that many
+        processes (the same numbers as one process; uniform routing needs no workers)."""
         if scope not in SCOPES:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise SpecError(f"workers must be a positive integer, got {workers!r}")
         self.run, self.model, self.links, self.scope = run, model, links, scope
         self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
         self.gpus_per_node = gpus_per_node
         self.groups_per_stage = run.dp // run.ep
+        self.workers = workers if run.routing_skew > 0 else 1
         self._times: dict[tuple, np.ndarray] = {}
         self.link_frames = {}
         self._traffic = {}
         if model.is_moe:
-            for g in range(self.groups_per_stage * run.pp):
-                self._traffic[g] = route_tokens(self._routing(g))
+            routings = [self._routing(g) for g in range(self.groups_per_stage * run.pp)]
+            with _pool(self.workers) as pool:
+                self._traffic = dict(enumerate((pool.map if pool else map)(route_tokens, routings)))
         self._load = self._load_factors() if model.is_moe and run.routing_skew > 0 else None
 
     def _routing(self, group: int) -> MoERouting:
@@ -77,16 +84,31 @@ class CommModel:
         Measured once per (shape, unit): with balanced routing and stage scope every stage is
         alike and stage 0 stands for all; otherwise each stage (stage scope) or the whole
         cluster at once (cluster scope) is measured."""
-        if self.scope == "cluster":
-            unit, stages = -1, list(range(self.run.pp))
-        elif self.run.routing_skew == 0:
-            unit, stages = 0, [0]
-        else:
-            unit, stages = stage, [stage]
+        unit, stages = self._unit(stage)
         times = self._times.get((shape, unit))
         if times is None:
-            times = self._times[(shape, unit)] = self._measure(shape, stages)
+            ends, self.link_frames[shape] = measure_all_to_alls(self.links, *self._job(shape, stages))
+            times = self._times[(shape, unit)] = self._ends_array(stages, ends)
         return float(times[stage if unit == -1 else unit, group])
+
+    def _unit(self, stage: int) -> tuple[int, list[int]]:
+        """(cache unit, stages measured together) for an all-to-all at ``stage``."""
+        if self.scope == "cluster":
+            return -1, list(range(self.run.pp))
+        if self.run.routing_skew == 0:
+            return 0, [0]
+        return stage, [stage]
+
+    def _job(self, shape: str, stages: list[int]) -> tuple:
+        """The arguments of :func:`measure_all_to_alls` after ``links``."""
+        groups = [(self.group_gpus(s, g), self.traffic(s, g)) for s in stages for g in range(self.groups_per_stage)]
+        return (groups, self.token_bytes[shape], self.run.a2a_algorithm, shape, self.run.a2a_chunks,
+                0.0 if self.run.routing_skew == 0 else 1e-3)
+
+    def _ends_array(self, stages: list[int], ends: list[float]) -> np.ndarray:
+        out = np.zeros((self.run.pp, self.groups_per_stage))
+        out[stages, :] = np.reshape(ends, (len(stages), self.groups_per_stage))
+        return out
 
     def serves(self, run: RunSpec, scope: str) -> bool:
         """Whether these measurements hold for ``run`` too: same run but for the schedule."""
@@ -101,29 +123,66 @@ class CommModel:
         return [(shape, stage) for shape in ("dispatch", "combine") for stage in stages]
 
     def measure_all(self, progress: bool = False) -> None:
-        """Measure now what :meth:`time` would measure on first use; with ``progress``, a bar
-        when there are more than two (skewed routing: 2 x PP fabric runs, minutes at scale)."""
-        units = self.units()
+        """Measure now what :meth:`time` would measure on first use, in ``workers`` processes;
+        with ``progress``, a bar when there are more than two (skewed routing: 2 x PP fabric runs,
+        minutes at scale)."""
+        todo = {}
+        for shape, stage in self.units():
+            unit, stages = self._unit(stage)
+            if (shape, unit) not in self._times:
+                todo[(shape, unit)] = stages
         bar = None
-        if progress and len(units) > 2:
+        if progress and len(todo) > 2:
             from tqdm import tqdm
-            bar = tqdm(total=len(units), desc="skewed all-to-alls on the fabric", unit="run")
-        for shape, stage in units:
-            self.time(shape, stage, 0)
-            if bar:
-                bar.update(1)
+            bar = tqdm(total=len(todo), desc="skewed all-to-alls on the fabric", unit="run")
+        jobs = {key: self._job(key[0], stages) for key, stages in todo.items()}
+        with _pool(self.workers) as pool:
+            if pool is None:
+                results = ((key, measure_all_to_alls(self.links, *job)) for key, job in jobs.items())
+            else:
+                futures = [(key, pool.submit(_measure_job, self.run.topology, job)) for key, job in jobs.items()]
+                results = ((key, fut.result()) for key, fut in futures)
+            for (shape, unit), (ends, frame) in results:   # in a fixed order: the same link_frames
+                self.link_frames[shape] = frame
+                self._times[(shape, unit)] = self._ends_array(todo[(shape, unit)], ends)
+                if bar:
+                    bar.update(1)
         if bar:
             bar.close()
 
-    def _measure(self, shape: str, stages: list[int]) -> np.ndarray:
-        env = simpy.Environment()
-        fabric = Fabric(env, self.links, completion_window=0.0 if self.run.routing_skew == 0 else 1e-3)
-        ends = np.zeros((self.run.pp, self.groups_per_stage))
-        for s in stages:
-            for g in range(self.groups_per_stage):
-                ev = all_to_all(fabric, self.group_gpus(s, g), self.traffic(s, g), self.token_bytes[shape],
-                                self.run.a2a_algorithm, shape, self.run.a2a_chunks)
-                ev.callbacks.append(lambda _e, s=s, g=g: ends.__setitem__((s, g), env.now))
-        env.run()
-        self.link_frames[shape] = link_stats(fabric)
-        return ends
+
+def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algorithm: str, shape: str,
+                        chunks: int, completion_window: float) -> tuple[list[float], object]:
+    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh fabric:
+    (seconds until each group's last byte lands, link statistics)."""
+    env = simpy.Environment()
+    fabric = Fabric(env, links, completion_window=completion_window)
+    ends = [0.0] * len(groups)
+    for i, (gpus, traffic) in enumerate(groups):
+        ev = all_to_all(fabric, gpus, traffic, token_bytes, algorithm, shape, chunks)
+        ev.callbacks.append(lambda _e, i=i: ends.__setitem__(i, env.now))
+    env.run()
+    return ends, link_stats(fabric)
+
+
+_WORKER_LINKS: dict[str, LinkTable] = {}
+
+
+def _measure_job(topology: str, job: tuple):
+    """:func:`measure_all_to_alls` in a worker process, on the link table of ``topology`` (built
+    once per process; routes are deterministic, so they equal the parent's)."""
+    links = _WORKER_LINKS.get(topology)
+    if links is None:
+        from topologies import load_topology
+        links = _WORKER_LINKS[topology] = LinkTable(load_topology(topology))
+    return measure_all_to_alls(links, *job)
+
+
+def _pool(workers: int):
+    """A process pool of ``workers`` (spawned: safe with threads and SimPy state), or a context
+    giving ``None`` (run here) for one worker."""
+    if workers <= 1:
+        return contextlib.nullcontext(None)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))

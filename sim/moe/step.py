@@ -79,9 +79,11 @@ class StepResult:
 class MoEStep:
     """Everything one step needs, built and checked from a :class:`RunSpec`."""
 
-    def __init__(self, run: RunSpec, mode: str = "auto", comm_scope: str = "stage", comm: CommModel | None = None):
+    def __init__(self, run: RunSpec, mode: str = "auto", comm_scope: str = "stage", comm: CommModel | None = None,
+                 workers: int = 1):
         """``comm``: the all-to-all measurements of an earlier step of the same run with another
-        schedule, reused (they do not depend on the schedule)."""
+        schedule, reused (they do not depend on the schedule). ``workers``: processes for skewed
+        routing's sampling and all-to-all measurements (:class:`CommModel`)."""
         from topologies import load_topology
         if mode not in MODES:
             raise SpecError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -108,7 +110,7 @@ class MoEStep:
         self.links = comm.links if comm is not None else LinkTable(graph)
         tb = {"dispatch": self.chunk.token_bytes(run.dispatch_precision),
               "combine": self.chunk.token_bytes(run.combine_precision)}
-        self.comm = comm or CommModel(run, self.model, self.links, gpn, tb, comm_scope)
+        self.comm = comm or CommModel(run, self.model, self.links, gpn, tb, comm_scope, workers)
         self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
         self.mode = "full" if self.full else "representative"
         self.memory = memory_per_rank(self.model, self.gpu, run, self.chunk, self.schedule)
@@ -187,11 +189,11 @@ def simulate_step(run: RunSpec, mode: str = "auto", comm_scope: str = "stage") -
 
 
 def simulate_schedules(runs: list[RunSpec], mode: str = "auto", comm_scope: str = "stage",
-                       progress: bool = False) -> list[StepResult]:
+                       progress: bool = False, workers: int = 1) -> list[StepResult]:
     """Steps of one run under several schedules, measuring the all-to-alls once for all."""
     results, comm = [], None
     for run in runs:
-        step = MoEStep(run, mode, comm_scope, comm)
+        step = MoEStep(run, mode, comm_scope, comm, workers)
         step.comm.measure_all(progress)
         comm = step.comm
         results.append(step.simulate())
