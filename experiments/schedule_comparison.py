@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sim.cli import compare_frame
+from sim.pipeline import compare_frame
 from sim.io import write_csv_atomic
 from sim.pipeline import simulate_pipeline
 from sim.plots import plot_timeline, plot_utilization

@@ -10,9 +10,7 @@ import json
 import sys
 from typing import Callable
 
-import pandas as pd
-
-from .pipeline import parse_costs, simulate_pipeline
+from .pipeline import compare_frame, parse_costs, simulate_pipeline
 from .schedules import SCHEDULE_NAMES, make_schedule, validate
 from .textgrid import render
 
@@ -73,27 +71,6 @@ def cmd_simulate(args) -> int:
     if args.plot:
         print(f"timeline written to {args.plot}")
     return 0
-
-
-def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | None = None) -> pd.DataFrame:
-    """Every schedule at (P, M): bubble, utilization, parameter copies, peak activations per rank.
-    Schedules that refuse (P, M) get a row with the reason in ``note``."""
-    rows = []
-    for name in SCHEDULE_NAMES:
-        v = chunks if name == "interleaved-1f1b" else None
-        try:
-            run = simulate_pipeline(name, pp, microbatches, v, cost_per="rank", **(costs or {}))
-        except ValueError as exc:
-            rows.append({"schedule": name, "note": str(exc)})
-            continue
-        m = run.metrics
-        rows.append({
-            "schedule": name, "makespan": m.makespan, "bubble_fraction": round(m.bubble_fraction, 4),
-            "mean_utilization": round(sum(r.utilization for r in m.ranks) / len(m.ranks), 4),
-            "parameter_copies": max(r.parameter_copies for r in m.ranks),
-            "peak_activations_mb": "/".join(f"{r.peak_activations_mb:g}" for r in m.ranks), "note": "",
-        })
-    return pd.DataFrame(rows)
 
 
 def cmd_compare(args) -> int:

@@ -1,12 +1,15 @@
-"""``simulate_pipeline``: schedule (data) -> engine -> metrics, for fixed op costs."""
+"""``simulate_pipeline``: schedule (data) -> engine -> metrics, for fixed op costs; ``compare_frame``:
+every schedule side by side."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+import pandas as pd
+
 from .engine import Costs, EngineResult, ZeroCommRunner, run_schedule
 from .metrics import RunMetrics, summarize
-from .schedules import Schedule, make_schedule, validate
+from .schedules import SCHEDULE_NAMES, Schedule, make_schedule, validate
 
 
 @dataclass
@@ -60,3 +63,24 @@ def parse_costs(text: str) -> dict[str, float]:
             raise ValueError(f"cost {key} must be a positive finite number, got {value}")
         costs[key] = number
     return costs
+
+
+def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | None = None) -> pd.DataFrame:
+    """Every schedule at (P, M): bubble, utilization, parameter copies, peak activations per rank.
+    Schedules that refuse (P, M) get a row with the reason in ``note``."""
+    rows = []
+    for name in SCHEDULE_NAMES:
+        v = chunks if name == "interleaved-1f1b" else None
+        try:
+            run = simulate_pipeline(name, pp, microbatches, v, cost_per="rank", **(costs or {}))
+        except ValueError as exc:
+            rows.append({"schedule": name, "note": str(exc)})
+            continue
+        m = run.metrics
+        rows.append({
+            "schedule": name, "makespan": m.makespan, "bubble_fraction": round(m.bubble_fraction, 4),
+            "mean_utilization": round(sum(r.utilization for r in m.ranks) / len(m.ranks), 4),
+            "parameter_copies": max(r.parameter_copies for r in m.ranks),
+            "peak_activations_mb": "/".join(f"{r.peak_activations_mb:g}" for r in m.ranks), "note": "",
+        })
+    return pd.DataFrame(rows)
