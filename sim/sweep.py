@@ -35,16 +35,16 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """12 hex digits of SHA-256 over the source and preset files of ``sim/`` and ``topologies/``
-    (paths and contents, in path order): it changes whenever the model could. Computed once per
-    process."""
+    """``src-`` and 12 hex digits of SHA-256 over the source and preset files of ``sim/`` and
+    ``topologies/`` (paths and contents, in path order): it changes whenever the model could.
+    Computed once per process."""
     h = hashlib.sha256()
     for package in ("sim", "topologies"):
         for path in sorted((_ROOT / package).rglob("*")):
             if path.suffix in (".py", ".yaml", ".yml") and path.is_file():
                 h.update(str(path.relative_to(_ROOT)).encode())
                 h.update(path.read_bytes())
-    return h.hexdigest()[:12]
+    return "src-" + h.hexdigest()[:12]      # never read back from CSV as a number
 
 
 def grid(**factors: Iterable) -> list[dict]:
