@@ -27,8 +27,8 @@ class ReplicaRunner:
         start = env.now
         seq = self.seq[rank] = self.seq.get(rank, -1) + 1
         if isinstance(op, FBOp):
-            comp, comm = overlapped_parts(*self._layers(op.f)[:1], *self._layers(op.b)[:1],
-                                          self._layers(op.f)[1], self._layers(op.b)[1])
+            (f_layers, f_head), (b_layers, b_head) = self._layers(op.f), self._layers(op.b)
+            comp, comm = overlapped_parts(f_layers, b_layers, f_head, b_head)
         else:
             layers, head = self._layers(op)
             chain = {"F": lambda: forward_parts(layers, head), "W": lambda: weight_parts(layers, head)}.get(

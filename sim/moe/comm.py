@@ -85,11 +85,9 @@ class CommModel:
         alike and stage 0 stands for all; otherwise each stage (stage scope) or the whole
         cluster at once (cluster scope) is measured."""
         unit, stages = self._unit(stage)
-        times = self._times.get((shape, unit))
-        if times is None:
-            ends, self.link_frames[shape] = measure_all_to_alls(self.links, *self._job(shape, stages))
-            times = self._times[(shape, unit)] = self._ends_array(stages, ends)
-        return float(times[stage if unit == -1 else unit, group])
+        if (shape, unit) not in self._times:
+            self._measure({(shape, unit): stages})
+        return float(self._times[(shape, unit)][stage if unit == -1 else unit, group])
 
     def _unit(self, stage: int) -> tuple[int, list[int]]:
         """(cache unit, stages measured together) for an all-to-all at ``stage``."""
@@ -114,29 +112,28 @@ class CommModel:
         """Whether these measurements hold for ``run`` too: same run but for the schedule."""
         return scope == self.scope and dataclasses.replace(self.run, schedule=run.schedule) == run
 
-    def units(self) -> list[tuple[str, int]]:
-        """(shape, stage) of every measurement a step needs: one per shape with balanced routing
-        (stage scope) or cluster scope, one per shape and stage with skewed routing."""
-        if not self.model.is_moe:
-            return []
-        stages = [0] if self.scope == "cluster" or self.run.routing_skew == 0 else range(self.run.pp)
-        return [(shape, stage) for shape in ("dispatch", "combine") for stage in stages]
-
     def measure_all(self, progress: bool = False) -> None:
         """Measure now what :meth:`time` would measure on first use, in ``workers`` processes;
         with ``progress``, a bar when there are more than two (skewed routing: 2 x PP fabric runs,
         minutes at scale)."""
         todo = {}
-        for shape, stage in self.units():
-            unit, stages = self._unit(stage)
-            if (shape, unit) not in self._times:
-                todo[(shape, unit)] = stages
+        if self.model.is_moe:
+            for shape in ("dispatch", "combine"):
+                for stage in range(self.run.pp):
+                    unit, stages = self._unit(stage)
+                    if (shape, unit) not in self._times:
+                        todo[(shape, unit)] = stages
+        self._measure(todo, progress)
+
+    def _measure(self, todo: dict, progress: bool = False) -> None:
+        """Run the fabric measurements ``{(shape, unit): stages}`` (in worker processes when there
+        are several and ``workers`` > 1) and keep their times and link statistics."""
         bar = None
         if progress and len(todo) > 2:
             from tqdm import tqdm
             bar = tqdm(total=len(todo), desc="skewed all-to-alls on the fabric", unit="run")
         jobs = {key: self._job(key[0], stages) for key, stages in todo.items()}
-        with _pool(self.workers) as pool:
+        with _pool(self.workers if len(jobs) > 1 else 1) as pool:
             if pool is None:
                 results = ((key, measure_all_to_alls(self.links, *job)) for key, job in jobs.items())
             else:

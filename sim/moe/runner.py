@@ -132,7 +132,6 @@ class GroupStats:
     compute_s: np.ndarray      # compute parts, as run (stretched when sharing SMs)
     comm_s: np.ndarray         # all-to-all parts on the communication stream
     op_s: np.ndarray           # wall time inside ops
-    ops: int = 0
 
 
 class GroupRunner:
@@ -176,7 +175,6 @@ class GroupRunner:
         st.compute_s += t.compute_s
         st.comm_s += t.comm_s
         st.op_s += t.end - start
-        st.ops += 1
         self.clock[rank] = t.end
         for part in parts(op):
             for key in outputs_of(part, S):

@@ -28,10 +28,10 @@ _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
 
 
 class _Flow:
-    __slots__ = ("links", "size", "on_done", "src", "dst")
+    __slots__ = ("links", "size", "on_done")
 
-    def __init__(self, links: np.ndarray, size: float, on_done, src: int, dst: int):
-        self.links, self.size, self.on_done, self.src, self.dst = links, size, on_done, src, dst
+    def __init__(self, links: np.ndarray, size: float, on_done):
+        self.links, self.size, self.on_done = links, size, on_done
 
 
 class Fabric:
@@ -106,7 +106,7 @@ class Fabric:
         nbytes = float(nbytes)
         self._sent[src] += nbytes
         self._received[dst] += nbytes
-        flow = _Flow(links, nbytes, on_done, src, dst)
+        flow = _Flow(links, nbytes, on_done)
         if latency > 0:
             at = self.env.now + latency
             batch = self._arrivals.get(at)
