@@ -67,10 +67,11 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1) -> dict:
     """Times the three phases of a step: set-up (specs, schedule, routing; skewed routing samples
     every token), all-to-all measurement on the fabric (per shape, and per stage under skew) and
     the simulation itself."""
+    from sim.moe.scenario import Scenario
     from sim.moe.specs import load_scenario
     from sim.moe.step import MoEStep
     t0 = time.perf_counter()
-    step = MoEStep(load_scenario("deepseek-v3", routing_skew=skew), mode=mode, workers=workers)
+    step = MoEStep(Scenario(load_scenario("deepseek-v3", routing_skew=skew)), mode=mode, workers=workers)
     t1 = time.perf_counter()
     step.comm.measure_all()
     t2 = time.perf_counter()

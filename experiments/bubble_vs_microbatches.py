@@ -18,7 +18,7 @@ def point(p: dict) -> dict:
     chunks = 2 if p["schedule"] == "interleaved-1f1b" else None
     m = simulate_pipeline(p["schedule"], int(p["pp"]), int(p["microbatches"]), chunks, cost_per="rank").metrics
     return {"makespan": m.makespan, "bubble_fraction": m.bubble_fraction,
-            "mean_utilization": sum(r.utilization for r in m.ranks) / len(m.ranks),
+            "mean_utilization": m.mean_utilization,
             "peak_activations_mb": max(r.peak_activations_mb for r in m.ranks),
             "parameter_copies": max(r.parameter_copies for r in m.ranks)}
 

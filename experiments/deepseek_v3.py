@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from sim.moe.cli import DEFAULT_SCHEDULES, _print, run_scenario
+from sim.moe.report import comparison_text, write_outputs
+from sim.moe.scenario import Scenario
+from sim.moe.specs import load_scenario
+from sim.moe.step import COMPARED_SCHEDULES, simulate_schedules
 
 
 def main(argv=None) -> int:
@@ -16,8 +19,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="results")
     parser.add_argument("--trace", default=None, help="also write a Chrome trace of the DualPipe run")
     args = parser.parse_args(argv)
-    results = run_scenario("deepseek-v3", DEFAULT_SCHEDULES, {}, out=args.out, trace=args.trace)
-    _print(results)
+    scenario = Scenario(load_scenario("deepseek-v3"))
+    results = simulate_schedules(scenario, list(COMPARED_SCHEDULES), progress=True)
+    write_outputs(results, "deepseek_v3", args.out, title="deepseek-v3")
+    if args.trace:
+        from sim.trace import write_chrome_trace
+        write_chrome_trace(next(r for r in results if r.run.schedule == "dualpipe"), args.trace)
+    print(comparison_text(results))
     print(f"wrote {args.out}/deepseek_v3_summary.csv, deepseek_v3_ranks.csv and figures")
     return 0
 

@@ -23,8 +23,10 @@ import pandas as pd
 
 from sim.io import write_csv_atomic
 from sim.moe.report import fb_unit_trace
+from sim.moe.scenario import Scenario
 from sim.moe.specs import load_scenario
 from sim.moe.step import simulate_step
+from sim.moe.streams import COMPUTE
 from sim.pipeline import simulate_pipeline
 from sim.textgrid import op_label
 
@@ -37,8 +39,7 @@ def gpu_hours_per_million_tokens(res) -> float:
 def exercise_1(rows: list) -> None:
     one = simulate_pipeline("1f1b", 8, 16).metrics
     dual = simulate_pipeline("dualpipe", 8, 16).metrics
-    u1 = sum(r.utilization for r in one.ranks) / 8
-    u2 = sum(r.utilization for r in dual.ranks) / 8
+    u1, u2 = one.mean_utilization, dual.mean_utilization
     rows.append((1, "utilization 1f1b (equal costs, no comm)", u1, "fraction", "P=8, M=16"))
     rows.append((1, "utilization dualpipe (equal costs, no comm)", u2, "fraction", "P=8, M=16"))
     runs = {s: simulate_step(load_scenario("deepseek-v3", pp=8, dp=256, microbatches=16, schedule=s))
@@ -72,25 +73,24 @@ def exercise_2(rows: list, out: Path) -> None:
 
 def exercise_3(rows: list, res) -> None:
     parts = fb_unit_trace(res)
-    disp = [p for p in parts if p[3] == "DISPATCH(F)"]
-    comp = [(p[4], p[5]) for p in parts if p[2] == 0]
+    disp = [p for p in parts if p.name == "DISPATCH(F)"]
+    comp = [(p.start, p.end) for p in parts if p.stream == COMPUTE]
     if not disp:
         rows.append((3, "dispatch window", float("nan"), "ms", "no MoE layer in the traced unit"))
         return
-    a, b = disp[0][4], disp[0][5]
+    a, b = disp[0].start, disp[0].end
     covered = sum(max(0.0, min(b, e) - max(a, s)) for s, e in comp)
-    rows.append((3, "DISPATCH(F) window, first layer of the unit", (b - a) * 1e3, "ms", parts[0][1]))
+    rows.append((3, "DISPATCH(F) window, first layer of the unit", (b - a) * 1e3, "ms", parts[0].op))
     rows.append((3, "share of the window the compute stream covers", covered / (b - a), "fraction",
                  "MLP(B)/MLP(W) of the backward chunk run meanwhile"))
 
 
 def exercise_4(rows: list) -> None:
-    from sim.moe.step import MoEStep
     cases = {"dense 70B, P=8": dict(model="llama-70b-like", topology="h800-64", pp=8, dp=8, ep=1, microbatches=16,
                                      gemm_precision="bf16"),
              "671B MoE, P=16": dict(microbatches=120)}
     for name, over in cases.items():
-        mem = {s: MoEStep(load_scenario("deepseek-v3", schedule=s, **over)).memory[4] for s in ("1f1b", "dualpipe")}
+        mem = {s: Scenario(load_scenario("deepseek-v3", schedule=s, **over)).memory[4] for s in ("1f1b", "dualpipe")}
         extra = (mem["dualpipe"].params_gb + mem["dualpipe"].grads_gb) - (mem["1f1b"].params_gb + mem["1f1b"].grads_gb)
         rows.append((4, f"{name}: extra weights+grads per rank under dualpipe", extra, "GB", "rank 4"))
         rows.append((4, f"{name}: that extra as a share of the dualpipe rank's memory",

@@ -3,7 +3,7 @@
 * ``bubble_vs_microbatches.png`` from bubble_vs_microbatches.csv
 * ``sweep_ep.png`` (step time and exposed communication against EP size, per schedule) from sweep_ep.csv
 * ``sweep_topology.png`` from sweep_topology.csv
-* ``utilization_stacked.png`` (per rank compute / exposed comm / bubble) from deepseek_v3_ranks.csv
+* ``utilization_stacked.png`` (per rank compute / exposed comm / bubble, s per step) from deepseek_v3_ranks.csv
 * ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
 * ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
 Missing CSVs are skipped with a note.
@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from sim.moe.report import plot_rank_breakdown  # noqa: E402
 from sim.plots import COLORS, save_figure  # noqa: E402
 
 
@@ -67,20 +68,7 @@ def sweep_topology(df: pd.DataFrame, out: Path) -> None:
 
 
 def utilization_stacked(df: pd.DataFrame, out: Path) -> None:
-    names = list(dict.fromkeys(df["schedule"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), sharey=True, squeeze=False)
-    for ax, name in zip(axes[0], names):
-        g = df[df["schedule"] == name]
-        step = (g["compute_s"] + g["exposed_comm_s"] + g["bubble_s"]).max()
-        comp, expo, bub = (100 * g[c] / step for c in ("compute_s", "exposed_comm_s", "bubble_s"))
-        ax.bar(g["rank"], comp, color="#3182bd", label="compute")
-        ax.bar(g["rank"], expo, bottom=comp, color="#e6550d", label="exposed comm")
-        ax.bar(g["rank"], bub, bottom=comp + expo, color="#d9d9d9", label="bubble")
-        ax.set_title(name)
-        ax.set_xlabel("rank")
-    axes[0][0].set_ylabel("% of the step")
-    axes[0][-1].legend(fontsize=8, loc="lower right")
-    _save(fig, out / "utilization_stacked.png")
+    print(f"wrote {plot_rank_breakdown(df, out / 'utilization_stacked.png', 'DeepSeek-V3: per-rank time per step')}")
 
 
 def timeline(df: pd.DataFrame, out: Path, name: str) -> None:

@@ -3,37 +3,34 @@ balanced routing). PP16 x DP128 for EP 8..128; EP 256 needs DP >= 256, so it run
 Micro-batches = 15,360 sequences / DP.
 
 Writes ``results/sweep_ep.csv``: ep, schedule (config), then pp, dp, microbatches, step_time_s (s),
-tokens_per_s, mfu, exposed_comm_s (s per rank, mean), comm_hidden_fraction, mean_utilization,
-max_memory_gb (GB), fits_hbm, a2a_dispatch_ms, a2a_combine_ms (ms per layer), compute_comm_ratio;
-status, error, wall_s (s)."""
+tokens_per_s, mfu, compute_comm_ratio, exposed_comm_s (s per rank, mean), comm_hidden_fraction,
+mean_utilization, bubble_share, exposed_comm_share (shares of rank-time), max_memory_gb (GB), fits_hbm,
+a2a_dispatch_ms, a2a_combine_ms (ms per layer); status, error, wall_s (s), sim_code."""
 from __future__ import annotations
 
 from experiments.common import sweep_main
+from sim.moe.step import COMPARED_SCHEDULES
 from sim.sweep import grid
 
 GLOBAL_BATCH = 15360
 EPS = (8, 16, 32, 64, 128, 256)
-SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")
 
 
 def point(p: dict) -> dict:
-    from sim.moe.report import summary_row
     from sim.moe.specs import load_scenario
     from sim.moe.step import simulate_step
     ep = int(p["ep"])
     pp = 16 if ep <= 128 else 8
     dp = 2048 // pp
     run = load_scenario("deepseek-v3", ep=ep, pp=pp, dp=dp, microbatches=GLOBAL_BATCH // dp, schedule=p["schedule"])
-    res = simulate_step(run)
-    row = summary_row(res)
+    row = simulate_step(run).summary()
     for key in ("schedule", "ep", "mode"):
         row.pop(key)
-    row.update(a2a_dispatch_ms=res.a2a_dispatch_s * 1e3, a2a_combine_ms=res.a2a_combine_s * 1e3)
     return row
 
 
 def points() -> list[dict]:
-    return grid(ep=EPS, schedule=SCHEDULES)
+    return grid(ep=EPS, schedule=COMPARED_SCHEDULES)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,14 @@
 """Topology variants of the 2,048-H800 cluster x schedule for the DeepSeek-V3 step: NVLink and IB
 bandwidth, leaf oversubscription, rail-optimized cabling or not, 8 planes or 1. All-to-all times
 are measured with every stage's EP groups on the fabric at once (scope "cluster"), so traffic of
-different stages can meet on spines.
+different stages can meet on spines. Each variant's graph is built from its fields in the worker
+(no files are written).
 
-Writes the variants' YAML under ``results/topologies/`` and ``results/sweep_topology.csv``:
-variant, schedule (config), then nvlink_GBps, nic_GBps, oversubscription, rail_optimized, planes,
-step_time_s (s), exposed_comm_s (s per rank), a2a_dispatch_ms, a2a_combine_ms (ms per layer),
-compute_comm_ratio, mean_utilization; status, error, wall_s (s)."""
+Writes ``results/sweep_topology.csv``: variant, schedule (config), then nvlink_GBps, nic_GBps,
+oversubscription, rail_optimized, planes, step_time_s (s), exposed_comm_s (s per rank),
+a2a_dispatch_ms, a2a_combine_ms (ms per layer), compute_comm_ratio, mean_utilization; status,
+error, wall_s (s), sim_code."""
 from __future__ import annotations
-
-from pathlib import Path
-
-import yaml
 
 from experiments.common import sweep_main
 from sim.sweep import grid
@@ -31,29 +28,27 @@ VARIANTS = {
     "one-plane-oversub-4": {"planes": 1, "oversubscription": 4},
 }
 SCHEDULES = ("1f1b", "dualpipe")
-TOPO_DIR = Path("results/topologies")
 
 
-def variant_file(name: str) -> str:
-    TOPO_DIR.mkdir(parents=True, exist_ok=True)
-    path = TOPO_DIR / f"h800-2048-{name}.yaml"
-    spec = {**BASE, **VARIANTS[name], "name": f"h800-2048-{name}"}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return str(path.resolve())
+def variant_spec(name: str) -> dict:
+    """The topology fields of variant ``name`` (a ``kind: fat_tree`` mapping, as in a YAML file)."""
+    return {**BASE, **VARIANTS[name], "name": f"h800-2048-{name}"}
 
 
 def point(p: dict) -> dict:
+    from sim.moe.scenario import Scenario
     from sim.moe.specs import load_scenario
     from sim.moe.step import simulate_step
-    spec = {**BASE, **VARIANTS[p["variant"]]}
-    run = load_scenario("deepseek-v3", topology=variant_file(p["variant"]), schedule=p["schedule"])
-    res = simulate_step(run, comm_scope="cluster")
+    from topologies import build_from_spec
+    spec = variant_spec(p["variant"])
+    run = load_scenario("deepseek-v3", topology=spec["name"], schedule=p["schedule"])
+    res = simulate_step(Scenario(run, graph=build_from_spec(dict(spec))), comm_scope="cluster")
+    summary = res.summary()
     return {"nvlink_GBps": spec["nvlink_bandwidth_GBps"], "nic_GBps": spec["nic_bandwidth_GBps"],
             "oversubscription": spec["oversubscription"], "rail_optimized": spec["rail_optimized"],
-            "planes": spec["planes"], "step_time_s": res.step_time_s, "exposed_comm_s": res.exposed_comm_s,
-            "a2a_dispatch_ms": res.a2a_dispatch_s * 1e3, "a2a_combine_ms": res.a2a_combine_s * 1e3,
-            "compute_comm_ratio": res.compute_comm_ratio,
-            "mean_utilization": sum(r.utilization for r in res.ranks) / len(res.ranks)}
+            "planes": spec["planes"], **{k: summary[k] for k in (
+                "step_time_s", "exposed_comm_s", "a2a_dispatch_ms", "a2a_combine_ms", "compute_comm_ratio",
+                "mean_utilization")}}
 
 
 def points() -> list[dict]:

@@ -16,7 +16,7 @@ pipeline send into a transfer on the fabric, without touching schedules or this 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generator, Optional, Protocol, Sequence, Union
+from typing import Generator, NamedTuple, Optional, Protocol, Sequence, Union
 
 import simpy
 
@@ -83,15 +83,40 @@ class ZeroCommRunner:
         return None
 
 
+class OpRecord(NamedTuple):
+    """One op as it ran: ``kind`` F, I, W, B or FB; ``b_mb``/``b_stage`` the backward half of an FB
+    unit (-1 otherwise); ``start``/``end`` in the runner's time units."""
+
+    rank: int
+    kind: str
+    mb: int
+    stage: int
+    b_mb: int
+    b_stage: int
+    start: float
+    end: float
+
+    @classmethod
+    def of(cls, rank: int, op: AnyOp, start: float, end: float) -> "OpRecord":
+        if isinstance(op, FBOp):
+            return cls(rank, "FB", op.f.mb, op.f.stage, op.b.mb, op.b.stage, start, end)
+        return cls(rank, op.kind, op.mb, op.stage, -1, -1, start, end)
+
+
 @dataclass
 class EngineResult:
     """Raw outcome of one run: the op records and the makespan (time units of the runner)."""
 
     schedule: Schedule
-    records: list[tuple]  # (rank, kind, mb, stage, b_mb, b_stage, start, end)
+    records: list[OpRecord]
     makespan: float
 
-    RECORD_COLUMNS = ("rank", "kind", "mb", "stage", "b_mb", "b_stage", "start", "end")
+    RECORD_COLUMNS = OpRecord._fields
+
+    @classmethod
+    def of(cls, schedule: Schedule, records: list[OpRecord]) -> "EngineResult":
+        """The result of ``records``, its makespan the end of the last op (0 for none)."""
+        return cls(schedule, records, max((rec.end for rec in records), default=0.0))
 
 
 def inputs_of(op: Op, num_stages: int) -> list[Key]:
@@ -129,7 +154,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
     S = schedule.num_stages
     rank_of = schedule.placement.rank
     events: dict[Key, simpy.Event] = {}
-    records: list[tuple] = []
+    records: list[OpRecord] = []
     position = {r: 0 for r in schedule.ranks}
 
     def event(key: Key) -> simpy.Event:
@@ -163,10 +188,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
                         yield ev
             start = env.now
             yield from runner.run(env, rank, op)
-            if isinstance(op, FBOp):
-                records.append((rank, "FB", op.f.mb, op.f.stage, op.b.mb, op.b.stage, start, env.now))
-            else:
-                records.append((rank, op.kind, op.mb, op.stage, -1, -1, start, env.now))
+            records.append(OpRecord.of(rank, op, start, env.now))
             for part in parts(op):
                 publish(rank, part)
         position[rank] = len(ops)
@@ -179,8 +201,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
         if stuck:
             detail = "; ".join(f"rank {r} waits at step {i} ({schedule.ranks[r][i]})" for r, i in sorted(stuck.items()))
             raise DeadlockError(f"schedule {schedule.name!r} deadlocks: {detail}")
-        makespan = max((rec[7] for rec in records), default=0.0)
-        return EngineResult(schedule, records, makespan)
+        return EngineResult.of(schedule, records)
     return finish
 
 

@@ -52,6 +52,11 @@ class RunMetrics:
     bubble_fraction: float
     ranks: tuple[RankMetrics, ...]
 
+    @property
+    def mean_utilization(self) -> float:
+        """Mean over ranks of busy / makespan."""
+        return sum(r.utilization for r in self.ranks) / len(self.ranks)
+
     def to_json(self) -> dict:
         return {"schedule": self.schedule, "pp": self.pp, "microbatches": self.microbatches,
                 "makespan": self.makespan, "bubble_fraction": self.bubble_fraction,
@@ -66,7 +71,7 @@ def summarize(result: EngineResult) -> RunMetrics:
     sched = result.schedule
     busy = {r: 0.0 for r in sched.ranks}
     for rec in result.records:
-        busy[rec[0]] += rec[7] - rec[6]
+        busy[rec.rank] += rec.end - rec.start
     span = result.makespan
     peaks = sched.peak_activations()
     scale = sched.pp / sched.num_stages

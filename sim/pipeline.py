@@ -24,8 +24,8 @@ def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[in
                       cost_per: str = "stage") -> PipelineRun:
     """Build, validate and run schedule ``name`` with op costs F, I, W (scalars or per stage).
 
-    ``cost_per="stage"``: the costs are those of one op on one stage (the closed forms of
-    ``shared/schedules.md`` use this). ``cost_per="rank"``: the costs are those of one rank's
+    ``cost_per="stage"``: the costs are those of one op on one stage (the closed forms of the
+    README's engine section use this). ``cost_per="rank"``: the costs are those of one rank's
     share of the model (1/P of it), so schedules with S > P stages (interleaved, ZB-V, DualPipeV)
     get ``cost * P / S`` per stage and every schedule trains the same model; use it to compare.
     """
@@ -79,7 +79,7 @@ def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | Non
         m = run.metrics
         rows.append({
             "schedule": name, "makespan": m.makespan, "bubble_fraction": round(m.bubble_fraction, 4),
-            "mean_utilization": round(sum(r.utilization for r in m.ranks) / len(m.ranks), 4),
+            "mean_utilization": round(m.mean_utilization, 4),
             "parameter_copies": max(r.parameter_copies for r in m.ranks),
             "peak_activations_mb": "/".join(f"{r.peak_activations_mb:g}" for r in m.ranks), "note": "",
         })

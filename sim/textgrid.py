@@ -32,7 +32,7 @@ def render(result: EngineResult, unit: float | None = None, max_slots: int = 400
     sched = result.schedule
     recs = result.records
     if unit is None:
-        unit = min((r[7] - r[6] for r in recs if r[1] == "F"), default=1.0) or 1.0
+        unit = min((r.end - r.start for r in recs if r.kind == "F"), default=1.0) or 1.0
     slots = min(max_slots, int(math.ceil(result.makespan / unit - 1e-9)))
     grid = {r: ["."] * slots for r in sched.ranks}
     for rank, kind, mb, stage, b_mb, b_stage, start, end in recs:

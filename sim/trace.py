@@ -1,7 +1,7 @@
 """Chrome / Perfetto trace export (``chrome://tracing``, ui.perfetto.dev): JSON "traceEvents".
 
 A process per rank ("rank r") with a thread per stream: ``ops`` (schedule ops), and for the
-middle rank (P/2) of a MoE step ``compute`` and ``communication`` (the parts); a counter track per busiest link
+traced (middle) rank of a MoE step ``compute`` and ``communication`` (the parts); a counter track per busiest link
 (mean utilization of the all-to-all measured on the fabric). Times in microseconds.
 """
 from __future__ import annotations
@@ -31,12 +31,13 @@ def write_chrome_trace(result, path: str | Path, busiest: int = 8) -> Path:
     events = engine_events(engine, scale)
     parts = getattr(result, "part_trace", None) or []
     if parts:
-        pid = engine.schedule.pp // 2      # the rank whose parts a MoE step records
+        pid = result.traced_rank           # the rank whose parts a MoE step records
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 1, "args": {"name": "compute"}})
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 2, "args": {"name": "communication"}})
-        for seq, op, stream, name, a, b in parts:
-            events.append({"name": name, "cat": "compute" if stream == 0 else "comm", "ph": "X", "pid": pid,
-                           "tid": 1 + stream, "ts": a * scale, "dur": (b - a) * scale, "args": {"op": op}})
+        for e in parts:
+            events.append({"name": e.name, "cat": "compute" if e.stream == 0 else "comm", "ph": "X", "pid": pid,
+                           "tid": 1 + e.stream, "ts": e.start * scale, "dur": (e.end - e.start) * scale,
+                           "args": {"op": e.op}})
     for shape, df in (getattr(result, "link_stats", None) or {}).items():
         for row in df.head(busiest).itertuples():
             events.append({"name": f"{shape} {row.link}", "ph": "C", "pid": -1, "ts": 0,

@@ -12,16 +12,15 @@ from sim.schedules.ops import FBOp
 
 
 class ReplicaRunner:
-    def __init__(self, step, replica, barriers, stats):
-        self.step, self.replica, self.barriers, self.stats = step, replica, barriers, stats
+    def __init__(self, step, fabric, replica, barriers, stats):
+        self.step, self.fabric, self.replica, self.barriers, self.stats = step, fabric, replica, barriers, stats
         self.seq = {}
 
     def _seconds(self, rank, part):
-        return part.seconds * (1 + part.routed_share * (self.step.load_factor(rank, self.replica) - 1))
+        return part.seconds * (1 + part.routed_share * (self.step.comm.load_factor(rank, self.replica) - 1))
 
     def _layers(self, op):
-        chunk = self.step.chunk
-        return chunk.stage_layers[op.stage], chunk.head_cost if op.stage == chunk.num_stages - 1 else 0.0
+        return self.step.scenario.chunk.stage_work(op.stage)
 
     def run(self, env, rank, op):
         start = env.now
@@ -35,7 +34,7 @@ class ReplicaRunner:
                 op.kind, lambda: backward_parts(layers, head, with_w=op.kind == "B"))()
             comp, comm = as_streams(chain)
         done = ([env.event() for _ in comp], [env.event() for _ in comm])
-        group = self.step.comm.group_of_replica(self.replica)
+        group = self.step.scenario.layout.group_of_replica(self.replica)
         key = (rank, self.replica)
 
         def stream(kind, parts):
@@ -50,7 +49,7 @@ class ReplicaRunner:
                     t0 = env.now
                     entry = self.barriers.setdefault((rank, group, seq, i), [0, env.event()])
                     entry[0] += 1
-                    if entry[0] == self.step.run.ep:
+                    if entry[0] == self.step.scenario.run.ep:
                         entry[1].succeed()
                     yield entry[1]
                     yield env.timeout(self.step.comm.time(part.shape, rank, group))
@@ -61,19 +60,20 @@ class ReplicaRunner:
         self.stats[key][2] += env.now - start
 
     def deliver(self, env, src, dst, key):
-        dp = self.step.run.dp
-        return self._send(src * dp + self.replica, dst * dp + self.replica)
+        layout = self.step.scenario.layout
+        return self._send(layout.gpu(src, self.replica), layout.gpu(dst, self.replica))
 
     def _send(self, a, b):
-        yield self.step.fabric.transfer(a, b, self.step.chunk.activation_bytes())
+        yield self.fabric.transfer(a, b, self.step.scenario.chunk.activation_bytes())
 
 
 def reference_full_step(step):
     """(step time, {(rank, replica): [compute_s, comm_s, op_s]}) of ``step`` (a MoEStep)."""
-    step.env = env = simpy.Environment()
-    step.fabric = Fabric(env, step.links)
-    barriers, stats = {}, {(r, d): [0.0, 0.0, 0.0] for r in range(step.run.pp) for d in range(step.run.dp)}
-    finishers = [start_schedule(step.schedule, ReplicaRunner(step, d, barriers, stats), env)
-                 for d in range(step.run.dp)]
+    env = simpy.Environment()
+    sc = step.scenario
+    fabric = Fabric(env, sc.links)
+    barriers, stats = {}, {(r, d): [0.0, 0.0, 0.0] for r in range(sc.run.pp) for d in range(sc.run.dp)}
+    runners = [ReplicaRunner(step, fabric, d, barriers, stats) for d in range(sc.run.dp)]
+    finishers = [start_schedule(sc.schedule, runner, env) for runner in runners]
     env.run()
     return max(f().makespan for f in finishers), stats

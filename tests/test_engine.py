@@ -1,4 +1,4 @@
-"""The SimPy engine against closed forms (shared/schedules.md) and an independent evaluator."""
+"""The SimPy engine against closed forms (README, "The engine and its closed forms") and an independent evaluator."""
 import json
 from pathlib import Path
 
@@ -56,7 +56,7 @@ def test_zero_bubble_h1_h2_closed_forms(P, M, c):
     # no idle inside any ZB-H2 rank's own span
     df = h2.result.records
     for r in range(P):
-        ops = sorted((rec[6], rec[7]) for rec in df if rec[0] == r)
+        ops = sorted((rec.start, rec.end) for rec in df if rec.rank == r)
         assert all(abs(a[1] - b[0]) < 1e-9 for a, b in zip(ops, ops[1:]))
 
 

@@ -4,7 +4,7 @@ import pytest
 from sim.moe.chunk import ChunkModel, attention_params, split_layers
 from sim.moe.specs import (SpecError, gpu_names, load_gpu, load_model, load_scenario, model_names,
                            scenario_names)
-from sim.moe.step import MoEStep
+from sim.moe.scenario import Scenario
 
 
 def test_presets_exist():
@@ -26,7 +26,7 @@ def test_presets_exist():
 ])
 def test_bad_run_fields(overrides, pattern):
     with pytest.raises(SpecError, match=pattern):
-        load_scenario("deepseek-v3", **overrides)
+        Scenario(load_scenario("deepseek-v3", **overrides))
 
 
 def test_unknown_presets_list_valid_ones():
@@ -55,11 +55,11 @@ def test_split_layers():
 
 def test_step_refuses_bad_layouts():
     with pytest.raises(SpecError, match="cannot be split over 16"):
-        MoEStep(load_scenario("tiny", pp=8, dp=2, ep=2, microbatches=16, schedule="dualpipev"))
+        Scenario(load_scenario("tiny", pp=8, dp=2, ep=2, microbatches=16, schedule="dualpipev"))
     with pytest.raises(SpecError, match="has 16"):
-        MoEStep(load_scenario("tiny", dp=8, ep=4))
+        Scenario(load_scenario("tiny", dp=8, ep=4))
     with pytest.raises(SpecError, match="must divide the 8 GPUs per node"):
-        MoEStep(load_scenario("tiny", ep=3, dp=3))
+        Scenario(load_scenario("tiny", ep=3, dp=3))
 
 
 def test_gqa_attention_params_formula():

@@ -6,6 +6,7 @@ import pytest
 from sim.cli import main
 from sim.moe.chunk import LayerCost
 from sim.moe.runner import COMM, COMPUTE, overlapped_parts
+from sim.moe.scenario import Scenario
 from sim.moe.specs import SpecError, load_scenario
 from sim.moe.step import MoEStep, simulate_step
 
@@ -70,8 +71,8 @@ def test_deterministic():
 
 
 def test_memory_accounting_and_warning():
-    step = MoEStep(load_scenario("tiny", schedule="dualpipe"))
-    one = MoEStep(load_scenario("tiny", schedule="1f1b"))
+    step = Scenario(load_scenario("tiny", schedule="dualpipe"))
+    one = Scenario(load_scenario("tiny", schedule="1f1b"))
     # DualPipe holds two stages per rank: twice the parameters of a 1F1B rank holding the same stage
     assert step.memory[0].params_gb > 1.5 * one.memory[0].params_gb
     assert step.memory[0].grads_gb == pytest.approx(2 * step.memory[0].params_gb)
@@ -115,9 +116,9 @@ def test_lockstep_full_mode_equals_one_process_per_replica(schedule):
     replica, one event per part and one barrier per all-to-all give (SM sharing off, see reference)."""
     from reference_moe import reference_full_step
     run = load_scenario("tiny", schedule=schedule, routing_skew=1.5, routing_seed=2, comm_sms=0)
-    step = MoEStep(run, mode="full")
+    step = MoEStep(Scenario(run), mode="full")
     res = step.simulate()
-    ref_time, ref = reference_full_step(MoEStep(run, mode="full"))
+    ref_time, ref = reference_full_step(MoEStep(Scenario(run), mode="full"))
     assert res.step_time_s == pytest.approx(ref_time, rel=1e-12)
     for r in res.ranks:
         worst = max((v for (rank, _), v in ref.items() if rank == r.rank), key=lambda v: v[2])
@@ -134,21 +135,21 @@ def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
     measured = []
     real = comm_module.measure_all_to_alls
     monkeypatch.setattr(comm_module, "measure_all_to_alls", lambda *a: measured.append(a) or real(*a))
-    shared = simulate_schedules(runs)
+    shared = simulate_schedules(Scenario(runs[0]), [r.schedule for r in runs])
     assert len(measured) == 2 * runs[0].pp              # per shape and stage (skewed), once for both
     for a, b in zip(alone, shared):
         assert a.step_time_s == b.step_time_s and a.to_json()["ranks"] == b.to_json()["ranks"]
-    step = MoEStep(runs[0])
+    step = MoEStep(Scenario(runs[0]))
     with pytest.raises(ValueError, match="another run"):
-        MoEStep(load_scenario("tiny", routing_skew=0.5), comm=step.comm)
+        MoEStep(Scenario(load_scenario("tiny", routing_skew=0.5)), comm=step.comm)
 
 
 def test_worker_processes_give_the_same_step():
     """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers."""
     from sim.moe.step import simulate_schedules
     run = load_scenario("tiny", routing_skew=1.2, routing_seed=4)
-    one, two = (simulate_schedules([run], workers=w)[0].to_json() for w in (1, 2))
+    one, two = (simulate_schedules(Scenario(run), [run.schedule], workers=w)[0].to_json() for w in (1, 2))
     one.pop("wall_s"), two.pop("wall_s")
     assert one == two
     with pytest.raises(SpecError, match="workers must be a positive integer"):
-        MoEStep(run, workers=0)
+        MoEStep(Scenario(run), workers=0)

@@ -91,7 +91,7 @@ def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_head, b_head, comm_
     t = _run(comp, comm, [0.0], comm_time=comm_time)
     assert t.end[0] == pytest.approx(end)
     for s in (COMPUTE, COMM):    # parts are recorded in visiting order: stream order within a stream
-        mine = [p for p in t.parts if p[0] == s]
+        mine = [p for p in t.parts if p.stream == s]
         assert len(mine) == len(comp if s == COMPUTE else comm)
         for i, (_, name, a, b) in enumerate(mine):
             assert (a, b) == pytest.approx(times[name, s, i])

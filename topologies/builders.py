@@ -6,7 +6,7 @@ Edges carry ``bandwidth`` (bytes/s, per direction: a full-duplex link carries th
 and ``latency`` (s), and ``kind`` in {``nvlink``, ``pcie``, ``ib``}.
 
 Latencies are split so that path sums reproduce DeepSeek's measured small-message latencies
-(``shared/facts.md``, "Insights" paper): NVLink GPU->NVSwitch->GPU 3.3 us (1.65 us per hop); IB
+(DeepSeek's ISCA'25 "Insights" paper, arXiv 2505.09343): NVLink GPU->NVSwitch->GPU 3.3 us (1.65 us per hop); IB
 GPU->NIC->leaf->NIC->GPU 2.8 us (0.5 us per GPU-NIC hop, 0.9 us per NIC-leaf hop); across leaves
 the leaf->spine->leaf hops add 0.9 us (0.45 us each), 3.7 us in all.
 

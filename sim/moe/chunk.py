@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..network import token_bytes
 from .specs import PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 
 
@@ -146,6 +147,10 @@ class ChunkModel:
         if "head" in self.profile.get("head", {}):
             self.head_cost = self.profile["head"]["head"] * (1 + model.mtp_modules)
 
+    def stage_work(self, stage: int) -> tuple[list[LayerCost], float]:
+        """The layers of ``stage`` and its output-head seconds (non-zero on the last stage only)."""
+        return self.stage_layers[stage], (self.head_cost if stage == self.num_stages - 1 else 0.0)
+
     def _gemm(self, flops: float) -> float:
         return flops / self.gemm_rate
 
@@ -174,11 +179,9 @@ class ChunkModel:
         return layers + head
 
     def token_bytes(self, precision: str) -> float:
-        """Bytes of one token copy on the wire: hidden x element size, plus one fp32 scale per
-        1x128 tile for FP8 (DeepSeek-V3's fine-grained quantization)."""
-        h = self.model.hidden
-        size = PRECISION_BYTES[precision]
-        return h * size + (4 * -(-h // 128) if precision == "fp8" else 0)
+        """Bytes of one token copy on the wire (:func:`sim.network.token_bytes`: hidden x element
+        size, plus one fp32 scale per 1x128 tile for FP8)."""
+        return token_bytes(self.model.hidden, PRECISION_BYTES[precision])
 
     def activation_bytes(self) -> float:
         """Pipeline send of one micro-batch between stages: T x hidden in BF16."""

@@ -1,8 +1,7 @@
 """All-to-all times of a run, measured on the flow-level fabric.
 
-GPU layout: stage r of the pipeline runs on GPUs ``r*dp .. r*dp + dp-1`` (node-major), data-parallel
-replica d of stage r on GPU ``r*dp + d``; EP group e of stage r is replicas ``e*ep .. e*ep + ep-1``
-(whole nodes when ep >= GPUs per node). Pipeline d's rank r is GPU ``r*dp + d``.
+Which GPUs form an EP group is the :class:`~sim.moe.layout.Layout`'s answer (EP group g of
+pipeline rank r is GPUs ``r*dp + g*ep ..``, whole nodes when ep >= GPUs per node).
 
 An all-to-all of one EP group is never alone: with balanced routing every group of a stage runs
 the same collective at the same moment. So a collective's time is measured once per shape
@@ -20,13 +19,16 @@ import numpy as np
 import simpy
 
 from ..network import Fabric, LinkTable, MoERouting, all_to_all, link_stats, route_tokens
+from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
 
 SCOPES = ("stage", "cluster")
 
 
 class CommModel:
-    def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, gpus_per_node: int,
+    """All-to-all seconds per (shape, pipeline rank, EP group), and each GPU's expert load."""
+
+    def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, layout: Layout,
                  token_bytes: dict[str, float], scope: str = "stage", workers: int = 1):
         """``workers`` > 1: sample skewed routing and measure skewed all-to-alls in that many
         processes (the same numbers as one process; uniform routing needs no workers)."""
@@ -34,44 +36,35 @@ class CommModel:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise SpecError(f"workers must be a positive integer, got {workers!r}")
-        self.run, self.model, self.links, self.scope = run, model, links, scope
+        self.run, self.model, self.links, self.layout, self.scope = run, model, links, layout, scope
         self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
-        self.gpus_per_node = gpus_per_node
-        self.groups_per_stage = run.dp // run.ep
         self.workers = workers if run.routing_skew > 0 else 1
         self._times: dict[tuple, np.ndarray] = {}
         self.link_frames = {}
         self._traffic = {}
         if model.is_moe:
-            routings = [self._routing(g) for g in range(self.groups_per_stage * run.pp)]
+            routings = [self._routing(g) for g in range(layout.groups_per_rank * run.pp)]
             with _pool(self.workers) as pool:
                 self._traffic = dict(enumerate((pool.map if pool else map)(route_tokens, routings)))
         self._load = self._load_factors() if model.is_moe and run.routing_skew > 0 else None
 
     def _routing(self, group: int) -> MoERouting:
         r = self.run
-        return MoERouting(ep=r.ep, gpus_per_node=self.gpus_per_node, num_experts=self.model.routed_experts,
+        return MoERouting(ep=r.ep, gpus_per_node=self.layout.gpus_per_node, num_experts=self.model.routed_experts,
                           topk=self.model.topk, tokens_per_gpu=r.tokens_per_microbatch, node_limit=r.node_limit,
                           skew=r.routing_skew, seed=r.routing_seed + group)
 
-    def group_gpus(self, stage: int, group: int) -> list[int]:
-        start = stage * self.run.dp + group * self.run.ep
-        return list(range(start, start + self.run.ep))
-
-    def group_of_replica(self, replica: int) -> int:
-        return replica // self.run.ep
-
     def traffic(self, stage: int, group: int):
-        return self._traffic[stage * self.groups_per_stage + group]
+        return self._traffic[stage * self.layout.groups_per_rank + group]
 
     def _load_factors(self) -> np.ndarray:
         """[stage, replica]: tokens a GPU's experts receive relative to its group's mean."""
         out = np.ones((self.run.pp, self.run.dp))
         for stage in range(self.run.pp):
-            for g in range(self.groups_per_stage):
+            for g in range(self.layout.groups_per_rank):
                 received = self.traffic(stage, g).gpu_tokens.sum(axis=0)
                 if received.mean() > 0:
-                    out[stage, g * self.run.ep:(g + 1) * self.run.ep] = received / received.mean()
+                    out[stage, self.layout.group_replicas(g)] = received / received.mean()
         return out
 
     def load_factor(self, stage: int, replica: int) -> float:
@@ -99,13 +92,14 @@ class CommModel:
 
     def _job(self, shape: str, stages: list[int]) -> tuple:
         """The arguments of :func:`measure_all_to_alls` after ``links``."""
-        groups = [(self.group_gpus(s, g), self.traffic(s, g)) for s in stages for g in range(self.groups_per_stage)]
+        groups = [(self.layout.ep_group(s, g), self.traffic(s, g)) for s in stages
+                  for g in range(self.layout.groups_per_rank)]
         return (groups, self.token_bytes[shape], self.run.a2a_algorithm, shape, self.run.a2a_chunks,
                 0.0 if self.run.routing_skew == 0 else 1e-3)
 
     def _ends_array(self, stages: list[int], ends: list[float]) -> np.ndarray:
-        out = np.zeros((self.run.pp, self.groups_per_stage))
-        out[stages, :] = np.reshape(ends, (len(stages), self.groups_per_stage))
+        out = np.zeros((self.run.pp, self.layout.groups_per_rank))
+        out[stages, :] = np.reshape(ends, (len(stages), self.layout.groups_per_rank))
         return out
 
     def serves(self, run: RunSpec, scope: str) -> bool:
@@ -133,11 +127,11 @@ class CommModel:
             from tqdm import tqdm
             bar = tqdm(total=len(todo), desc="skewed all-to-alls on the fabric", unit="run")
         jobs = {key: self._job(key[0], stages) for key, stages in todo.items()}
-        with _pool(self.workers if len(jobs) > 1 else 1) as pool:
+        with _pool(self.workers if len(jobs) > 1 else 1, self.links) as pool:
             if pool is None:
                 results = ((key, measure_all_to_alls(self.links, *job)) for key, job in jobs.items())
             else:
-                futures = [(key, pool.submit(_measure_job, self.run.topology, job)) for key, job in jobs.items()]
+                futures = [(key, pool.submit(_measure_job, job)) for key, job in jobs.items()]
                 results = ((key, fut.result()) for key, fut in futures)
             for (shape, unit), (ends, frame) in results:   # in a fixed order: the same link_frames
                 self.link_frames[shape] = frame
@@ -162,24 +156,26 @@ def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algo
     return ends, link_stats(fabric)
 
 
-_WORKER_LINKS: dict[str, LinkTable] = {}
+_WORKER_LINKS: list[LinkTable] = []
 
 
-def _measure_job(topology: str, job: tuple):
-    """:func:`measure_all_to_alls` in a worker process, on the link table of ``topology`` (built
-    once per process; routes are deterministic, so they equal the parent's)."""
-    links = _WORKER_LINKS.get(topology)
-    if links is None:
-        from topologies import load_topology
-        links = _WORKER_LINKS[topology] = LinkTable(load_topology(topology))
-    return measure_all_to_alls(links, *job)
+def _set_worker_links(links: LinkTable) -> None:
+    """Pool initializer: keep the parent's link table in this worker process."""
+    _WORKER_LINKS[:] = [links]
 
 
-def _pool(workers: int):
-    """A process pool of ``workers`` (spawned: safe with threads and SimPy state), or a context
-    giving ``None`` (run here) for one worker."""
+def _measure_job(job: tuple):
+    """:func:`measure_all_to_alls` in a worker process, on the link table its pool was given
+    (routes are deterministic, so they equal the parent's)."""
+    return measure_all_to_alls(_WORKER_LINKS[0], *job)
+
+
+def _pool(workers: int, links: LinkTable | None = None):
+    """A process pool of ``workers`` (spawned: safe with threads and SimPy state), each holding
+    ``links`` when given, or a context giving ``None`` (run here) for one worker."""
     if workers <= 1:
         return contextlib.nullcontext(None)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    init = {"initializer": _set_worker_links, "initargs": (links,)} if links is not None else {}
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), **init)

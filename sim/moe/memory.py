@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..schedules.base import Schedule
 from .chunk import ChunkModel, attention_params, dense_mlp_params, expert_params
-from .specs import GPUSpec, ModelSpec, RunSpec
+from .specs import ModelSpec, RunSpec
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,7 @@ def stage_params(model: ModelSpec, run: RunSpec, chunk: ChunkModel, stage: int) 
     return dense, expert
 
 
-def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, chunk: ChunkModel,
-                    schedule: Schedule) -> list[RankMemory]:
+def memory_per_rank(model: ModelSpec, run: RunSpec, chunk: ChunkModel, schedule: Schedule) -> list[RankMemory]:
     peaks = schedule.peak_activations()
     held: dict[int, set[int]] = {r: set() for r in schedule.ranks}
     for rank, ops in schedule.ranks.items():

@@ -1,5 +1,5 @@
-"""Tables and pictures of step results: per-rank CSV, the F&B unit's two streams, stacked
-per-rank time (compute / exposed communication / bubble)."""
+"""Tables, text, pictures and files of step results: the comparison table, per-rank CSV, the F&B
+unit's two streams, stacked per-rank time (compute / exposed communication / bubble)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,10 +10,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..io import write_csv_atomic  # noqa: E402
+from ..metrics import events_frame  # noqa: E402
 from ..plots import save_figure  # noqa: E402
+from .runner import PartEvent  # noqa: E402
 from .step import StepResult  # noqa: E402
 
 PART_COLORS = {"F": "#6baed6", "B": "#74c476", "W": "#bdbdbd", "HEAD": "#9e9ac8"}
+TABLE_COLUMNS = ["schedule", "step_time_s", "tokens_per_s", "mfu", "exposed_comm_s", "comm_hidden_fraction",
+                 "mean_utilization", "max_memory_gb", "fits_hbm"]
 
 
 def ranks_frame(res: StepResult) -> pd.DataFrame:
@@ -22,24 +27,44 @@ def ranks_frame(res: StepResult) -> pd.DataFrame:
     return df
 
 
-def summary_row(res: StepResult) -> dict:
-    """One row for a comparison table (config first, then metrics with units)."""
-    return {"schedule": res.run.schedule, "mode": res.mode, "pp": res.run.pp, "ep": res.run.ep, "dp": res.run.dp,
-            "microbatches": res.run.microbatches, "step_time_s": res.step_time_s, "tokens_per_s": res.tokens_per_s,
-            "mfu": res.mfu, "compute_comm_ratio": res.compute_comm_ratio, "exposed_comm_s": res.exposed_comm_s,
-            "comm_hidden_fraction": res.comm_hidden_fraction,
-            "mean_utilization": sum(r.utilization for r in res.ranks) / len(res.ranks),
-            "max_memory_gb": max(r.memory.total_gb for r in res.ranks),
-            "fits_hbm": not res.warnings}
+def summary_frame(results: list[StepResult]) -> pd.DataFrame:
+    return pd.DataFrame([r.summary() for r in results])
 
 
-def fb_unit_trace(res: StepResult) -> list[tuple]:
+def comparison_text(results: list[StepResult]) -> str:
+    """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
+    its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
+    base = next((r for r in results if r.run.schedule == "1f1b"), None)
+    first = results[0]
+    lines = [f"{first.run.description or first.run.model} ({first.mode} mode)",
+             f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
+             f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
+             f"{first.a2a_combine_s * 1e3:.2f} ms per layer)",
+             summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    for r in results:
+        if base is not None and r is not base:
+            lines.append(f"{r.run.schedule}: hides {100 * r.comm_hidden_fraction:.0f}% of its all-to-all time "
+                         f"(1f1b: {100 * base.comm_hidden_fraction:.0f}%); exposed {r.exposed_comm_s:.2f} s vs "
+                         f"{base.exposed_comm_s:.2f} s per rank per step")
+    for r in results:
+        util = " ".join(f"{100 * x.utilization:.0f}" for x in r.ranks)
+        lines.append(f"{r.run.schedule:>10} utilization per rank (%): {util}")
+        lines.extend(f"{'':>10} warning: {w}" for w in r.warnings[:2])
+        if len(r.warnings) > 2:
+            lines.append(f"{'':>10} ... and {len(r.warnings) - 2} more ranks do not fit")
+        if r.late_send_s > 0:
+            lines.append(f"{'':>10} note: lockstep started some pipeline sends up to {r.late_send_s * 1e6:.3g} us "
+                         "late (ops without all-to-all; README, 'Modes')")
+    return "\n".join(lines)
+
+
+def fb_unit_trace(res: StepResult) -> list[PartEvent]:
     """The part events of one overlapped F&B unit of the traced (middle) rank, mid-step."""
-    seqs = sorted({t[0] for t in res.part_trace if t[1].startswith("[")})
+    seqs = sorted({e.seq for e in res.part_trace if e.fb})
     if not seqs:
         return []
     seq = seqs[len(seqs) // 2]
-    return [t for t in res.part_trace if t[0] == seq]
+    return [e for e in res.part_trace if e.seq == seq]
 
 
 def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
@@ -48,37 +73,59 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
     parts = fb_unit_trace(res)
     if not parts:
         return None
-    t0 = min(p[4] for p in parts)
+    t0 = min(p.start for p in parts)
+    t1 = max(p.end for p in parts)
     fig, ax = plt.subplots(figsize=(14, 2.8))
-    for seq, op, stream, name, a, b in parts:
+    for e in parts:
+        name = e.name
         kind = "HEAD" if name.startswith("HEAD") else ("W" if "(W)" in name else ("F" if "(F)" in name else "B"))
-        color = PART_COLORS[kind] if stream == 0 else {"F": "#fd8d3c", "B": "#e6550d"}.get(kind, "#fdae6b")
-        y = 1 if stream == 0 else 0
-        ax.broken_barh([((a - t0) * 1e3, (b - a) * 1e3)], (y + 0.1, 0.8), facecolors=color, edgecolor="white")
-        if (b - a) * 1e3 > 0.02 * (max(p[5] for p in parts) - t0) * 1e3:
-            ax.text(((a + b) / 2 - t0) * 1e3, y + 0.5, name, ha="center", va="center", fontsize=7)
+        color = PART_COLORS[kind] if e.stream == 0 else {"F": "#fd8d3c", "B": "#e6550d"}.get(kind, "#fdae6b")
+        y = 1 if e.stream == 0 else 0
+        ax.broken_barh([((e.start - t0) * 1e3, (e.end - e.start) * 1e3)], (y + 0.1, 0.8), facecolors=color,
+                       edgecolor="white")
+        if e.end - e.start > 0.02 * (t1 - t0):
+            ax.text(((e.start + e.end) / 2 - t0) * 1e3, y + 0.5, name, ha="center", va="center", fontsize=7)
     ax.set_yticks([0.5, 1.5], ["communication", "compute"])
     ax.set_xlabel("ms since the unit started")
-    ax.set_title(f"{res.run.schedule}: one F&B unit on rank {res.run.pp // 2} ({parts[0][1]}), simulated streams; "
+    ax.set_title(f"{res.run.schedule}: one F&B unit on rank {res.traced_rank} ({parts[0].op}), simulated streams; "
                  "compute: blue F, green B, grey W; communication: light F, dark B", fontsize=9)
     return save_figure(fig, path)
 
 
-def plot_rank_breakdown(results: list[StepResult], path: str | Path, title: str = "") -> Path:
-    """Per-rank stacked bars (seconds): compute, exposed communication, bubble; one panel per run."""
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.8), sharey=True, squeeze=False)
-    for ax, res in zip(axes[0], results):
-        ranks = [r.rank for r in res.ranks]
-        comp = [r.compute_s for r in res.ranks]
-        expo = [r.exposed_comm_s for r in res.ranks]
-        bub = [max(0.0, r.bubble_s) for r in res.ranks]
-        ax.bar(ranks, comp, color="#3182bd", label="compute")
-        ax.bar(ranks, expo, bottom=comp, color="#e6550d", label="exposed comm")
-        ax.bar(ranks, bub, bottom=[c + e for c, e in zip(comp, expo)], color="#d9d9d9", label="bubble")
-        ax.set_title(f"{res.run.schedule}: {res.step_time_s:.2f} s/step", fontsize=9)
+def plot_rank_breakdown(ranks: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Per-rank stacked bars (seconds per step): compute, exposed communication, bubble; one panel
+    per schedule. ``ranks``: the columns of :func:`ranks_frame` (``schedule``, ``rank``,
+    ``compute_s``, ``exposed_comm_s``, ``bubble_s``), e.g. read back from ``*_ranks.csv``."""
+    names = list(dict.fromkeys(ranks["schedule"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], names):
+        g = ranks[ranks["schedule"] == name]
+        comp, expo, bub = g["compute_s"], g["exposed_comm_s"], g["bubble_s"].clip(lower=0.0)
+        ax.bar(g["rank"], comp, color="#3182bd", label="compute")
+        ax.bar(g["rank"], expo, bottom=comp, color="#e6550d", label="exposed comm")
+        ax.bar(g["rank"], bub, bottom=comp + expo, color="#d9d9d9", label="bubble")
+        ax.set_title(f"{name}: {(comp + expo + bub).max():.2f} s/step", fontsize=9)
         ax.set_xlabel("rank")
     axes[0][0].set_ylabel("seconds per step")
     axes[0][-1].legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
+
+
+def write_outputs(results: list[StepResult], stem: str, folder: str | Path, title: str) -> None:
+    """Under ``folder``: ``<stem>_summary.csv`` (a row per schedule), ``<stem>_ranks.csv`` (a row per
+    schedule and rank), ``<stem>_events_<schedule>.csv`` (op events of pipeline 0),
+    ``<stem>_links.csv`` (link statistics of the measured all-to-alls) and under ``figures/`` the
+    per-rank breakdown and one F&B unit per schedule."""
+    folder = Path(folder)
+    write_csv_atomic(summary_frame(results), folder / f"{stem}_summary.csv")
+    ranks = pd.concat([ranks_frame(r) for r in results])
+    write_csv_atomic(ranks, folder / f"{stem}_ranks.csv")
+    plot_rank_breakdown(ranks, folder / "figures" / f"{stem}_ranks.png", title=f"{title}: per-rank time per step")
+    for r in results:
+        plot_fb_unit(r, folder / "figures" / f"{stem}_fb_unit_{r.run.schedule}.png")
+        write_csv_atomic(events_frame(r.engine), folder / f"{stem}_events_{r.run.schedule}.csv")
+    links = [df.assign(shape=shape) for shape, df in results[-1].link_stats.items()]
+    if links:
+        write_csv_atomic(pd.concat(links), folder / f"{stem}_links.csv")

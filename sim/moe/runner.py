@@ -25,13 +25,17 @@ fabric at its own end time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import simpy
 
-from ..engine import inputs_of, outputs_of
+from ..engine import OpRecord, inputs_of, outputs_of
+from ..network import Fabric
+from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
-from .chunk import LayerCost
+from .chunk import ChunkModel, LayerCost
+from .layout import Layout
 from .streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
 
 
@@ -125,6 +129,18 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_hea
     return comp, comm
 
 
+class PartEvent(NamedTuple):
+    """One part of one op of the traced rank, as it ran on pipeline 0 (seconds)."""
+
+    seq: int          # the op's position in its rank's list
+    op: str           # the op, e.g. "F3@0" or "[F3@0&B5@3]"
+    fb: bool          # whether the op is an overlapped F&B unit
+    stream: int       # COMPUTE or COMM
+    name: str         # e.g. "ATTN(F)", "DISPATCH(B)"
+    start: float
+    end: float
+
+
 @dataclass
 class GroupStats:
     """Per-GPU totals of one rank of a group (seconds; vectors over the group's replicas)."""
@@ -136,28 +152,30 @@ class GroupStats:
 
 class GroupRunner:
     """The OpRunner of the pipelines ``replicas`` (data-parallel indices), run in lockstep; their
-    all-to-alls are collectives of EP group ``group``."""
+    all-to-alls are collectives of EP group ``group``.
 
-    def __init__(self, step, group: int, replicas: list[int]):
-        self.step = step
+    It reads the schedule's shape, the chunk model's layer costs, the layout (which GPU is rank r
+    of replica d), the comm model's all-to-all times and expert loads, and sends pipeline
+    activations on ``fabric``. ``trace``: a list that receives a :class:`PartEvent` for every part
+    of the traced rank (``layout.traced_rank``) of the first replica, or ``None``."""
+
+    def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
+                 replicas: list[int], sm_slowdown: float, trace: list | None = None):
+        self.chunk, self.layout, self.comm, self.fabric = chunk, layout, comm, fabric
         self.group = group
         self.replicas = np.asarray(replicas)
-        pp, n = step.schedule.pp, len(replicas)
-        self.num_stages = step.schedule.num_stages
+        pp, n = schedule.pp, len(replicas)
+        self.num_stages = schedule.num_stages
         self.clock = {r: np.zeros(n) for r in range(pp)}
         self.stats = {r: GroupStats(np.zeros(n), np.zeros(n), np.zeros(n)) for r in range(pp)}
-        self.load = {r: np.array([step.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
+        self.load = {r: np.array([comm.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
         self.arrivals: dict[tuple, np.ndarray] = {}   # key -> when each replica has it
-        self.records: list[tuple] = []                # engine records of the first replica
-        self.trace = step.trace_parts if replicas[0] == 0 else None
+        self.records: list[OpRecord] = []             # ops of the first replica, as they ran there
+        self.trace = trace
         self.late_s = 0.0                             # see deliver()
         self._plans: dict[tuple, tuple] = {}
         self._seq = {r: 0 for r in range(pp)}
-        sms, comm_sms = step.gpu.sms, step.run.comm_sms
-        self._slowdown = sms / (sms - comm_sms) if comm_sms else 1.0
-
-    def gpus(self, rank: int) -> np.ndarray:
-        return rank * self.step.run.dp + self.replicas
+        self._slowdown = sm_slowdown
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
@@ -169,7 +187,7 @@ class GroupRunner:
         plan, durations, comm_times = self._plan(rank, op)
         seq = self._seq[rank]
         self._seq[rank] += 1
-        record = self.trace is not None and rank == self.step.trace_rank
+        record = self.trace is not None and rank == self.layout.traced_rank
         t = run_op(plan, start, durations, comm_times, record)
         st = self.stats[rank]
         st.compute_s += t.compute_s
@@ -179,13 +197,10 @@ class GroupRunner:
         for part in parts(op):
             for key in outputs_of(part, S):
                 self.arrivals[key] = t.end          # until deliver() says when it arrived
-        if self.replicas[0] == 0:
-            b = (op.b.mb, op.b.stage) if isinstance(op, FBOp) else (-1, -1)
-            f = op.f if isinstance(op, FBOp) else op
-            self.records.append((rank, "FB" if isinstance(op, FBOp) else op.kind, f.mb, f.stage, *b,
-                                 float(start[0]), float(t.end[0])))
+        self.records.append(OpRecord.of(rank, op, float(start[0]), float(t.end[0])))
         if record:
-            self.trace.extend((seq, str(op), stream, name, a, b) for stream, name, a, b in t.parts)
+            fb, text = isinstance(op, FBOp), str(op)
+            self.trace.extend(PartEvent(seq, text, fb, *span) for span in t.parts)
         wait = float(t.end.min()) - env.now
         if wait > 0:
             yield env.timeout(wait)
@@ -195,10 +210,10 @@ class GroupRunner:
         (nothing makes its replicas wait for each other) can end on some replica before the
         moment the last replica's input arrived; such a send starts late, by at most that gap,
         which ``late_s`` records (0 whenever replicas receive their inputs at the same time)."""
-        return self._send(env, self.gpus(src), self.gpus(dst), key)
+        return self._send(env, self.layout.gpus_of(src, self.replicas), self.layout.gpus_of(dst, self.replicas), key)
 
     def _send(self, env, srcs: np.ndarray, dsts: np.ndarray, key):
-        fabric, nbytes = self.step.fabric, self.step.chunk.activation_bytes()
+        fabric, nbytes = self.fabric, self.chunk.activation_bytes()
         sent = self.arrivals[key]
         arrived = np.empty_like(sent)
         done = env.event()
@@ -231,17 +246,14 @@ class GroupRunner:
                 plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_head, b_head))
             else:
                 plan = compile_plan(*as_streams(self._plain_parts(op)))
-            comm = self.step.comm
             cached = self._plans[(rank, shape)] = (
                 plan, compute_durations(plan, self.load[rank], self._slowdown),
-                [comm.time(p.shape, rank, self.group) for p in plan.comm])
+                [self.comm.time(p.shape, rank, self.group) for p in plan.comm])
         return cached
 
     def _layers(self, op: Op) -> tuple[list[LayerCost], float]:
         """The layers of the op's stage and its output-head seconds (last stage only)."""
-        chunk = self.step.chunk
-        head = chunk.head_cost if op.stage == chunk.num_stages - 1 else 0.0
-        return chunk.stage_layers[op.stage], head
+        return self.chunk.stage_work(op.stage)
 
     def _plain_parts(self, op: Op) -> list[Part]:
         layers, head = self._layers(op)

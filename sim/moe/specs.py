@@ -162,9 +162,6 @@ class RunSpec:
                 raise SpecError(f"RunSpec.{name} must be one of fp8, bf16, got {getattr(self, name)!r}")
         if self.a2a_algorithm not in ("hierarchical", "flat"):
             raise SpecError(f"RunSpec.a2a_algorithm must be hierarchical or flat, got {self.a2a_algorithm!r}")
-        if self.dp % self.ep:
-            raise SpecError(f"RunSpec.ep ({self.ep}) must divide dp ({self.dp}): an EP group is made of "
-                            f"{self.ep} data-parallel replicas of one stage")
         if self.routing_skew < 0:
             raise SpecError(f"RunSpec.routing_skew must be >= 0, got {self.routing_skew}")
 

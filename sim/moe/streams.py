@@ -25,6 +25,7 @@ operations per part, whatever the group size; SimPy (the engine) sees one event 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -81,6 +82,15 @@ def compile_plan(comp: list[Part], comm: list[Part]) -> OpPlan:
     return OpPlan(comp, comm, order)
 
 
+class PartSpan(NamedTuple):
+    """One part as it ran on the first GPU of a group (seconds)."""
+
+    stream: int                # COMPUTE or COMM
+    name: str
+    start: float
+    end: float
+
+
 @dataclass
 class OpTiming:
     """What one op did on each GPU of the group (seconds, vectors over the group)."""
@@ -88,7 +98,7 @@ class OpTiming:
     end: np.ndarray
     compute_s: np.ndarray      # compute parts as run (stretched when sharing SMs)
     comm_s: np.ndarray         # communication parts, launch to end (barrier wait included)
-    parts: list                # (stream, name, start, end) of the first GPU of the group
+    parts: list[PartSpan]      # of the first GPU of the group, when recorded
 
 
 def compute_durations(plan: OpPlan, load: np.ndarray, slowdown: float) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -136,9 +146,9 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
         ends[stream][k] = end
         free[stream] = end
         if record:
-            parts.append((stream, part.name, float(ready[0]), float(end[0])))
+            parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0])))
     return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts)
 
 
-__all__ = ["COMM", "COMPUTE", "OpPlan", "OpTiming", "Part", "as_streams", "compile_plan", "compute_durations",
-           "run_op"]
+__all__ = ["COMM", "COMPUTE", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams", "compile_plan",
+           "compute_durations", "run_op"]

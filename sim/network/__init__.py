@@ -5,7 +5,8 @@ from .fabric import Fabric
 from .links import LinkTable
 from .maxmin import max_min_rates
 from .stats import busiest_links, link_stats
-from .traffic import MoERouting, Traffic, TrafficError, route_tokens
+from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes
 
 __all__ = ["all_to_all", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "Fabric", "LinkTable",
-           "max_min_rates", "busiest_links", "link_stats", "MoERouting", "Traffic", "TrafficError", "route_tokens"]
+           "max_min_rates", "busiest_links", "link_stats", "MoERouting", "Traffic", "TrafficError", "ep_group_error",
+           "route_tokens", "token_bytes"]

@@ -138,9 +138,18 @@ class Fabric:
             return
         self._batch_scheduled = True
         ev = simpy.Event(self.env)
+        # SimPy internals on purpose: ``succeed()`` would schedule the event at NORMAL priority;
+        # marking it triggered by hand and scheduling it at a lower priority makes the batch run
+        # after every other event of this instant (so all starts and ends of one instant share
+        # one recomputation). SimPy has no public call for "triggered, at this priority".
         ev._ok, ev._value = True, None
         ev.callbacks.append(self._recompute)
         self.env.schedule(ev, priority=_BATCH_PRIORITY, delay=0)
+
+    def sync(self) -> None:
+        """Bring bytes drained and link statistics up to the current simulated time (to read
+        ``link_bytes`` or ``link_busy_s`` mid-run)."""
+        self._advance()
 
     def _advance(self) -> None:
         """Drain bytes and accumulate link statistics from the last update to now."""

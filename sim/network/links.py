@@ -50,6 +50,13 @@ class LinkTable:
     def __len__(self) -> int:
         return self.capacity.size
 
+    def __getstate__(self) -> dict:
+        """Pickled (to a worker process) without the route and distance caches, which the worker
+        rebuilds as it needs them: routes are deterministic."""
+        state = dict(self.__dict__)
+        state["_dist"], state["_routes"] = {}, {}
+        return state
+
     def link_name(self, link: int) -> str:
         return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
 

@@ -14,7 +14,7 @@ from .fabric import Fabric
 
 def link_stats(fabric: Fabric, window_s: float | None = None, only_used: bool = True) -> pd.DataFrame:
     links = fabric.links
-    fabric._advance()
+    fabric.sync()
     window = fabric.env.now if window_s is None else window_s
     idx = np.flatnonzero(fabric.link_bytes > 0) if only_used else np.arange(len(links))
     df = pd.DataFrame({

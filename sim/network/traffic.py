@@ -30,6 +30,32 @@ class TrafficError(ValueError):
     """Bad MoE routing parameters; the message names the field and the allowed values."""
 
 
+def ep_group_error(ep: int, gpus_per_node: int, num_experts: int | None = None) -> str | None:
+    """Why ``ep`` GPUs cannot form an expert-parallel group, or ``None`` if they can.
+
+    The one home of the EP placement rule: a group is whole nodes (``ep`` a multiple of
+    ``gpus_per_node``) or a divisor of one node (so groups tile the nodes), and each GPU holds
+    ``num_experts / ep`` routed experts (not checked for ``num_experts=None``: a dense model)."""
+    if ep > gpus_per_node and ep % gpus_per_node:
+        return (f"ep ({ep}) must be a multiple of gpus_per_node={gpus_per_node} (or at most {gpus_per_node}): "
+                "an EP group spans whole nodes")
+    if ep < gpus_per_node and gpus_per_node % ep:
+        return f"ep ({ep}) must divide the {gpus_per_node} GPUs per node"
+    if num_experts is not None and num_experts % ep:
+        return (f"ep must divide num_experts: ep={ep}, num_experts={num_experts} (each GPU holds "
+                "num_experts / ep routed experts)")
+    return None
+
+
+def token_bytes(hidden: int, bytes_per_elem: float, scale_bytes: float | None = None) -> float:
+    """Bytes of one token copy on the wire: ``hidden`` x bytes per element, plus, for 1-byte (FP8)
+    elements, one fp32 scale per 1x128 tile (DeepSeek-V3's fine-grained quantization, report
+    section 3.3), unless ``scale_bytes`` gives the extra bytes per copy."""
+    if scale_bytes is None:
+        scale_bytes = 4 * -(-hidden // 128) if bytes_per_elem < 2 else 0
+    return hidden * bytes_per_elem + scale_bytes
+
+
 @dataclass(frozen=True)
 class MoERouting:
     ep: int
@@ -48,10 +74,9 @@ class MoERouting:
                 raise TrafficError(f"{name} must be a positive integer, got {value!r}")
         if not self.tokens_per_gpu >= 0:
             raise TrafficError(f"tokens_per_gpu must be >= 0, got {self.tokens_per_gpu!r}")
-        if self.num_experts % self.ep:
-            raise TrafficError(f"ep must divide num_experts: ep={self.ep}, num_experts={self.num_experts}")
-        if self.ep > self.gpus_per_node and self.ep % self.gpus_per_node:
-            raise TrafficError(f"ep must be a multiple of gpus_per_node={self.gpus_per_node} (whole nodes), got {self.ep}")
+        problem = ep_group_error(self.ep, self.gpus_per_node, self.num_experts)
+        if problem:
+            raise TrafficError(problem)
         if self.topk > self.num_experts:
             raise TrafficError(f"topk must be <= num_experts={self.num_experts}, got {self.topk}")
         if self.node_limit is not None and (not isinstance(self.node_limit, int) or self.node_limit < 1):

@@ -1,6 +1,6 @@
 """The :class:`Schedule` container and stage placements.
 
-Conventions (``shared/schedules.md``): ``stage`` indexes a stage along the micro-batch's own path,
+Conventions (those of PyTorch's ``torch.distributed.pipelining`` and DeepSeek's DualPipe): ``stage`` indexes a stage along the micro-batch's own path,
 ``0 .. S-1``. A :class:`Placement` says which rank holds stage ``s`` of micro-batch ``mb``:
 
 * ``linear``: rank ``s mod P`` (GPipe, 1F1B, ZB-H1/H2; interleaved with S = vP);

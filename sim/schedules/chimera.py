@@ -5,8 +5,8 @@ weights, the same placement as DualPipe). Micro-batches ``0..M/2-1`` go down and
 up; Chimera schedules whole basic units of D micro-batches, so M must be a multiple of D.
 
 Chimera has no public reference implementation to copy, so its order here is DualPipe's with the
-two things DualPipe adds to Chimera taken away (``shared/schedules.md``: "DualPipe adds what
-Chimera lacks: F&B overlap ... and the I/W split"): every overlapped ``FB`` runs as its ``F`` then
+two things DualPipe adds to Chimera taken away (the DeepSeek-V3 report, arXiv 2412.19437,
+section 3.2.1: DualPipe adds F&B overlap and Zero Bubble's I/W split): every overlapped ``FB`` runs as its ``F`` then
 its ``B``, and every ``I`` becomes a full ``B`` (its deferred ``W`` disappears). The bidirectional
 warm-up and steady state stay. Like DualPipe this needs M >= 2P (at least two basic units).
 

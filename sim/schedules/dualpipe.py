@@ -1,6 +1,6 @@
 """DualPipe and DualPipeV in the op order of DeepSeek's open-source implementation.
 
-Both run the same eight-step program per rank (``shared/schedules.md``); DualPipe with
+Both run the same eight-step program per rank (DeepSeek's DualPipe repository, ``DualPipe.step``, github.com/deepseek-ai/DualPipe); DualPipe with
 ``H = P/2``, ``h = min(r, P-1-r)`` and ``M/2`` micro-batches per direction, DualPipeV (the
 "cut-in-half" V) with ``H = P``, ``h = r`` and all ``M`` micro-batches going down then back up.
 "Phase 0" is the direction that enters on this rank's side, "phase 1" the other one; within each

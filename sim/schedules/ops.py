@@ -8,7 +8,7 @@ A schedule is data: ``dict[rank, list[op]]``. An op is one of
   overlapped unit (DualPipe's F&B chunk).
 
 Notation (round trip with :func:`parse_op`): ``F3@0`` is the forward of micro-batch 3 at stage 0
-(``kind mb@stage``, the form of ``shared/schedules.md``); an overlapped unit prints as
+(``kind mb@stage``); an overlapped unit prints as
 ``[F3@0&B5@3]``.
 """
 from __future__ import annotations

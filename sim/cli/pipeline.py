@@ -1,25 +1,13 @@
-"""Command line: ``python -m sim COMMAND ...`` (``--help`` on each).
-
-Bad input never shows a traceback: every error names the field, the value and what is allowed,
-and the command exits with status 2.
-"""
+"""``python -m sim schedule | simulate | compare``: schedules as grids or JSON, one schedule with fixed
+op costs (no communication), every schedule side by side."""
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Callable
 
-from .pipeline import compare_frame, parse_costs, simulate_pipeline
-from .schedules import SCHEDULE_NAMES, make_schedule, validate
-from .textgrid import render
-
-# Other modules add their commands here: name -> (add_arguments, handler).
-EXTRA_COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
-
-
-class UserError(Exception):
-    """An error to show as one clean line."""
+from ..pipeline import compare_frame, parse_costs, simulate_pipeline
+from ..schedules import SCHEDULE_NAMES, make_schedule, validate
+from ..textgrid import render
 
 
 def _add_pipeline_args(p: argparse.ArgumentParser, positional_name: bool) -> None:
@@ -48,14 +36,14 @@ def cmd_simulate(args) -> int:
                             **costs)
     m = run.metrics
     if args.csv:
-        from .metrics import events_frame
-        from .io import write_csv_atomic
+        from ..io import write_csv_atomic
+        from ..metrics import events_frame
         write_csv_atomic(events_frame(run.result), args.csv)
     if args.plot:
-        from .plots import plot_timeline
+        from ..plots import plot_timeline
         plot_timeline(run.result, args.plot)
     if args.trace:
-        from .trace import write_chrome_trace
+        from ..trace import write_chrome_trace
         write_chrome_trace(run.result, args.trace)
     if args.json:
         out = {"makespan": m.makespan, "bubble_fraction": m.bubble_fraction,
@@ -82,21 +70,17 @@ def cmd_compare(args) -> int:
               "share of the model; peak activations per rank in micro-batches of one 1F1B stage")
         print(df.fillna("").to_string(index=False))
     if args.csv:
-        from .io import write_csv_atomic
+        from ..io import write_csv_atomic
         write_csv_atomic(df, args.csv)
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("schedule", help="print a schedule as a rank x time grid or as JSON")
+def _schedule_arguments(p) -> None:
     _add_pipeline_args(p, positional_name=True)
     p.add_argument("--json", action="store_true", help="print the per-rank op lists as JSON")
-    p.set_defaults(func=cmd_schedule)
 
-    p = sub.add_parser("simulate", help="simulate a schedule with fixed op costs (no communication)")
+
+def _simulate_arguments(p) -> None:
     _add_pipeline_args(p, positional_name=False)
     p.add_argument("--cost", default="F=1,I=1,W=1", help="op costs, e.g. F=1,I=1,W=1 (B = I+W)")
     p.add_argument("--cost-per", choices=("stage", "rank"), default="stage",
@@ -105,41 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write the op events (rank, kind, mb, stage, start, end) to this CSV")
     p.add_argument("--plot", help="write a timeline PNG to this path")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) to this path")
-    p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("compare", help="every schedule side by side")
+
+def _compare_arguments(p) -> None:
     p.add_argument("--pp", type=int, required=True, help="pipeline ranks P")
     p.add_argument("--microbatches", type=int, required=True, help="micro-batches M")
     p.add_argument("--chunks", type=int, default=2, help="v for interleaved-1f1b (default 2)")
     p.add_argument("--cost", default="F=1,I=1,W=1", help="op costs, e.g. F=1,I=1,W=1")
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
     p.add_argument("--csv", help="also write the table to this CSV")
-    p.set_defaults(func=cmd_compare)
-
-    for name, (help_text, add_args, handler) in EXTRA_COMMANDS.items():
-        p = sub.add_parser(name, help=help_text)
-        add_args(p)
-        p.set_defaults(func=handler)
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    _load_extra_commands()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args) or 0
-    except (UserError, ValueError, KeyError, FileNotFoundError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-
-
-def _load_extra_commands() -> None:
-    """Import the modules that register more commands."""
-    import importlib
-    for mod in EXTRA_COMMAND_MODULES:
-        importlib.import_module(mod)
-
-
-EXTRA_COMMAND_MODULES = ("sim.network.cli", "sim.moe.cli", "sim.plan")
+COMMANDS = {
+    "schedule": ("print a schedule as a rank x time grid or as JSON", _schedule_arguments, cmd_schedule),
+    "simulate": ("simulate a schedule with fixed op costs (no communication)", _simulate_arguments, cmd_simulate),
+    "compare": ("every schedule side by side", _compare_arguments, cmd_compare),
+}

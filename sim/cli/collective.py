@@ -13,11 +13,8 @@ import json
 import numpy as np
 import simpy
 
-from ..cli import EXTRA_COMMANDS
-from .collectives import all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from .fabric import Fabric
-from .stats import busiest_links, link_stats
-from .traffic import MoERouting, route_tokens
+from ..network import (Fabric, MoERouting, all_to_all, busiest_links, link_stats, ring_all_gather, ring_all_reduce,
+                       ring_reduce_scatter, route_tokens, token_bytes)
 
 KINDS = ("p2p", "all-to-all", "all-reduce", "reduce-scatter", "all-gather")
 
@@ -36,14 +33,6 @@ def parse_ranks(text: str, n_gpus: int) -> list[int]:
     if bad or len(out) < 2 or len(set(out)) != len(out):
         raise ValueError(f"--ranks must name at least two distinct GPUs in 0..{n_gpus - 1}, got {text!r}")
     return out
-
-
-def token_bytes(hidden: int, bytes_per_elem: float, scale_bytes: float | None) -> float:
-    """Bytes of one token copy: hidden x bytes per element, plus FP8 scales (one fp32 per 1x128
-    tile, DeepSeek-V3's activation quantization) unless ``scale_bytes`` is given."""
-    if scale_bytes is None:
-        scale_bytes = 4 * (-(-hidden // 128)) if bytes_per_elem < 2 else 0
-    return hidden * bytes_per_elem + scale_bytes
 
 
 def run_collective(args) -> dict:
@@ -145,4 +134,4 @@ def add_arguments(p) -> None:
     g.add_argument("--ranks", help="GPUs, e.g. 0-7 or 0,8,16,24")
 
 
-EXTRA_COMMANDS["collective"] = ("run one collective on a topology's fabric", add_arguments, cmd_collective)
+COMMANDS = {"collective": ("run one collective on a topology's fabric", add_arguments, cmd_collective)}

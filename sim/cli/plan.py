@@ -1,0 +1,86 @@
+"""``python -m sim plan``: search PP, EP, schedule and micro-batch count within HBM, rank by
+simulated step time, and say why the winner wins (the search itself: :mod:`sim.planner`)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..planner import PlanRequest, candidates, evaluate
+from ..moe.step import COMPARED_SCHEDULES
+
+
+def cmd_plan(args) -> int:
+    from ..sweep import run_sweep
+    req = PlanRequest(gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
+                      global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,
+                      pps=tuple(args.pp), eps=tuple(args.ep), schedules=tuple(args.schedules),
+                      gemm_precision=args.gemm_precision, node_limit=args.node_limit,
+                      activation_factor=args.activation_factor)
+    ok, refused = candidates(req)
+    if not ok:
+        print(f"No candidate fits {args.gpu}'s HBM. Closest ({len(refused)} refused):")
+        df = pd.DataFrame(refused)
+        if "memory_gb" in df:
+            df = df.sort_values("memory_gb", na_position="last")
+        print(df.head(args.top).to_string(index=False))
+        print("Memory model: README 'The MoE training step'; --activation-factor changes the activation bytes "
+              "per token per hidden unit per layer (34 = no recomputation).")
+        return 1
+    df = run_sweep(evaluate, ok, Path(args.out), scheduler="serial" if args.serial else args.scheduler,
+                   progress=not args.json, desc="plan")
+    df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
+    if args.json:
+        print(json.dumps({"recommendation": df.iloc[0].to_dict() if len(df) else None,
+                          "candidates": df.head(args.top).to_dict("records"), "refused": refused}, default=str))
+        return 0
+    cols = ["schedule", "pp", "ep", "dp", "microbatches", "step_time_s", "tokens_per_s", "mfu", "bubble_share",
+            "exposed_comm_share", "max_memory_gb"]
+    print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    best = df.iloc[0]
+    print(f"\nRecommendation: {best['schedule']} with PP{best['pp']} x DP{best['dp']}, EP{best['ep']}, "
+          f"{best['microbatches']} micro-batches: {best['step_time_s']:.4g} s per step, "
+          f"{best['tokens_per_s'] / 1e6:.2f}M tokens/s.")
+    print(f"Why: bubble {100 * best['bubble_share']:.1f}% of rank-time, exposed all-to-all "
+          f"{100 * best['exposed_comm_share']:.1f}%, peak memory {best['max_memory_gb']:.1f} GB of HBM.")
+    if len(df) > 1:
+        second = df.iloc[1]
+        print(f"Next: {second['schedule']} PP{second['pp']} EP{second['ep']} at {second['step_time_s']:.4g} s "
+              f"(bubble {100 * second['bubble_share']:.1f}%, exposed {100 * second['exposed_comm_share']:.1f}%).")
+    if refused:
+        print(f"{len(refused)} candidates refused (memory or layout); see --json.")
+    return 0
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_arguments(p) -> None:
+    d = PlanRequest(gpus=0, model="", topology="")
+    p.add_argument("--gpus", type=int, required=True, help="GPUs to plan for")
+    p.add_argument("--model", required=True, help="model preset")
+    p.add_argument("--topology", required=True, help="topology preset or YAML")
+    p.add_argument("--gpu", default=d.gpu, help=f"GPU preset (default {d.gpu})")
+    p.add_argument("--global-batch", type=int, default=d.global_batch, help=f"sequences per step (default {d.global_batch})")
+    p.add_argument("--seq-len", type=int, default=d.seq_len)
+    p.add_argument("--microbatch-size", type=int, default=d.microbatch_size)
+    p.add_argument("--pp", type=_ints, default=list(d.pps), help="PP sizes to try (default 8,16)")
+    p.add_argument("--ep", type=_ints, default=list(d.eps), help="EP sizes to try (default 8,16,32,64)")
+    p.add_argument("--schedules", type=lambda s: s.split(","), default=list(COMPARED_SCHEDULES))
+    p.add_argument("--gemm-precision", default=d.gemm_precision, choices=("fp8", "bf16"))
+    p.add_argument("--node-limit", type=int, default=d.node_limit)
+    p.add_argument("--activation-factor", type=float, default=d.activation_factor,
+                   help="activation bytes per token per hidden unit per layer (34: no recomputation)")
+    p.add_argument("--top", type=int, default=8, help="rows to show")
+    p.add_argument("--out", default="results/plan.csv", help="CSV of the simulated candidates (resumable)")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local cluster)")
+    p.add_argument("--serial", action="store_true", help="no Dask")
+    p.add_argument("--json", action="store_true")
+
+
+COMMANDS = {"plan": ("search PP, EP, schedule and micro-batches within HBM", add_arguments, cmd_plan)}

@@ -1,0 +1,79 @@
+"""``python -m sim run SCENARIO [--schedule NAME] [--json] [--out DIR]``: one training step.
+
+Without ``--schedule`` the scenario runs under 1f1b, zb-h1, dualpipe and dualpipev (and its own
+schedule if it is another) and prints them side by side (``--json``: the scenario's own schedule,
+with the others under ``comparison``); with ``--out`` it writes ``<name>_summary.csv``,
+``<name>_ranks.csv``, ``<name>_events_<schedule>.csv`` (op events of pipeline 0),
+``<name>_links.csv`` (link statistics of the measured all-to-alls) and figures (per-rank breakdown,
+one F&B unit's two streams) there.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..moe.report import comparison_text, write_outputs
+from ..moe.scenario import Scenario
+from ..moe.specs import load_scenario
+from ..moe.step import COMPARED_SCHEDULES, MODES, StepResult, simulate_schedules
+
+
+def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: str = "auto", scope: str = "stage",
+                 out: str | None = None, trace: str | None = None, workers: int = 1) -> list[StepResult]:
+    """Simulate scenario ``scenario`` (preset or YAML, fields replaced by ``overrides``) under each of
+    ``schedules``, assembled once; write CSV and figures under ``out`` and a Chrome trace of the
+    last schedule to ``trace`` when given."""
+    base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
+    results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers)
+    if out:
+        write_outputs(results, Path(scenario).stem.replace("-", "_"), Path(out), title=scenario)
+    if trace:
+        from ..trace import write_chrome_trace
+        write_chrome_trace(results[-1], trace)
+    return results
+
+
+def cmd_run(args) -> int:
+    overrides = {"microbatches": args.microbatches, "routing_skew": args.skew, "routing_seed": args.seed,
+                 "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp}
+    own = load_scenario(args.scenario, **overrides).schedule
+    schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
+    if not args.schedule and own not in schedules:
+        schedules.append(own)
+    results = run_scenario(args.scenario, schedules, overrides, args.mode, args.scope, args.out, args.trace,
+                           args.workers)
+    if args.json:
+        main = next(r for r in results if r.run.schedule == (args.schedule or own))
+        out = main.to_json()
+        if len(results) > 1:
+            out["comparison"] = [{k: v for k, v in r.to_json().items() if k != "ranks"} for r in results]
+        print(json.dumps(out))
+    else:
+        print(comparison_text(results))
+        if args.out:
+            print(f"wrote CSV and figures under {args.out}")
+    return 0
+
+
+def add_arguments(p) -> None:
+    p.add_argument("scenario", help="scenario preset (deepseek-v3, tiny) or a YAML file of RunSpec fields")
+    p.add_argument("--schedule", help=f"run only this schedule (default: {', '.join(COMPARED_SCHEDULES)})")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--out", help="write CSV and PNG into this folder")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) of the last run")
+    p.add_argument("--mode", choices=MODES, default="auto", help="representative pipeline or every rank")
+    p.add_argument("--scope", choices=("stage", "cluster"), default="stage",
+                   help="all-to-all contention measured per stage (default) or with every stage at once")
+    p.add_argument("--microbatches", type=int, help="override the scenario's micro-batches")
+    p.add_argument("--pp", type=int, help="override pipeline ranks")
+    p.add_argument("--ep", type=int, help="override the expert-parallel size")
+    p.add_argument("--dp", type=int, help="override data-parallel replicas")
+    p.add_argument("--topology", help="override the topology (preset or YAML)")
+    p.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (> 0 simulates every rank)")
+    p.add_argument("--seed", type=int, help="seed of the skewed routing")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="processes that sample skewed routing and measure skewed all-to-alls (default: one per core)")
+
+
+COMMANDS = {"run": ("simulate one training step of a scenario", add_arguments, cmd_run)}

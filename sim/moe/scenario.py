@@ -1,0 +1,78 @@
+"""One place that assembles a run: :class:`Scenario` turns a :class:`~sim.moe.specs.RunSpec` (names
+and numbers) into what the simulation needs, once, checking everything on the way.
+
+config (RunSpec) -> Scenario: model, GPU and topology specs, the topology graph and its link table,
+the validated schedule, the :class:`~sim.moe.layout.Layout`, the chunk model and the memory model
+-> step (:mod:`sim.moe.step`: SimPy ranks on the fabric) -> results.
+
+The parts of the scenario are handed on narrowly: the chunk model and the comm model get specs and
+the link table, the runners get the chunk model, the layout and the comm times, worker processes get
+the link table itself (never a name to look up again). The link table is built on first use, so
+the memory model (what the planner checks first) never builds a fabric.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import networkx as nx
+
+from ..network import LinkTable
+from ..schedules import Schedule, make_schedule, validate
+from .chunk import ChunkModel
+from .layout import Layout
+from .memory import RankMemory, memory_per_rank
+from .specs import RunSpec, load_gpu, load_model
+
+SHAPES = ("dispatch", "combine")
+
+
+class Scenario:
+    """A run assembled and checked once. ``graph`` (or ``links``) replaces the topology named by
+    ``run.topology`` (a sweep's variant built from a dict, or a graph shared by many scenarios);
+    then ``run.topology`` is only its label."""
+
+    def __init__(self, run: RunSpec, graph: nx.Graph | None = None, links: LinkTable | None = None):
+        self.run = run
+        self.model = load_model(run.model)
+        self.gpu = load_gpu(run.gpu)
+        if links is not None:
+            graph = links.graph
+            self.__dict__["links"] = links          # the cached_property's slot: shared, not rebuilt
+        if graph is None:
+            from topologies import load_topology
+            graph = load_topology(run.topology)
+        self.graph = graph
+        n_gpus = len(graph.graph["gpus"])
+        self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
+                                   run.topology, self.model.routed_experts if self.model.is_moe else 0)
+        self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
+        self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
+
+    @cached_property
+    def links(self) -> LinkTable:
+        """Directed links and routes of the topology (built on first use)."""
+        return LinkTable(self.graph)
+
+    @cached_property
+    def memory(self) -> list[RankMemory]:
+        """HBM per pipeline rank (:mod:`sim.moe.memory`); needs no fabric."""
+        return memory_per_rank(self.model, self.run, self.chunk, self.schedule)
+
+    @property
+    def sm_slowdown(self) -> float:
+        """How much longer a compute part runs while a communication kernel holds ``comm_sms`` of
+        the GPU's SMs: ``SMs / (SMs - comm_sms)`` (132 / 112 for DeepSeek-V3 on H800)."""
+        sms, comm_sms = self.gpu.sms, self.run.comm_sms
+        return sms / (sms - comm_sms) if comm_sms else 1.0
+
+    def token_bytes(self) -> dict[str, float]:
+        """Bytes of one token copy for each all-to-all shape (dispatch, combine)."""
+        return {"dispatch": self.chunk.token_bytes(self.run.dispatch_precision),
+                "combine": self.chunk.token_bytes(self.run.combine_precision)}
+
+    def with_schedule(self, name: str) -> "Scenario":
+        """The same run under schedule ``name``, sharing this scenario's graph and link table."""
+        return Scenario(self.run.with_(schedule=name), graph=self.graph, links=self.__dict__.get("links"))
+
+
+__all__ = ["SHAPES", "Scenario"]

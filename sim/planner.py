@@ -1,0 +1,92 @@
+"""The planner: search PP, EP, schedule and micro-batch count within HBM, rank by simulated step
+time, and say why the winner wins (``python -m sim plan``).
+
+Candidates: every PP in ``pps`` that divides the GPUs (DP = GPUs / PP) and every EP in ``eps``
+that divides DP, the model's routed experts and fits whole nodes; M = global batch / DP
+sequences of ``microbatch_size``. Each candidate's memory is checked first, from the memory model
+alone (no fabric is built: one topology graph serves every candidate's layout checks); the ones that
+fit HBM are simulated (a sweep: local Dask cluster or a scheduler address) and ranked by step time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .moe.specs import RunSpec, load_gpu, load_model
+from .moe.step import COMPARED_SCHEDULES
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan for; the defaults are DeepSeek-V3's pre-training batch (15,360 sequences of
+    4K tokens, one per micro-batch) and the schedules ``python -m sim run`` compares."""
+
+    gpus: int
+    model: str
+    topology: str
+    gpu: str = "h800"
+    global_batch: int = 15360
+    seq_len: int = 4096
+    microbatch_size: int = 1
+    pps: tuple[int, ...] = (8, 16)
+    eps: tuple[int, ...] = (8, 16, 32, 64)
+    schedules: tuple[str, ...] = field(default=COMPARED_SCHEDULES)
+    gemm_precision: str = "fp8"
+    node_limit: int = 4
+    activation_factor: float = 34.0
+
+
+def run_spec(p: dict) -> RunSpec:
+    """The :class:`RunSpec` of a candidate point (a sweep row: plain values, maybe read back as text)."""
+    return RunSpec(model=p["model"], gpu=p["gpu"], topology=p["topology"], pp=int(p["pp"]), ep=int(p["ep"]),
+                   dp=int(p["dp"]), schedule=p["schedule"], microbatches=int(p["microbatches"]),
+                   seq_len=int(p["seq_len"]), microbatch_size=int(p["microbatch_size"]),
+                   gemm_precision=p["gemm_precision"], node_limit=int(p["node_limit"]) or None,
+                   activation_factor=float(p["activation_factor"]))
+
+
+PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "max_memory_gb")
+
+
+def evaluate(p: dict) -> dict:
+    """Simulate one candidate (a sweep point): the metrics of :data:`PLAN_METRICS`."""
+    from .moe.step import simulate_step
+    summary = simulate_step(run_spec(p)).summary()
+    return {k: summary[k] for k in PLAN_METRICS}
+
+
+def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
+    """(points that fit HBM, rows of refused or non-fitting candidates with the reason)."""
+    from topologies import load_topology
+
+    from .moe.scenario import Scenario
+    model, gpu = load_model(req.model), load_gpu(req.gpu)
+    graph = load_topology(req.topology)
+    ok, refused = [], []
+    for pp in req.pps:
+        if req.gpus % pp:
+            continue
+        dp = req.gpus // pp
+        if req.global_batch % (dp * req.microbatch_size):
+            refused.append({"pp": pp, "reason": f"global batch {req.global_batch} not divisible by DP {dp}"})
+            continue
+        M = req.global_batch // (dp * req.microbatch_size)
+        for ep in (req.eps if model.is_moe else [1]):
+            for schedule in req.schedules:
+                p = {"pp": pp, "ep": ep, "dp": dp, "schedule": schedule, "microbatches": M, "model": req.model,
+                     "gpu": req.gpu, "topology": req.topology, "seq_len": req.seq_len,
+                     "microbatch_size": req.microbatch_size, "gemm_precision": req.gemm_precision,
+                     "node_limit": req.node_limit or 0, "activation_factor": req.activation_factor}
+                try:
+                    mem = max(m.total_gb for m in Scenario(run_spec(p), graph=graph).memory)
+                except ValueError as exc:
+                    refused.append({"pp": pp, "ep": ep, "schedule": schedule, "reason": str(exc)})
+                    continue
+                if mem > gpu.hbm_gb:
+                    refused.append({"pp": pp, "ep": ep, "schedule": schedule, "memory_gb": round(mem, 1),
+                                    "reason": f"needs {mem:.1f} GB > {gpu.hbm_gb:g} GB HBM"})
+                else:
+                    ok.append(p)
+    return ok, refused
+
+
+__all__ = ["PLAN_METRICS", "PlanRequest", "candidates", "evaluate", "run_spec"]
