@@ -6,8 +6,8 @@ import pytest
 import simpy
 from hypothesis import given
 from hypothesis import strategies as st
-
 from reference import reference_times
+
 from sim.engine import DeadlockError, ZeroCommRunner, run_schedule
 from sim.metrics import summarize
 from sim.pipeline import simulate_pipeline

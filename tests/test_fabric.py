@@ -132,25 +132,6 @@ def test_no_link_over_capacity_and_every_byte_arrives(items):
     assert (df["peak_util"] <= 1 + 1e-9).all() and (df["mean_util"] <= 1 + 1e-9).all()
 
 
-def test_deterministic_ecmp():
-    a = Fabric(simpy.Environment(), load_topology("h100-1024")).links
-    b = Fabric(simpy.Environment(), load_topology("h100-1024")).links
-    pairs = [(0, 9), (3, 1000), (17, 517), (100, 900)]
-    assert [a.route(*p)[0].tolist() for p in pairs] == [b.route(*p)[0].tolist() for p in pairs]
-    # different pairs across leaves spread over several spines
-    spines = {a.names[a.dst[a.route(s, 1023 - s)[0][2]]] for s in range(0, 512, 8)}
-    assert len(spines) > 4
-
-
-def test_routes_avoid_gpu_transit_unless_forced():
-    links = Fabric(simpy.Environment(), load_topology("h100-1024")).links
-    path, _ = links.route(0, 9)      # node 0 GPU 0 -> node 1 GPU 1, single plane: IB all the way
-    assert all(links.node_type[links.dst[l]] != "gpu" for l in path[:-1])
-    mp = Fabric(simpy.Environment(), load_topology("h800-16")).links
-    path, _ = mp.route(0, 9)          # multi-plane: plane 0 then NVLink on the far node
-    assert mp.kind[path[-1]] == "nvlink"
-
-
 def test_completion_window_bounds_the_error():
     """Skewed all-to-all: with a window w every flow ends at most w x (busy time) early, and the
     collective's time moves by no more than that; it saves rate recomputations."""

@@ -1,3 +1,4 @@
+"""sim.schedules.ops: the op notation and its round trips."""
 import pytest
 
 from sim.schedules.ops import FBOp, Op, op_from_json, parse_op, parts

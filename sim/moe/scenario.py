@@ -71,8 +71,9 @@ class Scenario:
                 "combine": self.chunk.token_bytes(self.run.combine_precision)}
 
     def with_schedule(self, name: str) -> "Scenario":
-        """The same run under schedule ``name``, sharing this scenario's graph and link table."""
-        return Scenario(self.run.with_(schedule=name), graph=self.graph, links=self.__dict__.get("links"))
+        """The same run under schedule ``name``, sharing this scenario's graph and link table (built
+        now if it was not yet, so that both scenarios hold the same one)."""
+        return Scenario(self.run.with_(schedule=name), links=self.links)
 
 
 __all__ = ["SHAPES", "Scenario"]

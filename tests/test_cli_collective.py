@@ -1,3 +1,4 @@
+"""sim.cli.collective: python -m sim collective, JSON and text, clean errors."""
 import json
 
 import pytest

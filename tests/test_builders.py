@@ -1,10 +1,10 @@
-"""Topology builders: counts by formula, presets, bad input."""
+"""topologies.builders: counts by formula, rails, planes, graph checks."""
 import math
 
 import networkx as nx
 import pytest
 
-from topologies import TopologyError, check_graph, fat_tree_cluster, hgx_node, load_topology, preset_names
+from topologies import TopologyError, check_graph, fat_tree_cluster, hgx_node
 from topologies.builders import gpu_name
 
 
@@ -78,61 +78,6 @@ def test_multi_plane_planes_are_disjoint():
     h = g.copy()
     h.remove_nodes_from([n for n, d in g.nodes(data=True) if d["type"] in ("nvswitch", "gpu")])
     assert nx.number_connected_components(h) == 8
-
-
-def test_presets():
-    assert {"h800-2048", "h800-16", "h100-1024"} <= set(preset_names())
-    g = load_topology("h800-2048")
-    assert len(g.graph["gpus"]) == 2048 and g.graph["planes"] == 8 and g.graph["gpu_model"] == "h800"
-    assert g.graph["leaves_per_plane"] == 8 and g.graph["spines_per_plane"] == 32
-    e = g.edges["n0/gpu0", "n0/nvswitch"]
-    assert e["bandwidth"] == 160e9 and e["kind"] == "nvlink"
-    assert g.edges["n0/nic0", "p0/leaf0"]["bandwidth"] == 50e9
-    h = load_topology("h100-1024")
-    assert len(h.graph["gpus"]) == 1024 and h.graph["planes"] == 1
-    assert h.edges["n0/gpu0", "n0/nvswitch"]["bandwidth"] == 450e9
-
-
-def test_user_yaml(tmp_path):
-    p = tmp_path / "mine.yaml"
-    p.write_text("kind: fat_tree\nnodes: 4\ngpus_per_node: 8\nnvlink_bandwidth_GBps: 200\nnic_bandwidth_GBps: 25\n"
-                 "switch_radix: 16\noversubscription: 3\nrail_optimized: false\nplanes: 1\n")
-    g = load_topology(str(p))
-    assert len(g.graph["gpus"]) == 32 and g.graph["name"] == "mine"
-
-
-def test_explicit_graph_yaml(tmp_path):
-    p = tmp_path / "g.yaml"
-    p.write_text("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\n- {name: s, type: nvswitch}\n"
-                 "edges:\n- {u: a, v: s, bandwidth_GBps: 10, latency_us: 1}\n- {u: b, v: s, bandwidth_GBps: 10, latency_us: 1}\n")
-    g = load_topology(str(p))
-    assert g.graph["gpus"] == ["a", "b"] and g.edges["a", "s"]["bandwidth"] == 10e9
-
-
-@pytest.mark.parametrize("text,pattern", [
-    ("kind: fat_tree\nnodes: 2\nnic_bandwidth_GBps: -5\n", "nic_bandwidth must be a positive number, got -5"),
-    ("kind: fat_tree\nnodes: 0\n", "nodes must be a positive integer, got 0"),
-    ("kind: fat_tree\nnodes: 2\nfoo: 1\n", "unknown field\\(s\\) foo"),
-    ("kind: torus\n", "kind must be one of"),
-    ("kind: fat_tree\n", "missing field 'nodes'"),
-    ("kind: fat_tree\nnodes: 2\nplanes: 3\n", "planes must divide gpus_per_node"),
-    ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges: []\n", "GPU 'b' cannot reach GPU 'a'"),
-    ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, latency_us: 1}\n",
-     "edges\\[0\\].*missing bandwidth_GBps"),
-    ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, bandwidth_GBps: 0, latency_us: 1}\n",
-     "edge \\('a', 'b'\\) has bandwidth 0"),
-    ("- just a list\n", "expected a mapping"),
-])
-def test_bad_yaml(tmp_path, text, pattern):
-    p = tmp_path / "bad.yaml"
-    p.write_text(text)
-    with pytest.raises(TopologyError, match=pattern):
-        load_topology(str(p))
-
-
-def test_unknown_preset_lists_presets():
-    with pytest.raises(TopologyError, match="h800-2048"):
-        load_topology("h900-4096")
 
 
 def test_check_graph_missing_attribute():

@@ -1,0 +1,54 @@
+"""sim.schedules.base: placements, peak activations, parameter copies, the JSON contract, the W FIFO."""
+import pytest
+
+from sim.schedules import Op, make_schedule
+from sim.schedules.base import Placement, fifo_weights
+
+
+@pytest.mark.parametrize("P", [2, 4, 8, 16])
+def test_peak_activations_closed_forms(P):
+    M = 4 * P
+    assert make_schedule("1f1b", P, M).peak_activations()[0] == P
+    assert make_schedule("zb-h1", P, M).peak_activations()[0] == P
+    assert make_schedule("zb-h2", P, M).peak_activations()[0] == 2 * P - 1
+    assert set(make_schedule("dualpipe", P, M).peak_activations().values()) == {P + 1}
+    assert set(make_schedule("dualpipev", P, M).peak_activations().values()) == {2 * P + 1}
+    assert make_schedule("gpipe", P, M).peak_activations()[0] == M
+    # ZB-V keeps 1F1B's memory: 2P half-size stages = P micro-batches.
+    assert max(make_schedule("zbv", P, M).peak_activations_mb().values()) == P
+
+
+def test_parameter_copies():
+    assert make_schedule("dualpipe", 4, 8).placement.parameter_copies(0) == 2
+    assert make_schedule("chimera", 4, 8).placement.parameter_copies(3) == 2
+    assert make_schedule("dualpipev", 4, 8).placement.parameter_copies(0) == 1
+    assert make_schedule("zbv", 4, 8).placement.parameter_copies(0) == 1
+    assert make_schedule("interleaved-1f1b", 4, 8, 2).placement.parameter_copies(0) == 1
+    assert make_schedule("1f1b", 4, 8).placement.parameter_copies(0) == 1
+
+
+def test_schedule_json_contract():
+    js = make_schedule("dualpipe", 4, 8).to_json()
+    assert set(js) == {"schedule", "pp", "num_stages", "microbatches", "ranks"}
+    assert js["ranks"]["0"][7] == {"kind": "FB", "f": {"mb": 3, "stage": 0}, "b": {"mb": 5, "stage": 3}}
+    assert js["ranks"]["0"][0] == {"kind": "F", "mb": 0, "stage": 0}
+
+
+def test_placements_name_the_rank_of_each_stage():
+    linear = Placement("linear", 4, 8, 8)
+    assert [linear.rank(0, s) for s in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]
+    v = Placement("v", 4, 8, 8)
+    assert [v.rank(0, s) for s in range(8)] == [0, 1, 2, 3, 3, 2, 1, 0]
+    bi = Placement("bidirectional", 4, 4, 8)
+    assert [bi.rank(0, s) for s in range(4)] == [0, 1, 2, 3]          # micro-batches 0..3 go down
+    assert [bi.rank(4, s) for s in range(4)] == [3, 2, 1, 0]          # 4..7 go up
+    with pytest.raises(ValueError, match="unknown placement"):
+        Placement("ring", 4, 4, 8).rank(0, 0)
+
+
+def test_fifo_weights_complete_the_oldest_pending_input_gradient():
+    W = Op("W", -1, -1)
+    ops = [Op("I", 2, 0), Op("I", 5, 1), W, Op("I", 7, 0), W, W]
+    assert [str(op) for op in fifo_weights(ops)] == ["I2@0", "I5@1", "W2@0", "I7@0", "W5@1", "W7@0"]
+    with pytest.raises(ValueError, match="no pending I"):
+        fifo_weights([W])

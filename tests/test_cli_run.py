@@ -1,0 +1,36 @@
+"""sim.cli.run: python -m sim run: the JSON contract, files written, clean errors."""
+import json
+
+import pytest
+
+from sim.cli import main
+
+
+def test_run_json_contract(capsys):
+    code = main(["run", "tiny", "--schedule", "dualpipe", "--json"])
+    js = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("step_time_s", "tokens_per_s", "mfu", "compute_comm_ratio", "exposed_comm_s", "ranks"):
+        assert key in js
+    assert set(js["ranks"][0]) >= {"rank", "compute_s", "exposed_comm_s", "bubble_s", "utilization"}
+
+
+def test_run_all_schedules_writes_files(tmp_path, capsys):
+    code = main(["run", "tiny", "--out", str(tmp_path), "--trace", str(tmp_path / "t.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "dualpipe" in out and "1f1b" in out and "hides" in out
+    assert (tmp_path / "tiny_summary.csv").exists() and (tmp_path / "tiny_ranks.csv").exists()
+    assert (tmp_path / "figures" / "tiny_fb_unit_dualpipe.png").stat().st_size > 5000
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert any(e.get("ph") == "X" for e in trace["traceEvents"])
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["run", "nope"], "unknown scenario 'nope'"),
+    (["run", "tiny", "--ep", "3", "--dp", "3"], "must divide the 8 GPUs per node"),
+    (["run", "tiny", "--schedule", "dualpipe", "--pp", "3", "--dp", "4"], "even P"),
+])
+def test_run_errors(capsys, argv, pattern):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and pattern in err

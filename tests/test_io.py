@@ -1,0 +1,34 @@
+"""sim.io: atomic writes leave either the old file or the new one, never a half-written file."""
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from sim.io import write_csv_atomic, write_json_atomic, write_text_atomic
+
+
+def test_writes_creating_folders_with_ordinary_permissions(tmp_path):
+    path = write_text_atomic("hello\n", tmp_path / "a" / "b" / "x.txt")
+    assert path.read_text() == "hello\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask        # not mkstemp's 0600
+    write_csv_atomic(pd.DataFrame({"a": [1, 2]}), tmp_path / "t.csv")
+    assert pd.read_csv(tmp_path / "t.csv")["a"].tolist() == [1, 2]
+    write_json_atomic({"k": [1]}, tmp_path / "t.json")
+    assert json.loads((tmp_path / "t.json").read_text()) == {"k": [1]}
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("old")
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(TypeError):
+        write_text_atomic(Boom(), path)           # fh.write refuses a non-string
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]

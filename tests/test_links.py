@@ -1,0 +1,49 @@
+"""sim.network.links: routes (shortest, deterministic ECMP, GPU relays only when forced), pickling."""
+import pickle
+
+import pytest
+import simpy
+
+from sim.network import Fabric, LinkTable
+from topologies import load_topology
+
+
+def test_deterministic_ecmp():
+    a = Fabric(simpy.Environment(), load_topology("h100-1024")).links
+    b = Fabric(simpy.Environment(), load_topology("h100-1024")).links
+    pairs = [(0, 9), (3, 1000), (17, 517), (100, 900)]
+    assert [a.route(*p)[0].tolist() for p in pairs] == [b.route(*p)[0].tolist() for p in pairs]
+    # different pairs across leaves spread over several spines
+    spines = {a.names[a.dst[a.route(s, 1023 - s)[0][2]]] for s in range(0, 512, 8)}
+    assert len(spines) > 4
+
+
+def test_routes_avoid_gpu_transit_unless_forced():
+    links = Fabric(simpy.Environment(), load_topology("h100-1024")).links
+    path, _ = links.route(0, 9)      # node 0 GPU 0 -> node 1 GPU 1, single plane: IB all the way
+    assert all(links.node_type[links.dst[l]] != "gpu" for l in path[:-1])
+    mp = Fabric(simpy.Environment(), load_topology("h800-16")).links
+    path, _ = mp.route(0, 9)          # multi-plane: plane 0 then NVLink on the far node
+    assert mp.kind[path[-1]] == "nvlink"
+
+
+def test_route_is_shortest_and_latency_is_the_sum():
+    links = load_topology_links("h800-16")
+    path, latency = links.route(0, 8)          # node 0 GPU 0 -> node 1 GPU 0: GPU, NIC, leaf, NIC, GPU
+    assert len(path) == 4
+    assert latency == pytest.approx(links.latency[path].sum()) and latency == pytest.approx(2.8e-6)
+    names = [links.names[links.dst[l]] for l in path]
+    assert names == ["n0/nic0", "p0/leaf0", "n1/nic0", "n1/gpu0"]
+
+
+def test_pickled_table_routes_the_same_without_its_caches():
+    links = load_topology_links("h800-16")
+    size = len(pickle.dumps(links))
+    before = [links.route(s, d)[0].tolist() for s in range(16) for d in range(16) if s != d]
+    assert len(pickle.dumps(links)) == size                   # route caches are not shipped to workers
+    copy = pickle.loads(pickle.dumps(links))
+    assert [copy.route(s, d)[0].tolist() for s in range(16) for d in range(16) if s != d] == before
+
+
+def load_topology_links(name):
+    return LinkTable(load_topology(name))

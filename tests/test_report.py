@@ -1,0 +1,48 @@
+"""sim.moe.report: the comparison text, the F&B unit picked from the trace, figures and files."""
+import pandas as pd
+import pytest
+
+from sim.moe.report import comparison_text, fb_unit_trace, plot_rank_breakdown, ranks_frame, write_outputs
+from sim.moe.scenario import Scenario
+from sim.moe.specs import load_scenario
+from sim.moe.step import simulate_schedules
+
+
+@pytest.fixture(scope="module")
+def results():
+    return simulate_schedules(Scenario(load_scenario("tiny")), ["1f1b", "dualpipe"])
+
+
+def test_comparison_text(results):
+    text = comparison_text(results)
+    assert text.splitlines()[0].startswith("a tiny MoE on 16 H800")
+    assert "dualpipe: hides" in text and "1f1b: hides" not in text      # each is compared with 1f1b
+    assert "dualpipe utilization per rank (%)" in text
+
+
+def test_fb_unit_is_one_overlapped_op_of_the_traced_rank(results):
+    dual = results[1]
+    unit = fb_unit_trace(dual)
+    assert unit and len({e.seq for e in unit}) == 1 and unit[0].fb and unit[0].op.startswith("[")
+    names = [e.name for e in unit if e.stream == 0]
+    assert names[:3] == ["ATTN(F)", "MLP(B)", "MLP(W)"]
+    assert fb_unit_trace(results[0]) == []                                # 1f1b has no F&B unit
+
+
+def test_rank_breakdown_from_a_csv_frame(results, tmp_path):
+    frame = pd.concat([ranks_frame(r) for r in results])
+    frame.to_csv(tmp_path / "r.csv", index=False)
+    png = plot_rank_breakdown(pd.read_csv(tmp_path / "r.csv"), tmp_path / "r.png", "t")
+    assert png.stat().st_size > 10_000
+    row = frame[(frame.schedule == "dualpipe") & (frame["rank"] == 0)].iloc[0]
+    assert row.compute_s + row.exposed_comm_s + row.bubble_s == pytest.approx(results[1].step_time_s)
+
+
+def test_write_outputs(results, tmp_path):
+    write_outputs(results, "tiny", tmp_path, "tiny")
+    summary = pd.read_csv(tmp_path / "tiny_summary.csv")
+    assert summary["schedule"].tolist() == ["1f1b", "dualpipe"]
+    assert summary["step_time_s"].tolist() == [r.step_time_s for r in results]
+    for name in ("tiny_ranks.csv", "tiny_events_dualpipe.csv", "tiny_links.csv", "figures/tiny_ranks.png",
+                 "figures/tiny_fb_unit_dualpipe.png"):
+        assert (tmp_path / name).exists(), name

@@ -1,0 +1,39 @@
+"""sim.moe.scenario: a run assembled once, with every layout rule checked there."""
+import pytest
+
+from sim.moe.scenario import Scenario
+from sim.moe.specs import SpecError, load_scenario
+
+
+def test_step_refuses_bad_layouts():
+    with pytest.raises(SpecError, match="cannot be split over 16"):
+        Scenario(load_scenario("tiny", pp=8, dp=2, ep=2, microbatches=16, schedule="dualpipev"))
+    with pytest.raises(SpecError, match="has 16"):
+        Scenario(load_scenario("tiny", dp=8, ep=4))
+    with pytest.raises(SpecError, match="must divide the 8 GPUs per node"):
+        Scenario(load_scenario("tiny", ep=3, dp=3))
+
+
+def test_scenario_assembles_once_and_shares_its_topology():
+    sc = Scenario(load_scenario("tiny"))
+    assert sc.layout.gpus == 16 and sc.schedule.name == "dualpipe" and sc.chunk.num_stages == 4
+    assert sc.sm_slowdown == pytest.approx(132 / 112)
+    assert sc.token_bytes() == {"dispatch": 256 + 4 * 2, "combine": 2 * 256}
+    other = sc.with_schedule("1f1b")
+    assert other.run.schedule == "1f1b" and other.graph is sc.graph
+    assert other.links is sc.links                           # built once, shared
+    assert Scenario(sc.run, links=sc.links).links is sc.links
+
+
+def test_memory_needs_no_link_table(monkeypatch):
+    import sim.moe.scenario as scenario_module
+
+    def refuse(*_):
+        raise AssertionError("the memory model built a link table")
+    monkeypatch.setattr(scenario_module, "LinkTable", refuse)
+    sc = Scenario(load_scenario("deepseek-v3"))
+    assert len(sc.memory) == 16 and "links" not in vars(sc)
+
+
+def test_sm_slowdown_without_communication_sms():
+    assert Scenario(load_scenario("tiny", comm_sms=0)).sm_slowdown == 1.0

@@ -1,0 +1,44 @@
+"""sim.moe.specs: presets, field validation, scenario files."""
+import pytest
+
+from sim.moe.scenario import Scenario
+from sim.moe.specs import SpecError, gpu_names, load_gpu, load_model, load_scenario, model_names, scenario_names
+
+
+def test_presets_exist():
+    assert {"deepseek-v3", "llama-70b-like", "mixtral-8x7b-like", "tiny-moe"} <= set(model_names())
+    assert {"h800", "h100", "h200", "a100"} <= set(gpu_names())
+    assert {"deepseek-v3", "tiny"} <= set(scenario_names())
+    ds = load_model("deepseek-v3")
+    assert (ds.layers, ds.hidden, ds.routed_experts, ds.topk, ds.expert_intermediate) == (61, 7168, 256, 8, 2048)
+    assert load_gpu("h200").hbm_gb == 141
+    run = load_scenario("deepseek-v3")
+    assert (run.pp, run.ep, run.dp, run.microbatches, run.seq_len, run.comm_sms) == (16, 64, 128, 120, 4096, 20)
+
+
+@pytest.mark.parametrize("overrides,pattern", [
+    (dict(ep=48), "ep \\(48\\) must divide dp \\(128\\)"),
+    (dict(dispatch_precision="fp4"), "dispatch_precision must be one of fp8, bf16"),
+    (dict(gemm_efficiency=1.5), "gemm_efficiency must be in \\(0, 1\\]"),
+    (dict(pp=0), "RunSpec.pp must be an integer > 0"),
+])
+def test_bad_run_fields(overrides, pattern):
+    with pytest.raises(SpecError, match=pattern):
+        Scenario(load_scenario("deepseek-v3", **overrides))
+
+
+def test_unknown_presets_list_valid_ones():
+    with pytest.raises(SpecError, match="valid models: deepseek-v3"):
+        load_model("gpt-5")
+    with pytest.raises(SpecError, match="valid GPUs: a100, h100, h200, h800"):
+        load_gpu("b200")
+    with pytest.raises(SpecError, match="not a preset"):
+        load_scenario("nope")
+
+
+def test_scenario_file_with_unknown_field(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("model: tiny-moe\ngpu: h800\ntopology: h800-16\npp: 4\nep: 4\ndp: 4\nschedule: 1f1b\n"
+                 "microbatches: 8\nseq_len: 256\nbogus: 3\n")
+    with pytest.raises(SpecError, match="unknown field\\(s\\) bogus"):
+        load_scenario(str(p))

@@ -1,0 +1,72 @@
+"""sim.moe.step: overlap out of the streams, modes, determinism, shared measurements, worker processes."""
+import pytest
+
+from sim.moe.scenario import Scenario
+from sim.moe.specs import SpecError, load_scenario
+from sim.moe.step import MoEStep, simulate_step
+
+
+@pytest.fixture(scope="module")
+def tiny_runs():
+    return {s: simulate_step(load_scenario("tiny", schedule=s)) for s in ("1f1b", "dualpipe")}
+
+
+def test_overlap_comes_out_of_the_streams(tiny_runs):
+    one, dual = tiny_runs["1f1b"], tiny_runs["dualpipe"]
+    assert one.comm_hidden_fraction == pytest.approx(0.0, abs=1e-9)   # 1F1B never overlaps
+    assert dual.comm_hidden_fraction > 0.05                           # DualPipe's FB units hide some
+    for res in tiny_runs.values():
+        for r in res.ranks:
+            assert r.compute_s + r.exposed_comm_s + r.bubble_s == pytest.approx(res.step_time_s)
+
+
+def test_representative_and_full_agree_on_balanced_routing():
+    run = load_scenario("tiny")
+    rep = simulate_step(run, mode="representative")
+    full = simulate_step(run, mode="full")
+    assert rep.mode == "representative" and full.mode == "full"
+    assert full.step_time_s == pytest.approx(rep.step_time_s, rel=1e-9)
+    assert [r.compute_s for r in full.ranks] == pytest.approx([r.compute_s for r in rep.ranks])
+    assert [r.exposed_comm_s for r in full.ranks] == pytest.approx([r.exposed_comm_s for r in rep.ranks])
+
+
+def test_skewed_routing_makes_stragglers():
+    balanced = simulate_step(load_scenario("tiny"))
+    skewed = simulate_step(load_scenario("tiny", routing_skew=1.5, routing_seed=1))
+    assert skewed.mode == "full"
+    assert skewed.step_time_s > balanced.step_time_s
+
+
+def test_deterministic():
+    a = simulate_step(load_scenario("tiny", routing_skew=1.0)).to_json()
+    b = simulate_step(load_scenario("tiny", routing_skew=1.0)).to_json()
+    a.pop("wall_s"), b.pop("wall_s")
+    assert a == b
+
+
+def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
+    from sim.moe.step import simulate_schedules
+    runs = [load_scenario("tiny", schedule=s, routing_skew=1.0) for s in ("1f1b", "dualpipe")]
+    alone = [simulate_step(r) for r in runs]
+    import sim.moe.comm as comm_module
+    measured = []
+    real = comm_module.measure_all_to_alls
+    monkeypatch.setattr(comm_module, "measure_all_to_alls", lambda *a: measured.append(a) or real(*a))
+    shared = simulate_schedules(Scenario(runs[0]), [r.schedule for r in runs])
+    assert len(measured) == 2 * runs[0].pp              # per shape and stage (skewed), once for both
+    for a, b in zip(alone, shared):
+        assert a.step_time_s == b.step_time_s and a.to_json()["ranks"] == b.to_json()["ranks"]
+    step = MoEStep(Scenario(runs[0]))
+    with pytest.raises(ValueError, match="another run"):
+        MoEStep(Scenario(load_scenario("tiny", routing_skew=0.5)), comm=step.comm)
+
+
+def test_worker_processes_give_the_same_step():
+    """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers."""
+    from sim.moe.step import simulate_schedules
+    run = load_scenario("tiny", routing_skew=1.2, routing_seed=4)
+    one, two = (simulate_schedules(Scenario(run), [run.schedule], workers=w)[0].to_json() for w in (1, 2))
+    one.pop("wall_s"), two.pop("wall_s")
+    assert one == two
+    with pytest.raises(SpecError, match="workers must be a positive integer"):
+        MoEStep(Scenario(run), workers=0)

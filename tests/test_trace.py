@@ -1,0 +1,27 @@
+"""sim.trace: Chrome / Perfetto trace export."""
+import json
+
+from sim.cli import main
+
+
+def test_chrome_trace_of_simulate(tmp_path):
+    path = tmp_path / "t.json"
+    assert main(["simulate", "--schedule", "dualpipe", "--pp", "4", "--microbatches", "8", "--trace", str(path)]) == 0
+    events = json.loads(path.read_text())["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X"]
+    from sim.schedules import make_schedule
+    assert len(ops) == make_schedule("dualpipe", 4, 8).num_ops() and {e["pid"] for e in ops} == {0, 1, 2, 3}
+    assert any(e["name"] == "process_name" for e in events)
+
+
+def test_chrome_trace_of_a_moe_step_has_the_traced_ranks_streams(tmp_path):
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import simulate_step
+    from sim.trace import write_chrome_trace
+    res = simulate_step(load_scenario("tiny", schedule="dualpipe"))
+    events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]
+    parts = [e for e in events if e["ph"] == "X" and e["tid"] in (1, 2)]
+    assert {e["pid"] for e in parts} == {res.traced_rank} == {2}
+    assert len(parts) == len(res.part_trace)
+    assert {e["cat"] for e in parts} == {"compute", "comm"}
+    assert any(e["ph"] == "C" for e in events)          # link counters of the measured all-to-alls

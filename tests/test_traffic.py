@@ -1,0 +1,66 @@
+"""sim.network.traffic: routing statistics in closed form and sampled, token bytes, the EP group rule."""
+import numpy as np
+import pytest
+
+from sim.network import MoERouting, TrafficError, route_tokens
+
+
+def test_uniform_expectations():
+    """DeepSeek-V3: 256 experts over EP64 (4 per GPU), top-8 on at most 4 of 8 nodes."""
+    r = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=1, node_limit=4)
+    tr = route_tokens(r)
+    from math import comb
+    p_gpu = 0.5 * (1 - comb(124, 8) / comb(128, 8))
+    p_node = 0.5 * (1 - comb(96, 8) / comb(128, 8))
+    assert tr.gpu_tokens[0, 5] == pytest.approx(p_gpu)
+    assert tr.node_tokens[0, 3] == pytest.approx(p_node)
+    # expected distinct GPUs per token is below top-k (several experts can share a GPU)
+    assert 7 < tr.gpu_tokens[0].sum() < 8
+    assert tr.node_tokens[0].sum() <= 4
+
+
+def test_sampled_routing_respects_node_limit_and_seed():
+    r = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=256, node_limit=4,
+                   skew=1.2, seed=7)
+    a, b = route_tokens(r), route_tokens(r)
+    assert np.array_equal(a.gpu_tokens, b.gpu_tokens)
+    assert a.node_tokens.sum(axis=1).max() <= 4 * 256
+    assert (a.gpu_tokens.sum(axis=1) <= 8 * 256).all()
+    c = route_tokens(MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=256,
+                                node_limit=4, skew=1.2, seed=8))
+    assert not np.array_equal(a.gpu_tokens, c.gpu_tokens)
+    # skew makes some GPUs hot: column loads differ widely
+    load = a.gpu_tokens.sum(axis=0)
+    assert load.max() > 1.5 * load.mean()
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(ep=48), "ep must divide num_experts"),
+    (dict(ep=12, num_experts=60), "multiple of gpus_per_node"),
+    (dict(topk=0), "topk must be a positive integer"),
+    (dict(node_limit=0), "node_limit must be a positive integer"),
+    (dict(skew=-1), "skew must be >= 0"),
+    (dict(node_limit=1, topk=40), "reaches only 32 experts"),
+])
+def test_bad_routing(kwargs, pattern):
+    base = dict(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=10)
+    base.update(kwargs)
+    with pytest.raises(TrafficError, match=pattern):
+        MoERouting(**base)
+
+
+def test_token_bytes_adds_fp8_scales():
+    from sim.network import token_bytes
+    assert token_bytes(7168, 1) == 7168 + 4 * 56           # one fp32 scale per 1x128 tile
+    assert token_bytes(7168, 2) == 2 * 7168
+    assert token_bytes(7168, 1, scale_bytes=0) == 7168
+    assert token_bytes(100, 1) == 100 + 4 * 1              # a partial tile has its scale too
+
+
+def test_ep_group_rule():
+    from sim.network import ep_group_error
+    assert ep_group_error(64, 8, 256) is None and ep_group_error(4, 8, 16) is None
+    assert "multiple of gpus_per_node" in ep_group_error(12, 8, 48)
+    assert "must divide the 8 GPUs per node" in ep_group_error(3, 8, 48)
+    assert "ep must divide num_experts" in ep_group_error(8, 8, 12)
+    assert ep_group_error(8, 8) is None                     # dense model: no expert rule
