@@ -1,16 +1,21 @@
-"""The planner: search PP, EP, schedule and micro-batch count within HBM, rank by simulated step
-time, and say why the winner wins (``python -m sim plan``).
+"""The planner: search PP, EP, schedule, micro-batch count and the layer split within HBM, rank by
+simulated step time, and say why the winner wins (``python -m sim plan``).
 
-Candidates: every PP in ``pps`` that divides the GPUs (DP = GPUs / PP) and every EP in ``eps``
-that divides DP, the model's routed experts and fits whole nodes; M = global batch / DP
-sequences of ``microbatch_size``. Each candidate's memory is checked first, from the memory model
-alone (no fabric is built: one topology graph serves every candidate's layout checks); the ones that
-fit HBM are simulated (a sweep: local Dask cluster or a scheduler address) and ranked by step time.
+Candidates: every PP in ``pps`` that divides the GPUs (DP = GPUs / PP), every EP in ``eps`` that
+divides DP, the model's routed experts and fits whole nodes; M = global batch / DP sequences of
+``microbatch_size``; and each layer split in ``head_cuts``: the even split, or the stage holding the
+output heads and MTP modules (the last stage) given that many fewer layers than the even split,
+the rest even. Each candidate's memory is checked first, from the memory model alone (no fabric is
+built: one topology graph serves every candidate's layout checks); the ones that fit HBM are
+simulated (a sweep: local Dask cluster or a scheduler address) and ranked by step time. Each row
+says what bounds the candidate (its largest loss besides compute), how uneven its ranks' compute
+is, and its memory headroom.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .moe.chunk import split_layers
 from .moe.specs import RunSpec, load_gpu, load_model
 from .moe.step import COMPARED_SCHEDULES
 
@@ -18,7 +23,8 @@ from .moe.step import COMPARED_SCHEDULES
 @dataclass(frozen=True)
 class PlanRequest:
     """What to plan for; the defaults are DeepSeek-V3's pre-training batch (15,360 sequences of
-    4K tokens, one per micro-batch) and the schedules ``python -m sim run`` compares."""
+    4K tokens, one per micro-batch), its memory recipe (ZeRO-1, the deepseek-v3 memory policy) and
+    the schedules ``python -m sim run`` compares."""
 
     gpus: int
     model: str
@@ -32,19 +38,23 @@ class PlanRequest:
     schedules: tuple[str, ...] = field(default=COMPARED_SCHEDULES)
     gemm_precision: str = "fp8"
     node_limit: int = 4
-    activation_factor: float = 34.0
+    memory_policy: str = "deepseek-v3"
+    zero_stage: int = 1
+    head_cuts: tuple[int, ...] = (0, 1)
 
 
 def run_spec(p: dict) -> RunSpec:
     """The :class:`RunSpec` of a candidate point (a sweep row: plain values, maybe read back as text)."""
+    last = int(p["last_stage_layers"]) if str(p.get("last_stage_layers", "0")) not in ("0", "") else None
     return RunSpec(model=p["model"], gpu=p["gpu"], topology=p["topology"], pp=int(p["pp"]), ep=int(p["ep"]),
                    dp=int(p["dp"]), schedule=p["schedule"], microbatches=int(p["microbatches"]),
                    seq_len=int(p["seq_len"]), microbatch_size=int(p["microbatch_size"]),
                    gemm_precision=p["gemm_precision"], node_limit=int(p["node_limit"]) or None,
-                   activation_factor=float(p["activation_factor"]))
+                   memory_policy=p["memory_policy"], zero_stage=int(p["zero_stage"]), last_stage_layers=last)
 
 
-PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "max_memory_gb")
+PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "max_memory_gb",
+                "min_headroom_gb", "compute_spread", "bound")
 
 
 def evaluate(p: dict) -> dict:
@@ -52,6 +62,12 @@ def evaluate(p: dict) -> dict:
     from .moe.step import simulate_step
     summary = simulate_step(run_spec(p)).summary()
     return {k: summary[k] for k in PLAN_METRICS}
+
+
+def _stages(schedule: str, pp: int) -> int:
+    from .schedules import SCHEDULES
+    spec = SCHEDULES[schedule]
+    return pp if spec.placement == "bidirectional" else pp * (spec.stages_per_rank or 1)
 
 
 def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
@@ -72,20 +88,30 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
         M = req.global_batch // (dp * req.microbatch_size)
         for ep in (req.eps if model.is_moe else [1]):
             for schedule in req.schedules:
-                p = {"pp": pp, "ep": ep, "dp": dp, "schedule": schedule, "microbatches": M, "model": req.model,
-                     "gpu": req.gpu, "topology": req.topology, "seq_len": req.seq_len,
-                     "microbatch_size": req.microbatch_size, "gemm_precision": req.gemm_precision,
-                     "node_limit": req.node_limit or 0, "activation_factor": req.activation_factor}
-                try:
-                    mem = max(m.total_gb for m in Scenario(run_spec(p), graph=graph).memory)
-                except ValueError as exc:
-                    refused.append({"pp": pp, "ep": ep, "schedule": schedule, "reason": str(exc)})
-                    continue
-                if mem > gpu.hbm_gb:
-                    refused.append({"pp": pp, "ep": ep, "schedule": schedule, "memory_gb": round(mem, 1),
-                                    "reason": f"needs {mem:.1f} GB > {gpu.hbm_gb:g} GB HBM"})
-                else:
-                    ok.append(p)
+                for cut in req.head_cuts:
+                    p = {"pp": pp, "ep": ep, "dp": dp, "schedule": schedule, "microbatches": M,
+                         "last_stage_layers": 0, "model": req.model, "gpu": req.gpu, "topology": req.topology,
+                         "seq_len": req.seq_len, "microbatch_size": req.microbatch_size,
+                         "gemm_precision": req.gemm_precision, "node_limit": req.node_limit or 0,
+                         "memory_policy": req.memory_policy, "zero_stage": req.zero_stage}
+                    row = {"pp": pp, "ep": ep, "schedule": schedule, "head_cut": cut}
+                    if cut:
+                        stages = _stages(schedule, pp)
+                        even = split_layers(model.layers, stages) if stages <= model.layers else [0]
+                        if even[-1] - cut < 1:
+                            continue
+                        p["last_stage_layers"] = even[-1] - cut
+                    try:
+                        memory = Scenario(run_spec(p), graph=graph).memory
+                    except ValueError as exc:
+                        refused.append({**row, "reason": str(exc)})
+                        continue
+                    need = max(m.total_gb for m in memory)
+                    if need > gpu.hbm_gb:
+                        refused.append({**row, "memory_gb": round(need, 1),
+                                        "reason": f"needs {need:.1f} GB > {gpu.hbm_gb:g} GB HBM"})
+                    else:
+                        ok.append(p)
     return ok, refused
 
 

@@ -12,12 +12,6 @@ def test_split_layers():
         split_layers(4, 8)
 
 
-def test_gqa_attention_params_formula():
-    m = load_model("llama-70b-like")
-    h, H, kv, d = 8192, 64, 8, 128
-    assert attention_params(m) == h * H * d + 2 * h * kv * d + H * d * h
-
-
 def test_layer_costs_follow_zero_bubble_table():
     """W = forward GEMMs; I = forward GEMMs + 2x attention core; MLP I = W = F."""
     m, g, r = load_model("tiny-moe"), load_gpu("h800"), load_scenario("tiny")
@@ -57,3 +51,60 @@ def test_measured_profile_replaces_flops(tmp_path):
     bad.write_text("layer,part,seconds\nmoe,mlp_x,1\n")
     with pytest.raises(SpecError, match="line 2"):
         ChunkModel(load_model("tiny-moe"), load_gpu("h800"), load_scenario("tiny", profile=str(bad)), 4)
+
+
+def test_recomputation_by_policy():
+    """Seconds recomputed before each input gradient: selective reruns the attention core, full the
+    whole layer forward, deepseek-v3 the MLA up-projections and the scores (FlashAttention-style)."""
+    from sim.moe.chunk import attention_core_flops, mla_up_projection_params, scores_share
+    m, g = load_model("deepseek-v3"), load_gpu("h800")
+    layer = {p: ChunkModel(m, g, load_scenario("deepseek-v3", memory_policy=p), 16).stage_layers[1][0]
+             for p in ("none", "selective", "full", "deepseek-v3")}
+    core = attention_core_flops(m, 4096, 4096) / (989e12 * 0.4)
+    assert (layer["none"].attn_r, layer["none"].mlp_r) == (0.0, 0.0)
+    assert layer["selective"].attn_r == pytest.approx(core) and layer["selective"].mlp_r == 0.0
+    assert layer["full"].attn_r == layer["full"].attn_f and layer["full"].mlp_r == layer["full"].mlp_f
+    up = 2 * 4096 * (1536 * 128 * 192 + 512 * 128 * 256) / (1979e12 * 0.6)
+    assert mla_up_projection_params(m) == 1536 * 128 * 192 + 512 * 128 * 256
+    assert scores_share(m) == 192 / 320
+    assert layer["deepseek-v3"].attn_r == pytest.approx(up + 0.6 * core) and layer["deepseek-v3"].mlp_r == 0.0
+    # recomputation is not useful work
+    assert layer["full"].flops == layer["none"].flops
+
+
+def test_head_in_bf16_with_its_loss_and_the_embedding():
+    """DeepSeek-V3's last stage: 2 heads (main + MTP), each 2ThV FLOPs per pass at the BF16 peak,
+    plus the loss (8 V bytes per token forward, 6 V backward) at the HBM bandwidth x 0.7."""
+    c = ChunkModel(load_model("deepseek-v3"), load_gpu("h800"), load_scenario("deepseek-v3"), 16)
+    gemm = 2 * 4096 * 7168 * 129280 / (989e12 * 0.6)
+    hbm = 3.35e12 * 0.7
+    last = c.stage_work(15)[1]
+    assert last.head_f == pytest.approx(2 * (gemm + 4096 * 8 * 129280 / hbm))
+    assert last.head_i == pytest.approx(2 * (gemm + 4096 * 6 * 129280 / hbm))
+    assert last.head_w == pytest.approx(2 * gemm)
+    first = c.stage_work(0)[1]
+    assert first.embed_f == pytest.approx(4096 * 2 * 7168 / hbm) and first.head_f == 0.0
+    assert c.stage_work(5)[1] == type(first)()
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    (dict(), [4] * 13 + [3] * 3),
+    (dict(last=2), [4] * 14 + [3] + [2]),
+    (dict(first=3, last=2), [3] + [4] * 14 + [2]),
+    (dict(explicit=tuple([4] * 15 + [1])), [4] * 15 + [1]),
+])
+def test_stage_layer_counts(kwargs, expected):
+    from sim.moe.chunk import stage_layer_counts
+    assert stage_layer_counts(61, 16, **kwargs) == expected
+    assert sum(expected) == 61
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(explicit=(4, 4)), "has 2 entries"),
+    (dict(explicit=tuple([4] * 16)), "sums to 64, but the model has 61"),
+    (dict(first=30, last=30), "every stage needs at least one layer"),
+])
+def test_bad_stage_layer_counts(kwargs, pattern):
+    from sim.moe.chunk import stage_layer_counts
+    with pytest.raises(SpecError, match=pattern):
+        stage_layer_counts(61, 16, **kwargs)

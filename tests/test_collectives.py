@@ -3,8 +3,15 @@ import numpy as np
 import pytest
 import simpy
 
-from sim.network import (Fabric, MoERouting, all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
-                         route_tokens)
+from sim.network import (
+    Fabric,
+    MoERouting,
+    all_to_all,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+    route_tokens,
+)
 from topologies import load_topology
 
 NV, LAT_NV = 160e9, 3.3e-6
@@ -90,3 +97,27 @@ def test_bad_all_to_all_arguments():
         all_to_all(fab, list(range(8)), tr, 1, "ring")
     with pytest.raises(ValueError, match="group has 4 GPUs"):
         all_to_all(fab, list(range(4)), tr, 1)
+
+
+def test_bulk_ring_takes_the_time_of_its_steps():
+    """A symmetric ring: one transfer of (n-1) N/n bytes per neighbour pair, paying the latency n-1
+    times, ends when the step-by-step ring does."""
+    for bulk in (False, True):
+        env, fab = fabric()
+        env.run(ring_reduce_scatter(fab, list(range(8)), 8e8, bulk=bulk))
+        assert env.now == pytest.approx(7 / 8 * 8e8 / NV + 7 * LAT_NV)
+
+
+def test_hierarchical_reduce_scatter_by_hand():
+    """16 GPUs on 2 nodes of h800-16: a ring of 8 inside each node on N, then a ring of 2 per rail
+    over IB (one 50 GB/s NIC each, 2.8 us across the leaf) on N / 8."""
+    from sim.network import hierarchical_all_gather, hierarchical_reduce_scatter
+    N = 1.6e9
+    expected = 7 / 8 * N / NV + 7 * LAT_NV + 1 / 2 * (N / 8) / 50e9 + 2.8e-6
+    for op in (hierarchical_reduce_scatter, hierarchical_all_gather):
+        env, fab = fabric("h800-16")
+        env.run(op(fab, list(range(16)), N, 8))
+        assert env.now == pytest.approx(expected)
+    env, fab = fabric("h800-16")
+    env.run(hierarchical_reduce_scatter(fab, [0, 8], N, 8))           # one GPU per node: a plain ring
+    assert env.now == pytest.approx(N / 2 / 50e9 + 2.8e-6)

@@ -1,25 +1,115 @@
-"""sim.moe.memory: HBM per rank by formula."""
+"""sim.moe.memory and sim.moe.activations: HBM per rank against published figures (ZeRO's Table 1,
+Korthikanti et al.'s per-layer activation formulas) and a DeepSeek-V3 layer worked by hand."""
 import pytest
 
+from sim.moe.activations import BF16, E5M6, FP8, FP32, bytes_per_token, layer_tensors, weight_grad_bytes
+from sim.moe.memory import activation_peak, model_state_bytes
+from sim.moe.params import ParamCount, rank_params
 from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
+from sim.moe.specs import ModelSpec, SpecError, load_model, load_scenario
 from sim.moe.step import simulate_step
+from sim.schedules import parse_op
+
+
+@pytest.mark.parametrize("zero,published_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.88)])
+def test_zero_paper_table_1(zero, published_gb):
+    """Rajbhandari et al. (SC'20), Figure 1 / Table 1: 7.5B parameters, mixed-precision Adam
+    (2 + 2 + 12 bytes per parameter), 64 data-parallel GPUs."""
+    w, g, o = model_state_bytes(ParamCount(7.5e9, 0.0), 64, 64, zero, 2.0, 2.0, 12.0)
+    assert (w + g + o) / 1e9 == pytest.approx(published_gb, abs=0.05)
+
+
+def test_expert_states_shard_over_the_gpus_that_hold_the_same_experts():
+    """DeepSeek-V3 ZeRO-1: dense states over DP 128, expert states over 2,048 / (16 x 64) = 2 GPUs."""
+    count = ParamCount(1e9, 4e8)
+    w, g, o = model_state_bytes(count, 128, 2, 1, 2.0, 4.0, 8.0)
+    assert (w, g) == (2.8e9, 5.6e9)
+    assert o == pytest.approx(8.0 * (1e9 / 128 + 4e8 / 2))
+    w3, g3, o3 = model_state_bytes(count, 128, 2, 3, 2.0, 4.0, 8.0)
+    assert w3 == pytest.approx(2.0 * (1e9 / 128 + 4e8 / 2)) and g3 == pytest.approx(4.0 * (1e9 / 128 + 4e8 / 2))
+
+
+def gpt(h, a, dropout=True):
+    """A GPT layer as Korthikanti et al. count it: MHA, a 4h GELU MLP, dropout."""
+    return ModelSpec(name="gpt", layers=1, hidden=h, heads=a, head_dim=h // a, dense_layers=1,
+                     dense_intermediate=4 * h, mlp_activation="gelu", dropout=dropout)
+
+
+@pytest.mark.parametrize("h,a,s", [(12288, 96, 2048), (4096, 32, 4096), (1024, 16, 512)])
+def test_korthikanti_per_layer_activations(h, a, s):
+    """Bytes per layer with b = 1 (so per token x s): sbh(34 + 5as/h) with no recomputation,
+    34 sbh with selective recomputation of the attention core, 2 sbh with full recomputation."""
+    m = gpt(h, a)
+    per_token = {p: bytes_per_token(layer_tensors(m, False, p, s, 0)) for p in ("none", "selective", "full")}
+    assert per_token["none"] * s == pytest.approx(s * h * (34 + 5 * a * s / h))
+    assert per_token["selective"] * s == pytest.approx(34 * s * h)
+    assert per_token["full"] * s == pytest.approx(2 * s * h)
+
+
+def test_deepseek_v3_moe_layer_by_hand():
+    """One DeepSeek-V3 MoE layer under the deepseek-v3 policy, per token (h 7168, 128 heads of 128,
+    query latent 1536, KV latent 512, RoPE 64, 256 experts, top-8, one shared expert, I_e 2048)."""
+    m = load_model("deepseek-v3")
+    fp8_row = lambda n: n * (1 + 4 / 128)                       # FP8 with one FP32 scale per 128
+    attention = (7168 * 2            # layer input (RMSNorm input), BF16
+                 + 1536 * 2          # query latent (input of its RMSNorm), BF16
+                 + 512 * 2 + 64 * 2  # KV latent and the RoPE key, BF16
+                 + 128 * 4           # attention log-sum-exp, FP32
+                 + 128 * 128 * 1.5)  # input of the output projection, E5M6
+    mlp = (7168 * 2                  # MLP RMSNorm input, BF16
+           + 256 * 4 + 8 * 4 + 8 * 8  # router scores (FP32), top-8 weights (FP32) and indices (int64)
+           + fp8_row(2 * 2048)       # shared expert SwiGLU inputs, FP8
+           + 8 * fp8_row(7168)       # the 8 dispatched copies, FP8
+           + 8 * fp8_row(2 * 2048))  # routed SwiGLU inputs, FP8
+    got = bytes_per_token(layer_tensors(m, True, "deepseek-v3", 4096, 8.0))
+    assert got == pytest.approx(attention + mlp) and got == pytest.approx(156256.0)
+    assert (BF16, FP32, E5M6, FP8) == (2.0, 4.0, 1.5, 1 + 4 / 128)
+
+
+def test_deferred_weight_gradient_keeps_linear_inputs_and_output_gradients():
+    """GPT layer, BF16: inputs h (qkv) + h (out) + h (up) + 4h (down), outputs 3h + h + 4h + h:
+    (7h + 9h) x 2 bytes = 32 h per token."""
+    h = 1024
+    assert weight_grad_bytes(gpt(h, 16), False, "none", 0) == 32 * h
+
+
+def test_activation_walk_by_hand():
+    """Stage bytes (kept to the backward, kept from I to W) = (10, 4): F F -> 20, I -> 14, F -> 24
+    (the peak, 2 forwards held), W -> 20, B -> 10, I -> 4, W -> 0."""
+    ops = [parse_op(t) for t in "F0@0 F1@0 I0@0 F2@0 W0@0 B1@0 I2@0 W2@0".split()]
+    assert activation_peak(ops, [(10.0, 4.0)]) == (24.0, 2)
+
+
+def test_dualpipe_rank_holds_the_shared_embedding_and_head_once():
+    """DeepSeek-V3 (one MTP module): the last stage needs the head and, for the MTP module, the
+    embedding; DualPipe's rank 0 holds stage 0 (the embedding) too, so each once."""
+    m = load_model("deepseek-v3")
+    layers = [4] * 13 + [3] * 3
+    both = rank_params(m, layers, {0, 15}, 64).total
+    apart = rank_params(m, layers, {0}, 64).total + rank_params(m, layers, {15}, 64).total
+    assert apart - both == pytest.approx(m.vocab * m.hidden)          # the embedding counted once, not twice
+
+
+def test_deepseek_v3_layout_fits_with_headroom():
+    """The layout DeepSeek trained (PP16, EP64, DualPipe, 120 micro-batches, ZeRO-1) under its own
+    memory recipe: every rank within the H800's 80 GB."""
+    memory = Scenario(load_scenario("deepseek-v3")).memory
+    assert all(m.fits and m.headroom_gb > 0 for m in memory)
+    assert all(m.reserve_gb == 4.0 for m in memory)
+    none = Scenario(load_scenario("deepseek-v3", memory_policy="none")).memory
+    assert not any(m.fits for m in none)                               # storing everything does not fit
 
 
 def test_memory_accounting_and_warning():
     step = Scenario(load_scenario("tiny", schedule="dualpipe"))
     one = Scenario(load_scenario("tiny", schedule="1f1b"))
-    # DualPipe holds two stages per rank: twice the parameters of a 1F1B rank holding the same stage
-    assert step.memory[0].params_gb > 1.5 * one.memory[0].params_gb
+    # DualPipe holds two stages per rank: about twice the parameters of a 1F1B rank holding one
+    assert step.memory[1].params_gb > 1.5 * one.memory[1].params_gb
     assert step.memory[0].grads_gb == pytest.approx(2 * step.memory[0].params_gb)
-    res = simulate_step(load_scenario("tiny", activation_factor=5e6))
+    res = simulate_step(load_scenario("tiny", seq_len=65536))
     assert res.warnings and "does not fit" in res.warnings[0]
 
 
-def test_optimizer_states_shard_dense_over_dp_and_experts_over_dp_over_ep():
-    from sim.moe.memory import stage_params
-    sc = Scenario(load_scenario("tiny", schedule="1f1b", optimizer_bytes=8.0))
-    run, m = sc.run, sc.memory[1]
-    dense, expert = stage_params(sc.model, run, sc.chunk, 1)
-    assert m.optimizer_gb * 1e9 == pytest.approx(8.0 * (dense / run.dp + expert / (run.dp // run.ep)))
-    assert m.params_gb * 1e9 == pytest.approx((dense + expert) * run.weight_bytes)
+def test_reserve_must_leave_room():
+    with pytest.raises(SpecError, match="memory_reserve_gb \\(90\\) must be below the 80 GB"):
+        Scenario(load_scenario("tiny", memory_reserve_gb=90)).memory

@@ -22,7 +22,7 @@ def test_candidates_checks_memory_without_a_link_table(monkeypatch):
 
 
 def test_memory_refusals_say_by_how_much():
-    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "activation_factor": 1e9}))
+    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 131072}))
     assert ok == [] and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in refused)
 
 

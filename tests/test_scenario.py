@@ -3,6 +3,7 @@ import pytest
 
 from sim.moe.scenario import Scenario
 from sim.moe.specs import SpecError, load_scenario
+from topologies import load_topology
 
 
 def test_step_refuses_bad_layouts():
@@ -23,6 +24,7 @@ def test_scenario_assembles_once_and_shares_its_topology():
     assert other.run.schedule == "1f1b" and other.graph is sc.graph
     assert other.links is sc.links                           # built once, shared
     assert Scenario(sc.run, links=sc.links).links is sc.links
+    assert Scenario(sc.run).topology is sc.topology          # a named topology is shared in a process
 
 
 def test_memory_needs_no_link_table(monkeypatch):
@@ -31,8 +33,8 @@ def test_memory_needs_no_link_table(monkeypatch):
     def refuse(*_):
         raise AssertionError("the memory model built a link table")
     monkeypatch.setattr(scenario_module, "LinkTable", refuse)
-    sc = Scenario(load_scenario("deepseek-v3"))
-    assert len(sc.memory) == 16 and "links" not in vars(sc)
+    sc = Scenario(load_scenario("deepseek-v3"), graph=load_topology("h800-2048"))
+    assert len(sc.memory) == 16 and "links" not in vars(sc.topology)
 
 
 def test_sm_slowdown_without_communication_sms():

@@ -42,3 +42,28 @@ def test_scenario_file_with_unknown_field(tmp_path):
                  "microbatches: 8\nseq_len: 256\nbogus: 3\n")
     with pytest.raises(SpecError, match="unknown field\\(s\\) bogus"):
         load_scenario(str(p))
+
+
+@pytest.mark.parametrize("overrides,pattern", [
+    (dict(memory_policy="fp4-everything"), "memory_policy must be one of none, selective, full, deepseek-v3"),
+    (dict(zero_stage=4), "zero_stage \\(ZeRO stage\\) must be an integer in \\[0, 3\\], got 4"),
+    (dict(zero_stage=1.5), "zero_stage \\(ZeRO stage\\) must be an integer"),
+    (dict(stage_layers=[4, 0, 4]), "stage_layers entries must be an integer >= 1, got 0"),
+    (dict(stage_layers="4,4"), "stage_layers must be a list"),
+    (dict(stage_layers=[8, 8], last_stage_layers=2), "cannot be combined"),
+    (dict(last_stage_layers=0), "last_stage_layers must be an integer >= 1"),
+    (dict(memory_reserve_gb=float("nan")), "memory_reserve_gb must be a finite number >= 0, got nan"),
+    (dict(grad_bytes=-2), "grad_bytes must be a finite number > 0"),
+    (dict(dp_sync="never"), "dp_sync must be one of overlap, end"),
+])
+def test_bad_memory_and_layout_fields(overrides, pattern):
+    with pytest.raises(SpecError, match=pattern):
+        load_scenario("tiny", **overrides)
+
+
+def test_split_that_does_not_fit_the_schedule_is_refused():
+    from sim.moe.scenario import Scenario
+    with pytest.raises(SpecError, match="stage_layers has 3 entries"):
+        Scenario(load_scenario("tiny", stage_layers=[3, 3, 2]))
+    with pytest.raises(SpecError, match="sums to 9, but the model has 8"):
+        Scenario(load_scenario("tiny", stage_layers=[3, 2, 2, 2]))

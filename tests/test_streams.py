@@ -5,8 +5,8 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.moe.chunk import LayerCost
-from sim.moe.runner import backward_parts, forward_parts, overlapped_parts
+from sim.moe.chunk import LayerCost, StageEnds
+from sim.moe.parts import backward_parts, forward_parts, overlapped_parts
 from sim.moe.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
 
 
@@ -19,7 +19,7 @@ def _run(comp, comm, start, load=None, slowdown=1.0, comm_time=1.0):
 
 def test_chain_is_the_sum_of_its_parts():
     layer = LayerCost(1.0, 0.0, 0.0, 2.0, 0.0, 0.0, True, 1.0, 0.0)
-    t = _run(*as_streams(forward_parts([layer, layer], 0.5)), [10.0], comm_time=0.25, slowdown=3.0)
+    t = _run(*as_streams(forward_parts([layer, layer], StageEnds(head_f=0.5))), [10.0], comm_time=0.25, slowdown=3.0)
     # 2 x (ATTN 1 + dispatch 0.25 + MLP 2 + combine 0.25) + head 0.5; a chain never shares SMs
     assert t.end[0] == pytest.approx(10 + 2 * 3.5 + 0.5)
     assert t.compute_s[0] == pytest.approx(6.5) and t.comm_s[0] == pytest.approx(1.0)
@@ -31,7 +31,7 @@ def test_fb_unit_worked_by_hand_with_shared_sms():
     DISPATCH(B) 6-7.5 | MLP(W) 6-8 (shared) | MLP(F) 8-10 | COMBINE(F) 10-11.5 | ATTN(B) 10-12
     (shared) | ATTN(W) 12-13."""
     layer = LayerCost(1.0, 1.0, 1.0, 2.0, 2.0, 1.0, True, 0.9, 0.0)
-    t = _run(*overlapped_parts([layer], [layer], 0.0, 0.0), [0.0], slowdown=2.0, comm_time=1.5)
+    t = _run(*overlapped_parts([layer], [layer], StageEnds(), StageEnds()), [0.0], slowdown=2.0, comm_time=1.5)
     got = {name: (a, b) for _, name, a, b in t.parts}
     assert got == {"COMBINE(B)": (0, 1.5), "ATTN(F)": (0, 2), "DISPATCH(F)": (2, 3.5), "MLP(B)": (2, 6),
                    "DISPATCH(B)": (6, 7.5), "MLP(W)": (6, 8), "MLP(F)": (8, 10), "COMBINE(F)": (10, 11.5),
@@ -43,7 +43,7 @@ def test_all_to_all_waits_for_the_whole_group():
     """Two GPUs, the second's experts get twice the tokens and it starts 0.5 s late: both leave
     each all-to-all together, 1 s after the last one launched it."""
     layer = LayerCost(1.0, 0.0, 0.0, 2.0, 0.0, 0.0, True, 1.0, 0.0)
-    t = _run(*as_streams(forward_parts([layer], 0.0)), [0.0, 0.5], load=[1.0, 2.0])
+    t = _run(*as_streams(forward_parts([layer], StageEnds())), [0.0, 0.5], load=[1.0, 2.0])
     assert list(t.end) == [7.5, 7.5]          # ATTN to 1.5, dispatch to 2.5, MLP to 6.5, combine to 7.5
     assert list(t.compute_s) == [3.0, 5.0]
     assert list(t.comm_s) == [4.5, 2.0]       # the fast GPU waits at both barriers
@@ -77,16 +77,17 @@ def _simpy_streams(comp, comm, comm_time):
     return env.now, times
 
 
-layers = st.builds(LayerCost, *[st.floats(0.01, 5.0)] * 6, st.booleans(), st.just(0.0), st.just(0.0))
+layers = st.builds(LayerCost, *[st.floats(0.01, 5.0)] * 6, st.booleans(), st.just(0.0), st.just(0.0),
+                   st.floats(0, 2), st.floats(0, 2))
+ends = st.builds(StageEnds, *[st.floats(0, 2)] * 5)
 
 
-@given(st.lists(layers, max_size=3), st.lists(layers, max_size=3), st.floats(0, 2), st.floats(0, 2),
-       st.floats(0.01, 3.0), st.booleans())
-def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_head, b_head, comm_time, plain):
+@given(st.lists(layers, max_size=3), st.lists(layers, max_size=3), ends, ends, st.floats(0.01, 3.0), st.booleans())
+def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_ends, b_ends, comm_time, plain):
     if plain:
-        comp, comm = as_streams(backward_parts(b_layers, b_head, with_w=True) + forward_parts(f_layers, f_head))
+        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True) + forward_parts(f_layers, f_ends))
     else:
-        comp, comm = overlapped_parts(f_layers, b_layers, f_head, b_head)
+        comp, comm = overlapped_parts(f_layers, b_layers, f_ends, b_ends)
     end, times = _simpy_streams(comp, comm, comm_time)
     t = _run(comp, comm, [0.0], comm_time=comm_time)
     assert t.end[0] == pytest.approx(end)

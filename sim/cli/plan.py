@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..planner import PlanRequest, candidates, evaluate
+from ..moe.specs import MEMORY_POLICIES
 from ..moe.step import COMPARED_SCHEDULES
+from ..planner import PlanRequest, candidates, evaluate
 
 
 def cmd_plan(args) -> int:
@@ -17,7 +18,7 @@ def cmd_plan(args) -> int:
                       global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,
                       pps=tuple(args.pp), eps=tuple(args.ep), schedules=tuple(args.schedules),
                       gemm_precision=args.gemm_precision, node_limit=args.node_limit,
-                      activation_factor=args.activation_factor)
+                      memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
     ok, refused = candidates(req)
     if not ok:
         print(f"No candidate fits {args.gpu}'s HBM. Closest ({len(refused)} refused):")
@@ -25,8 +26,8 @@ def cmd_plan(args) -> int:
         if "memory_gb" in df:
             df = df.sort_values("memory_gb", na_position="last")
         print(df.head(args.top).to_string(index=False))
-        print("Memory model: README 'The MoE training step'; --activation-factor changes the activation bytes "
-              "per token per hidden unit per layer (34 = no recomputation).")
+        print("Memory model: README 'Memory'; --memory-policy (none, selective, full, deepseek-v3) and "
+              "--zero-stage (0-3) change what each GPU keeps.")
         return 1
     df = run_sweep(evaluate, ok, Path(args.out), scheduler="serial" if args.serial else args.scheduler,
                    progress=not args.json, desc="plan")
@@ -35,15 +36,21 @@ def cmd_plan(args) -> int:
         print(json.dumps({"recommendation": df.iloc[0].to_dict() if len(df) else None,
                           "candidates": df.head(args.top).to_dict("records"), "refused": refused}, default=str))
         return 0
-    cols = ["schedule", "pp", "ep", "dp", "microbatches", "step_time_s", "tokens_per_s", "mfu", "bubble_share",
-            "exposed_comm_share", "max_memory_gb"]
+    cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
+            "bubble_share", "exposed_comm_share", "compute_spread", "bound", "max_memory_gb", "min_headroom_gb"]
     print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("last_stage_layers: 0 = the even split; compute_spread: (most - least) / most of the ranks' compute; "
+          "bound: the largest loss besides compute")
     best = df.iloc[0]
+    split = "even layer split" if not best["last_stage_layers"] else \
+        f"{best['last_stage_layers']} layers on the stage with the heads and MTP"
     print(f"\nRecommendation: {best['schedule']} with PP{best['pp']} x DP{best['dp']}, EP{best['ep']}, "
-          f"{best['microbatches']} micro-batches: {best['step_time_s']:.4g} s per step, "
+          f"{best['microbatches']} micro-batches, {split}: {best['step_time_s']:.4g} s per step, "
           f"{best['tokens_per_s'] / 1e6:.2f}M tokens/s.")
     print(f"Why: bubble {100 * best['bubble_share']:.1f}% of rank-time, exposed all-to-all "
-          f"{100 * best['exposed_comm_share']:.1f}%, peak memory {best['max_memory_gb']:.1f} GB of HBM.")
+          f"{100 * best['exposed_comm_share']:.1f}%, ranks' compute spread {100 * best['compute_spread']:.0f}%; "
+          f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
+          f"({best['min_headroom_gb']:.1f} GB of headroom).")
     if len(df) > 1:
         second = df.iloc[1]
         print(f"Next: {second['schedule']} PP{second['pp']} EP{second['ep']} at {second['step_time_s']:.4g} s "
@@ -74,8 +81,13 @@ def add_arguments(p) -> None:
     p.add_argument("--schedules", type=lambda s: s.split(","), default=list(COMPARED_SCHEDULES))
     p.add_argument("--gemm-precision", default=d.gemm_precision, choices=("fp8", "bf16"))
     p.add_argument("--node-limit", type=int, default=d.node_limit)
-    p.add_argument("--activation-factor", type=float, default=d.activation_factor,
-                   help="activation bytes per token per hidden unit per layer (34: no recomputation)")
+    p.add_argument("--memory-policy", default=d.memory_policy, choices=MEMORY_POLICIES,
+                   help=f"what layers store and recompute (default {d.memory_policy})")
+    p.add_argument("--zero-stage", type=int, default=d.zero_stage, choices=(0, 1, 2, 3),
+                   help=f"ZeRO stage (default {d.zero_stage})")
+    p.add_argument("--head-cuts", type=_ints, default=list(d.head_cuts),
+                   help="layer splits to try: fewer layers than the even split on the stage with the heads and "
+                        "MTP (default 0,1)")
     p.add_argument("--top", type=int, default=8, help="rows to show")
     p.add_argument("--out", default="results/plan.csv", help="CSV of the simulated candidates (resumable)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local cluster)")

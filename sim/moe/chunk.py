@@ -11,11 +11,26 @@ FLOPs per micro-batch of T = b x s tokens on one GPU (a GEMM of a k x n weight c
   h E.
 Backward (Zero Bubble paper, Table 1): the input-gradient part ``I`` costs the forward GEMMs again
 plus twice the attention core; the weight-gradient part ``W`` costs the forward GEMMs again (the
-attention core has no weights). The last stage adds the output head (2 T h V forward) and each MTP
-module (one MoE layer, a 2h x h projection and a head).
+attention core has no weights). The last stage adds the output head (2 T h V forward; backward
+2 T h V for the input and 2 T h V for the weight gradient) with its loss, and each MTP module (one
+MoE layer, a 2h x h projection and a head); the first stage adds the embedding.
+
+Recomputation (``RunSpec.memory_policy``, :mod:`sim.moe.activations`) runs in the backward's ``I``
+part, before the input gradient of the attention (``attn_r``) and the MLP (``mlp_r``):
+``selective`` reruns the attention core's forward; ``full`` reruns the layer's forward (the MoE
+layer's dispatch and combine are not sent again: not modelled); ``deepseek-v3`` reruns the MLA
+up-projections (2 T (q_r H (d+r) + kv_r H 2d) FLOPs) and, its attention core being
+FlashAttention-style, the attention scores (the core's Q K^T share, ``d_qk / (d_qk + d_v)``).
+Recomputation is not useful work: MFU does not count it.
 
 Time = FLOPs / (peak x efficiency): GEMMs at ``gemm_precision`` peak x ``gemm_efficiency``, the
-attention core at the BF16 peak x ``attention_efficiency``.
+attention core at the BF16 peak x ``attention_efficiency``; the output head stays in BF16 (the
+DeepSeek-V3 report keeps the head, the embedding and the gating in their original precision).
+Memory-bound work runs at the HBM bandwidth x ``hbm_efficiency``: the loss (read the FP32 logits,
+write their softmax: 8 V bytes per token forward, 6 V backward) and the embedding (a gather of
+2 h bytes per token forward; a scatter-add into the FP32 gradient, 10 h bytes per token, in its
+weight gradient). Other elementwise work (normalisations, activations, residual adds, RoPE) is not
+costed, in the forward or when recomputed: the efficiency factors stand for it.
 
 Communication per MoE layer: dispatch-shaped all-to-alls (forward dispatch, and the backward of
 combine, sending output gradients to the experts) in ``dispatch_precision``; combine-shaped ones
@@ -27,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..network import token_bytes
+from .params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
 from .specs import PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 
 
@@ -44,6 +60,8 @@ class LayerCost:
     moe: bool
     routed_share: float  # fraction of the MLP parts spent in routed experts (scales with load)
     flops: float         # useful FLOPs of F + I + W of this layer
+    attn_r: float = 0.0  # recomputation before the attention's input gradient (part of I)
+    mlp_r: float = 0.0   # recomputation before the MLP's input gradient (part of I)
 
     @property
     def forward(self) -> float:
@@ -58,6 +76,18 @@ class LayerCost:
         return self.attn_w + self.mlp_w
 
 
+@dataclass(frozen=True)
+class StageEnds:
+    """Seconds of the work a stage does besides its layers: the embedding on the first stage, the
+    output heads and their loss on the last (``1 + mtp_modules`` heads)."""
+
+    embed_f: float = 0.0
+    embed_w: float = 0.0
+    head_f: float = 0.0
+    head_i: float = 0.0
+    head_w: float = 0.0
+
+
 def split_layers(total: int, stages: int) -> list[int]:
     """Layers per stage: as even as possible, earlier stages take the remainder."""
     if stages > total:
@@ -67,14 +97,30 @@ def split_layers(total: int, stages: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(stages)]
 
 
-def attention_params(m: ModelSpec) -> float:
-    h, H, d = m.hidden, m.heads, m.head_dim
-    if m.attention == "gqa":
-        kvh = m.kv_heads or H
-        return h * H * d + 2 * h * kvh * d + H * d * h
-    q = (h * m.q_lora_rank + m.q_lora_rank * H * (d + m.rope_dim)) if m.q_lora_rank else h * H * (d + m.rope_dim)
-    kv = h * (m.kv_lora_rank + m.rope_dim) + m.kv_lora_rank * H * 2 * d
-    return q + kv + H * d * h
+def stage_layer_counts(total: int, stages: int, explicit: tuple | None = None, first: int | None = None,
+                       last: int | None = None) -> list[int]:
+    """Layers per stage: ``explicit`` (one count per stage), or ``first`` / ``last`` for the first
+    and last stage with the rest as even as possible (Megatron's ``decoder_first_pipeline_num_layers``
+    and ``decoder_last_pipeline_num_layers``), or all even (:func:`split_layers`)."""
+    if explicit is not None:
+        if len(explicit) != stages:
+            raise SpecError(f"RunSpec.stage_layers has {len(explicit)} entries {list(explicit)}, but the schedule "
+                            f"has {stages} stages")
+        if sum(explicit) != total:
+            raise SpecError(f"RunSpec.stage_layers {list(explicit)} sums to {sum(explicit)}, but the model has "
+                            f"{total} layers")
+        return list(explicit)
+    if first is None and last is None:
+        return split_layers(total, stages)
+    ends = [v for v in (first, last) if v is not None]
+    middle = stages - len(ends)
+    rest = total - sum(ends)
+    if stages < 2 or rest < middle or (middle == 0 and rest != 0):
+        raise SpecError(f"RunSpec.first_stage_layers={first}, last_stage_layers={last} leave {rest} of {total} "
+                        f"layers for the other {middle} of {stages} stages: every stage needs at least one layer "
+                        "and every layer a stage")
+    counts = split_layers(rest, middle) if middle else []
+    return ([first] if first is not None else []) + counts + ([last] if last is not None else [])
 
 
 def attention_core_flops(m: ModelSpec, tokens: float, seq_len: int) -> float:
@@ -82,15 +128,21 @@ def attention_core_flops(m: ModelSpec, tokens: float, seq_len: int) -> float:
     return tokens * seq_len * m.heads * (d_qk + m.head_dim)
 
 
-def dense_mlp_params(m: ModelSpec) -> float:
-    return 3 * m.hidden * m.dense_intermediate
+def scores_share(m: ModelSpec) -> float:
+    """The share of the attention core's FLOPs in the scores Q K^T: ``d_qk / (d_qk + d_v)``."""
+    d_qk = m.head_dim + (m.rope_dim if m.attention == "mla" else 0)
+    return d_qk / (d_qk + m.head_dim)
 
 
-def expert_params(m: ModelSpec) -> float:
-    return 3 * m.hidden * m.expert_intermediate
+def mla_up_projection_params(m: ModelSpec) -> float:
+    """Weights of the MLA up-projections (query and key/value), recomputed by the deepseek-v3 policy."""
+    if m.attention != "mla":
+        return 0.0
+    q_up = m.q_lora_rank * m.heads * (m.head_dim + m.rope_dim) if m.q_lora_rank else 0.0
+    return q_up + m.kv_lora_rank * m.heads * 2 * m.head_dim
 
 
-PROFILE_PARTS = ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w")
+PROFILE_PARTS = ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w", "attn_r", "mlp_r")
 
 
 def read_profile(path: str) -> dict[str, dict[str, float]]:
@@ -131,8 +183,11 @@ class ChunkModel:
         self.profile = read_profile(run.profile) if run.profile else {}
         self.tokens = run.tokens_per_microbatch
         self.gemm_rate = gpu.peak_flops(run.gemm_precision) * run.gemm_efficiency
+        self.bf16_gemm_rate = gpu.peak_flops("bf16") * run.gemm_efficiency
         self.attn_rate = gpu.peak_flops("bf16") * run.attention_efficiency
-        self.layers_per_stage = split_layers(model.layers, num_stages)
+        self.hbm_rate = gpu.hbm_tbps * 1e12 * run.hbm_efficiency
+        self.layers_per_stage = stage_layer_counts(model.layers, num_stages, run.stage_layers,
+                                                   run.first_stage_layers, run.last_stage_layers)
         self.num_stages = num_stages
         first = 0
         self.stage_layers: list[list[LayerCost]] = []
@@ -140,19 +195,40 @@ class ChunkModel:
             layers = [self.layer_cost(moe=(i >= model.dense_layers)) for i in range(first, first + count)]
             first += count
             self.stage_layers.append(layers)
-        # The output head and MTP modules run on the last stage.
+        # The output head and MTP modules run on the last stage, the embedding on the first.
         for _ in range(model.mtp_modules):
-            self.stage_layers[-1].append(self.layer_cost(moe=model.is_moe, extra_gemm=2 * model.hidden ** 2))
-        self.head_cost = self._gemm(2 * self.tokens * model.hidden * model.vocab) * (1 + model.mtp_modules)
-        if "head" in self.profile.get("head", {}):
-            self.head_cost = self.profile["head"]["head"] * (1 + model.mtp_modules)
+            self.stage_layers[-1].append(self.layer_cost(moe=model.is_moe, extra_gemm=mtp_projection_params(model)))
+        self.ends = [StageEnds() for _ in range(num_stages)]
+        self.ends[-1] = self._head()
+        first_end = self.ends[0]
+        embed_f, embed_w = self._memory_bound(2 * model.hidden), self._memory_bound(10 * model.hidden)
+        self.ends[0] = StageEnds(embed_f, embed_w, first_end.head_f, first_end.head_i, first_end.head_w)
 
-    def stage_work(self, stage: int) -> tuple[list[LayerCost], float]:
-        """The layers of ``stage`` and its output-head seconds (non-zero on the last stage only)."""
-        return self.stage_layers[stage], (self.head_cost if stage == self.num_stages - 1 else 0.0)
+    @property
+    def head_cost(self) -> float:
+        """Seconds of the last stage's output heads and loss in the forward."""
+        return self.ends[-1].head_f
+
+    def stage_work(self, stage: int) -> tuple[list[LayerCost], StageEnds]:
+        """The layers of ``stage`` and the work at its ends (embedding, heads)."""
+        return self.stage_layers[stage], self.ends[stage]
 
     def _gemm(self, flops: float) -> float:
         return flops / self.gemm_rate
+
+    def _memory_bound(self, bytes_per_token: float) -> float:
+        return self.tokens * bytes_per_token / self.hbm_rate
+
+    def _head(self) -> StageEnds:
+        m, T = self.model, self.tokens
+        heads = 1 + m.mtp_modules
+        gemm = 2 * T * m.hidden * m.vocab / self.bf16_gemm_rate
+        f, i, w = heads * (gemm + self._memory_bound(8 * m.vocab)), heads * (gemm + self._memory_bound(6 * m.vocab)), \
+            heads * gemm
+        measured = self.profile.get("head", {}).get("head")
+        if measured is not None:                       # the profile's head is the forward; keep our ratios
+            f, i, w = heads * measured, heads * measured * i / f, heads * measured * w / f
+        return StageEnds(head_f=f, head_i=i, head_w=w)
 
     def layer_cost(self, moe: bool, extra_gemm: float = 0.0) -> LayerCost:
         m, T = self.model, self.tokens
@@ -167,13 +243,26 @@ class ChunkModel:
         attn_f = self._gemm(proj) + core / self.attn_rate
         parts = dict(attn_f=attn_f, attn_i=self._gemm(proj) + 2 * core / self.attn_rate, attn_w=self._gemm(proj),
                      mlp_f=self._gemm(mlp), mlp_i=self._gemm(mlp), mlp_w=self._gemm(mlp))
+        parts.update(self._recompute(attn_f, self._gemm(mlp), core))
         parts.update(self.profile.get("moe" if moe else "dense", {}))
         return LayerCost(**parts, moe=moe, routed_share=routed / mlp if mlp else 0.0,
                          flops=3 * (proj + mlp) + 3 * core)
 
+    def _recompute(self, attn_f: float, mlp_f: float, core: float) -> dict[str, float]:
+        """Seconds recomputed in the backward under the run's memory policy (see the module docstring)."""
+        policy, m = self.run.memory_policy, self.model
+        if policy == "selective":
+            return {"attn_r": core / self.attn_rate, "mlp_r": 0.0}
+        if policy == "full":
+            return {"attn_r": attn_f, "mlp_r": mlp_f}
+        if policy == "deepseek-v3":
+            up = self._gemm(2 * self.tokens * mla_up_projection_params(m))
+            return {"attn_r": up + scores_share(m) * core / self.attn_rate, "mlp_r": 0.0}
+        return {"attn_r": 0.0, "mlp_r": 0.0}
+
     def model_flops_per_microbatch(self) -> float:
         """Useful FLOPs (forward, input and weight gradients) of one micro-batch through every
-        stage, output head included: what MFU counts."""
+        stage, output head included: what MFU counts (recomputation is not useful work)."""
         layers = sum(c.flops for stage in self.stage_layers for c in stage)
         head = 3 * 2 * self.tokens * self.model.hidden * self.model.vocab * (1 + self.model.mtp_modules)
         return layers + head

@@ -1,78 +1,160 @@
-"""HBM per rank: parameters, gradients, ZeRO-1 optimizer states and peak activations.
+"""HBM per pipeline rank: parameters, gradients and optimizer states by precision and ZeRO stage,
+activations at the schedule's peak, and a fixed reserve, against the GPU's HBM.
 
-Per rank (bytes):
+Model states (bytes per GPU), for ``Psi`` parameters replicated over a data-parallel group of
+``N`` GPUs (dense parameters: the rank's ``dp`` replicas; routed experts: ``dp / ep``, see
+:mod:`sim.moe.layout`), with ``w``, ``g``, ``o`` bytes per parameter of weights, gradients and
+optimizer states (ZeRO, Rajbhandari et al. SC'20):
 
-* parameters = P_rank x ``weight_bytes``, where P_rank counts the parameters of the stages the
-  rank holds (DualPipe and Chimera hold two: 2x). A stage's parameters: per layer attention,
-  dense FFN or shared experts + (routed experts / EP) on this GPU, router; the first stage the
-  embedding, the last the output head and MTP modules;
-* gradients = P_rank x ``grad_bytes``;
-* optimizer states (ZeRO-1) = ``optimizer_bytes`` x (dense params / DP + expert params / (DP/EP)):
-  the expert weights of a GPU are replicated only over the DP/EP groups of its stage;
-* activations = peak stage-forwards held (from the schedule) x tokens x hidden x
-  ``activation_factor`` bytes x layers of the stage (Korthikanti et al.'s 34 bytes per token per
-  hidden unit for a transformer layer without recomputation, our default assumption).
+=========  =========  =========  =========
+ZeRO       weights    gradients  optimizer
+=========  =========  =========  =========
+0          w Psi      g Psi      o Psi
+1          w Psi      g Psi      o Psi / N
+2          w Psi      g Psi / N  o Psi / N
+3 (FSDP)   w Psi / N  g Psi / N  o Psi / N
+=========  =========  =========  =========
+
+(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB). The
+parameters a rank holds come from :mod:`sim.moe.params` (two stages under DualPipe, DualPipeV,
+ZB-V and Chimera; the embedding and head shared once per rank).
+
+Activations: each stage's saved tensors per micro-batch (:mod:`sim.moe.activations`) times its
+tokens; walking the rank's ops in order, an ``F`` adds its stage's bytes, an ``I`` swaps them for
+what the deferred ``W`` needs, the ``W`` frees that, a ``B`` frees all; the peak of that walk is
+the rank's activation memory. Transient working memory inside an op (gradients being computed,
+all-to-all receive buffers) is not counted: the reserve stands for it.
+
+Reserve (``RunSpec.memory_reserve_gb``, 4 GB, our assumption): CUDA context and library
+workspaces (about 1 GB), communication buffers (DeepEP's normal kernels and NCCL, about 2 GB),
+allocator fragmentation (about 1 GB).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..schedules.base import Schedule
-from .chunk import ChunkModel, attention_params, dense_mlp_params, expert_params
-from .specs import ModelSpec, RunSpec
+from ..schedules.ops import parts
+from .activations import (bytes_per_token, embedding_tensors, head_tensors, head_weight_grad_bytes, layer_tensors,
+                          mtp_extra_tensors, mtp_weight_grad_bytes, weight_grad_bytes)
+from .params import ParamCount, rank_params
+from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
 
 
 @dataclass(frozen=True)
 class RankMemory:
+    """GB (1e9 bytes) per GPU of one pipeline rank."""
+
     rank: int
     params_gb: float
     grads_gb: float
     optimizer_gb: float
     activations_gb: float
+    reserve_gb: float
+    hbm_gb: float
+    peak_microbatches: int        # stage-forwards held at the activation peak
 
     @property
     def total_gb(self) -> float:
-        return self.params_gb + self.grads_gb + self.optimizer_gb + self.activations_gb
+        return self.params_gb + self.grads_gb + self.optimizer_gb + self.activations_gb + self.reserve_gb
+
+    @property
+    def headroom_gb(self) -> float:
+        """HBM left over (negative: does not fit)."""
+        return self.hbm_gb - self.total_gb
+
+    @property
+    def fits(self) -> bool:
+        return self.total_gb <= self.hbm_gb
 
 
-def stage_params(model: ModelSpec, run: RunSpec, chunk: ChunkModel, stage: int) -> tuple[float, float]:
-    """(dense parameters, expert parameters) of one stage on one GPU."""
-    dense = expert = 0.0
-    first = sum(chunk.layers_per_stage[:stage])
-    for i in range(first, first + chunk.layers_per_stage[stage]):
-        dense += attention_params(model)
-        if i < model.dense_layers:
-            dense += dense_mlp_params(model)
-        else:
-            dense += model.shared_experts * expert_params(model) + model.hidden * model.routed_experts
-            expert += model.routed_experts / run.ep * expert_params(model)
-    if stage == 0:
-        dense += model.vocab * model.hidden
-    if stage == chunk.num_stages - 1:
-        dense += model.vocab * model.hidden * (1 + model.mtp_modules)
-        dense += model.mtp_modules * (attention_params(model) + 2 * model.hidden ** 2 + model.shared_experts *
-                                      expert_params(model))
-        expert += model.mtp_modules * model.routed_experts / run.ep * expert_params(model)
-    return dense, expert
+def model_state_bytes(count: ParamCount, dense_dp: int, expert_dp: int, zero_stage: int, weight_bytes: float,
+                      grad_bytes: float, optimizer_bytes: float) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) in bytes on one GPU under ZeRO ``zero_stage``."""
+    def sharded(per_param: float, from_stage: int) -> float:
+        if zero_stage >= from_stage:
+            return per_param * (count.dense / dense_dp + count.expert / expert_dp)
+        return per_param * count.total
+    return sharded(weight_bytes, 3), sharded(grad_bytes, 2), sharded(optimizer_bytes, 1)
 
 
-def memory_per_rank(model: ModelSpec, run: RunSpec, chunk: ChunkModel, schedule: Schedule) -> list[RankMemory]:
-    peaks = schedule.peak_activations()
+def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
+    """Per stage, bytes of one micro-batch: (kept from ``F`` to the backward, kept from ``I`` to a
+    deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced routing)."""
+    T, policy, pairs = run.tokens_per_microbatch, run.memory_policy, float(m.topk)
+    out, first = [], 0
+    last = len(layers_per_stage) - 1
+    for s, count in enumerate(layers_per_stage):
+        held = wkeep = 0.0
+        for i in range(first, first + count):
+            moe = i >= m.dense_layers
+            held += bytes_per_token(layer_tensors(m, moe, policy, run.seq_len, pairs))
+            wkeep += weight_grad_bytes(m, moe, policy, pairs)
+        if s == 0:
+            held += bytes_per_token(embedding_tensors())
+        if s == last:
+            for _ in range(m.mtp_modules):
+                held += bytes_per_token(layer_tensors(m, m.is_moe, policy, run.seq_len, pairs))
+                held += bytes_per_token(mtp_extra_tensors(m, policy))
+                wkeep += weight_grad_bytes(m, m.is_moe, policy, pairs) + mtp_weight_grad_bytes(m, policy)
+            heads = 1 + m.mtp_modules
+            held += heads * bytes_per_token(head_tensors(m, policy))
+            wkeep += heads * head_weight_grad_bytes(m)
+        first += count
+        out.append((held * T, wkeep * T))
+    return out
+
+
+def activation_peak(ops: list, stage_bytes: list[tuple[float, float]]) -> tuple[float, int]:
+    """(peak bytes, stage-forwards held at that peak) of one rank's op list."""
+    live = peak = 0.0
+    held = at_peak = 0
+    for op in ops:
+        for part in parts(op):
+            full, wkeep = stage_bytes[part.stage]
+            if part.kind == "F":
+                live += full
+                held += 1
+            elif part.kind == "I":
+                live += wkeep - full
+                held -= 1
+            elif part.kind == "W":
+                live -= wkeep
+            else:                                   # B
+                live -= full
+                held -= 1
+            if live > peak:
+                peak, at_peak = live, held
+    return peak, at_peak
+
+
+def stages_held(schedule: Schedule) -> dict[int, set[int]]:
+    """The stages whose weights each rank holds."""
     held: dict[int, set[int]] = {r: set() for r in schedule.ranks}
     for rank, ops in schedule.ranks.items():
         for op in ops:
-            for part in ((op.f, op.b) if op.kind == "FB" else (op,)):
+            for part in parts(op):
                 held[rank].add(part.stage)
+    return held
+
+
+def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_stage: list[int],
+                    schedule: Schedule) -> list[RankMemory]:
+    if run.memory_reserve_gb >= gpu.hbm_gb:
+        raise SpecError(f"RunSpec.memory_reserve_gb ({run.memory_reserve_gb:g}) must be below the "
+                        f"{gpu.hbm_gb:g} GB of HBM of {gpu.name}")
+    stage_bytes = stage_activation_bytes(model, run, layers_per_stage)
+    expert_dp = max(1, run.dp // run.ep)
     out = []
-    for rank in sorted(schedule.ranks):
-        dense = expert = 0.0
-        for stage in held[rank]:
-            d, e = stage_params(model, run, chunk, stage)
-            dense, expert = dense + d, expert + e
-        params = dense + expert
-        layers = max(chunk.layers_per_stage[s] for s in held[rank])
-        act = peaks[rank] * run.tokens_per_microbatch * model.hidden * run.activation_factor * layers
-        opt = run.optimizer_bytes * (dense / run.dp + expert / max(1, run.dp // run.ep))
-        out.append(RankMemory(rank, params * run.weight_bytes / 1e9, params * run.grad_bytes / 1e9,
-                              opt / 1e9, act / 1e9))
+    for rank, stages in sorted(stages_held(schedule).items()):
+        count = rank_params(model, layers_per_stage, stages, run.ep)
+        w, g, o = model_state_bytes(count, run.dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
+                                    run.optimizer_bytes)
+        act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
+        out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,
+                              peak_mb))
     return out
+
+
+__all__ = ["RankMemory", "activation_peak", "memory_per_rank", "model_state_bytes", "stage_activation_bytes",
+           "stages_held"]

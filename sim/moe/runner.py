@@ -1,18 +1,7 @@
-"""Turns schedule ops into parts on a GPU's compute and communication streams (the MoE ``OpRunner``).
-
-A plain op runs its parts one after the other, so its all-to-alls are exposed:
-
-* ``F``: per layer ATTN(F), DISPATCH(F), MLP(F), COMBINE(F) (dense layers: no all-to-all);
-* ``I`` / ``B``: per layer, last first: COMBINE(B), MLP(B) [, MLP(W)], DISPATCH(B), ATTN(B) [, ATTN(W)];
-* ``W``: every layer's MLP(W) and ATTN(W).
-
-An overlapped ``FB`` unit runs two streams at once, in the order of the DeepSeek-V3 report's
-Figure 4, pairing forward layer j with backward layer j (counted from the end):
-compute: ATTN(F) MLP(B) MLP(W) MLP(F) ATTN(B) ATTN(W); communication: COMBINE(B) DISPATCH(F)
-DISPATCH(B) COMBINE(F). Each transfer waits for the compute part that produces its data and each
-compute part for the transfer it consumes; each stream runs its parts in order. Whatever overlap
-results comes out of the streams as :mod:`sim.moe.streams` runs them (rules there, including SM
-sharing between a running all-to-all and compute).
+"""The MoE ``OpRunner``: schedule ops as parts on GPUs' compute and communication streams
+(:mod:`sim.moe.parts` builds the parts, :mod:`sim.moe.streams` runs them), pipeline sends on the
+fabric, and the data-parallel synchronisation as each stage's gradients are done
+(:mod:`sim.moe.dpsync`).
 
 :class:`GroupRunner` plays a group of pipelines in lockstep: rank r of the runner stands for the
 GPUs of rank r in each of its pipelines (one EP group of data-parallel replicas in full mode, the
@@ -34,99 +23,11 @@ from ..engine import OpRecord, inputs_of, outputs_of
 from ..network import Fabric
 from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
-from .chunk import ChunkModel, LayerCost
+from .chunk import ChunkModel, LayerCost, StageEnds
+from .dpsync import GradientSync
 from .layout import Layout
-from .streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
-
-
-def forward_parts(layers: list[LayerCost], head: float) -> list[Part]:
-    parts: list[Part] = []
-    for c in layers:
-        parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
-        if c.moe:
-            parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
-        parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share))
-        if c.moe:
-            parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
-    if head:
-        parts.append(Part(COMPUTE, "HEAD(F)", head))
-    return parts
-
-
-def backward_parts(layers: list[LayerCost], head: float, with_w: bool) -> list[Part]:
-    parts: list[Part] = []
-    if head:
-        parts.append(Part(COMPUTE, "HEAD(B)", head * (2 if with_w else 1)))
-    for c in reversed(layers):
-        if c.moe:
-            parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
-        parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share))
-        if with_w:
-            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
-        if c.moe:
-            parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
-        parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
-        if with_w:
-            parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
-    return parts
-
-
-def weight_parts(layers: list[LayerCost], head: float) -> list[Part]:
-    parts = [Part(COMPUTE, "HEAD(W)", head)] if head else []
-    for c in reversed(layers):
-        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
-        parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
-    return parts
-
-
-def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_head: float,
-                     b_head: float) -> tuple[list[Part], list[Part]]:
-    """(compute stream, communication stream) of an F&B unit, Figure 4 order, with dependencies
-    as (stream, index) pairs in ``after``."""
-    comp: list[Part] = []
-    comm: list[Part] = []
-    last_f = None   # (stream, index) the next forward layer waits for
-    last_b = None
-    if b_head:
-        comp.append(Part(COMPUTE, "HEAD(B)", 2 * b_head))
-        last_b = (COMPUTE, 0)
-    b_rev = list(reversed(b_layers))
-    for j in range(max(len(f_layers), len(b_rev))):
-        f = f_layers[j] if j < len(f_layers) else None
-        b = b_rev[j] if j < len(b_rev) else None
-        attn_f = disp_f = mlp_f = comb_b = mlp_b = disp_b = None
-        if f:
-            comp.append(Part(COMPUTE, "ATTN(F)", f.attn_f, after=[last_f] if last_f else []))
-            attn_f = (COMPUTE, len(comp) - 1)
-        if b and b.moe:
-            comm.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch", after=[last_b] if last_b else []))
-            comb_b = (COMM, len(comm) - 1)
-        if b:
-            dep = comb_b or last_b
-            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=[dep] if dep else []))
-            mlp_b = (COMPUTE, len(comp) - 1)
-            comp.append(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
-        if f and f.moe:
-            comm.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch", after=[attn_f]))
-            disp_f = (COMM, len(comm) - 1)
-        if b and b.moe:
-            comm.append(Part(COMM, "DISPATCH(B)", 0.0, "combine", after=[mlp_b]))
-            disp_b = (COMM, len(comm) - 1)
-        if f:
-            comp.append(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[disp_f or attn_f]))
-            mlp_f = (COMPUTE, len(comp) - 1)
-        if b:
-            comp.append(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[disp_b or mlp_b]))
-            last_b = (COMPUTE, len(comp) - 1)
-            comp.append(Part(COMPUTE, "ATTN(W)", b.attn_w))
-        if f and f.moe:
-            comm.append(Part(COMM, "COMBINE(F)", 0.0, "combine", after=[mlp_f]))
-            last_f = (COMM, len(comm) - 1)
-        elif f:
-            last_f = mlp_f
-    if f_head:
-        comp.append(Part(COMPUTE, "HEAD(F)", f_head, after=[last_f] if last_f else []))
-    return comp, comm
+from .parts import backward_parts, forward_parts, overlapped_parts, weight_parts
+from .streams import Part, as_streams, compile_plan, compute_durations, run_op
 
 
 class PartEvent(NamedTuple):
@@ -145,9 +46,15 @@ class PartEvent(NamedTuple):
 class GroupStats:
     """Per-GPU totals of one rank of a group (seconds; vectors over the group's replicas)."""
 
-    compute_s: np.ndarray      # compute parts, as run (stretched when sharing SMs)
+    compute_s: np.ndarray      # compute parts, as run (stretched when sharing SMs), recomputation included
     comm_s: np.ndarray         # all-to-all parts on the communication stream
     op_s: np.ndarray           # wall time inside ops
+    recompute_s: np.ndarray    # recomputation parts (part of compute_s)
+    pipeline_wait_s: np.ndarray  # before ops: waiting for an input already sent and still in flight
+
+    @classmethod
+    def zeros(cls, n: int) -> "GroupStats":
+        return cls(*(np.zeros(n) for _ in range(5)))
 
 
 class GroupRunner:
@@ -157,33 +64,40 @@ class GroupRunner:
     It reads the schedule's shape, the chunk model's layer costs, the layout (which GPU is rank r
     of replica d), the comm model's all-to-all times and expert loads, and sends pipeline
     activations on ``fabric``. ``trace``: a list that receives a :class:`PartEvent` for every part
-    of the traced rank (``layout.traced_rank``) of the first replica, or ``None``."""
+    of the traced rank (``layout.traced_rank``) of the first replica, or ``None``. ``sync``: told when
+    each stage's last backward has finished on this group's replicas (it starts the data-parallel
+    gradient synchronisation), or ``None``."""
 
     def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
-                 replicas: list[int], sm_slowdown: float, trace: list | None = None):
-        self.chunk, self.layout, self.comm, self.fabric = chunk, layout, comm, fabric
+                 replicas: list[int], sm_slowdown: float, trace: list | None = None,
+                 sync: GradientSync | None = None):
+        self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
         self.group = group
         self.replicas = np.asarray(replicas)
         pp, n = schedule.pp, len(replicas)
         self.num_stages = schedule.num_stages
         self.clock = {r: np.zeros(n) for r in range(pp)}
-        self.stats = {r: GroupStats(np.zeros(n), np.zeros(n), np.zeros(n)) for r in range(pp)}
+        self.stats = {r: GroupStats.zeros(n) for r in range(pp)}
         self.load = {r: np.array([comm.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
         self.arrivals: dict[tuple, np.ndarray] = {}   # key -> when each replica has it
+        self.sent: dict[tuple, np.ndarray] = {}       # key -> when each replica's producer finished it
         self.records: list[OpRecord] = []             # ops of the first replica, as they ran there
         self.trace = trace
         self.late_s = 0.0                             # see deliver()
         self._plans: dict[tuple, tuple] = {}
         self._seq = {r: 0 for r in range(pp)}
         self._slowdown = sm_slowdown
+        self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
         S = self.num_stages
-        start = self.clock[rank]
+        free = start = self.clock[rank]
+        sent = free
         for part in parts(op):
             for key in inputs_of(part, S):
                 start = np.maximum(start, self.arrivals[key])
+                sent = np.maximum(sent, self.sent[key])
         plan, durations, comm_times = self._plan(rank, op)
         seq = self._seq[rank]
         self._seq[rank] += 1
@@ -191,12 +105,18 @@ class GroupRunner:
         t = run_op(plan, start, durations, comm_times, record)
         st = self.stats[rank]
         st.compute_s += t.compute_s
+        st.recompute_s += t.recompute_s
         st.comm_s += t.comm_s
         st.op_s += t.end - start
+        st.pipeline_wait_s += start - sent        # 0 unless the input was sent but had not arrived
         self.clock[rank] = t.end
         for part in parts(op):
             for key in outputs_of(part, S):
                 self.arrivals[key] = t.end          # until deliver() says when it arrived
+                self.sent[key] = t.end
+        if self.sync is not None:
+            for stage in self._grads_done[rank].get(seq, ()):
+                self.sync.stage_done(rank, stage, t.end)
         self.records.append(OpRecord.of(rank, op, float(start[0]), float(t.end[0])))
         if record:
             fb, text = isinstance(op, FBOp), str(op)
@@ -242,8 +162,8 @@ class GroupRunner:
         cached = self._plans.get((rank, shape))
         if cached is None:
             if isinstance(op, FBOp):
-                (f_layers, f_head), (b_layers, b_head) = self._layers(op.f), self._layers(op.b)
-                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_head, b_head))
+                (f_layers, f_ends), (b_layers, b_ends) = self._layers(op.f), self._layers(op.b)
+                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends))
             else:
                 plan = compile_plan(*as_streams(self._plain_parts(op)))
             cached = self._plans[(rank, shape)] = (
@@ -251,14 +171,28 @@ class GroupRunner:
                 [self.comm.time(p.shape, rank, self.group) for p in plan.comm])
         return cached
 
-    def _layers(self, op: Op) -> tuple[list[LayerCost], float]:
-        """The layers of the op's stage and its output-head seconds (last stage only)."""
+    def _layers(self, op: Op) -> tuple[list[LayerCost], StageEnds]:
+        """The layers of the op's stage and the work at its ends (embedding, heads)."""
         return self.chunk.stage_work(op.stage)
 
     def _plain_parts(self, op: Op) -> list[Part]:
-        layers, head = self._layers(op)
+        layers, ends = self._layers(op)
         if op.kind == "F":
-            return forward_parts(layers, head)
+            return forward_parts(layers, ends)
         if op.kind == "W":
-            return weight_parts(layers, head)
-        return backward_parts(layers, head, with_w=(op.kind == "B"))
+            return weight_parts(layers, ends)
+        return backward_parts(layers, ends, with_w=(op.kind == "B"))
+
+
+def last_weight_gradients(ops: list) -> dict[int, list[int]]:
+    """{op index: stages whose weight gradients that op completes on this rank}: the last ``W`` or
+    ``B`` of each stage (an ``FB``'s backward is a ``B``)."""
+    last: dict[int, int] = {}
+    for i, op in enumerate(ops):
+        for part in parts(op):
+            if part.kind in ("W", "B"):
+                last[part.stage] = i
+    out: dict[int, list[int]] = {}
+    for stage, i in last.items():
+        out.setdefault(i, []).append(stage)
+    return out

@@ -12,7 +12,9 @@ the memory model (what the planner checks first) never builds a fabric.
 """
 from __future__ import annotations
 
+import functools
 from functools import cached_property
+from pathlib import Path
 
 import networkx as nx
 
@@ -26,37 +28,69 @@ from .specs import RunSpec, load_gpu, load_model
 SHAPES = ("dispatch", "combine")
 
 
-class Scenario:
-    """A run assembled and checked once. ``graph`` (or ``links``) replaces the topology named by
-    ``run.topology`` (a sweep's variant built from a dict, or a graph shared by many scenarios);
-    then ``run.topology`` is only its label."""
+class Topology:
+    """A topology graph and its link table, built on first use; one per named topology and process
+    (:func:`named_topology`), so that the scenarios of a sweep share the routes already found."""
 
-    def __init__(self, run: RunSpec, graph: nx.Graph | None = None, links: LinkTable | None = None):
+    def __init__(self, graph: nx.Graph, links: LinkTable | None = None):
+        self.graph = graph
+        if links is not None:
+            self.__dict__["links"] = links
+
+    @cached_property
+    def links(self) -> LinkTable:
+        return LinkTable(self.graph)
+
+
+def named_topology(name: str) -> Topology:
+    """The topology preset or YAML file ``name``, shared within this process (a file is read again
+    when it changes)."""
+    path = Path(name)
+    stamp = path.stat().st_mtime_ns if path.suffix in (".yaml", ".yml") and path.exists() else None
+    return _named_topology(name, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _named_topology(name: str, stamp) -> Topology:
+    from topologies import load_topology
+    return Topology(load_topology(name))
+
+
+class Scenario:
+    """A run assembled and checked once. ``graph``, ``links`` or ``topology`` replaces the topology
+    named by ``run.topology`` (a sweep's variant built from a dict, or one shared by many
+    scenarios); then ``run.topology`` is only its label."""
+
+    def __init__(self, run: RunSpec, graph: nx.Graph | None = None, links: LinkTable | None = None,
+                 topology: Topology | None = None):
         self.run = run
         self.model = load_model(run.model)
         self.gpu = load_gpu(run.gpu)
-        if links is not None:
-            graph = links.graph
-            self.__dict__["links"] = links          # the cached_property's slot: shared, not rebuilt
-        if graph is None:
-            from topologies import load_topology
-            graph = load_topology(run.topology)
-        self.graph = graph
+        if topology is not None:
+            self.topology = topology
+        elif links is not None:
+            self.topology = Topology(links.graph, links)
+        elif graph is not None:
+            self.topology = Topology(graph)
+        else:
+            self.topology = named_topology(run.topology)
+        graph = self.graph = self.topology.graph
         n_gpus = len(graph.graph["gpus"])
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0)
         self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
         self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
 
-    @cached_property
+    @property
     def links(self) -> LinkTable:
-        """Directed links and routes of the topology (built on first use)."""
-        return LinkTable(self.graph)
+        """Directed links and routes of the topology (built on first use, shared by the scenarios of
+        one topology)."""
+        return self.topology.links
 
     @cached_property
     def memory(self) -> list[RankMemory]:
         """HBM per pipeline rank (:mod:`sim.moe.memory`); needs no fabric."""
-        return memory_per_rank(self.model, self.run, self.chunk, self.schedule)
+        return memory_per_rank(self.model, self.gpu, self.run, self.chunk.layers_per_stage, self.schedule)
 
     @property
     def sm_slowdown(self) -> float:
@@ -71,9 +105,9 @@ class Scenario:
                 "combine": self.chunk.token_bytes(self.run.combine_precision)}
 
     def with_schedule(self, name: str) -> "Scenario":
-        """The same run under schedule ``name``, sharing this scenario's graph and link table (built
-        now if it was not yet, so that both scenarios hold the same one)."""
-        return Scenario(self.run.with_(schedule=name), links=self.links)
+        """The same run under schedule ``name``, sharing this scenario's topology (graph and link
+        table)."""
+        return Scenario(self.run.with_(schedule=name), topology=self.topology)
 
 
 __all__ = ["SHAPES", "Scenario"]

@@ -10,10 +10,14 @@ from typing import Optional
 
 import yaml
 
+from ..checks import InputError, choice, number
+
 PRESETS = Path(__file__).with_name("presets")
+MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
+DP_SYNC = ("overlap", "end")
 
 
-class SpecError(ValueError):
+class SpecError(InputError):
     """A spec field is missing, unknown or out of range."""
 
 
@@ -51,6 +55,8 @@ class ModelSpec:
     topk: int = 0
     vocab: int = 32000
     mtp_modules: int = 0              # extra MoE layer + output head each, on the last stage
+    mlp_activation: str = "swiglu"    # dense FFN: "swiglu" (3 matrices) or "gelu" (2, GPT-style)
+    dropout: bool = False             # dropout after attention and MLP (GPT-style; DeepSeek-V3 has none)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "head_dim", "vocab"):
@@ -60,6 +66,10 @@ class ModelSpec:
             _pos(self, name, allow_zero=True)
         if self.attention not in ("gqa", "mla"):
             raise SpecError(f"ModelSpec.attention must be 'gqa' or 'mla', got {self.attention!r}")
+        if self.mlp_activation not in ("swiglu", "gelu"):
+            raise SpecError(f"ModelSpec.mlp_activation must be 'swiglu' or 'gelu', got {self.mlp_activation!r}")
+        if not isinstance(self.dropout, bool):
+            raise SpecError(f"ModelSpec.dropout must be true or false, got {self.dropout!r}")
         if self.attention == "mla" and self.kv_lora_rank == 0:
             raise SpecError("ModelSpec.kv_lora_rank must be > 0 for attention 'mla'")
         if self.dense_layers > self.layers:
@@ -112,13 +122,27 @@ PRECISION_BYTES = {"fp8": 1, "bf16": 2}
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One training configuration. Units: sequences, tokens, bytes, fractions.
+    """One training configuration. Units: sequences, tokens, bytes, fractions, GB (1e9 bytes).
 
     Efficiency factors are our assumptions (documented in the README), not tuned to any result:
     ``gemm_efficiency`` and ``attention_efficiency`` scale the GPU's dense peak for GEMMs and for
-    the attention core. Memory figures: bytes per parameter of weights, gradients and ZeRO-1
-    optimizer states (sharded over DP), and activation bytes per token per layer as a multiple of
-    ``hidden`` (``activation_factor``)."""
+    the attention core; ``hbm_efficiency`` scales its HBM bandwidth for memory-bound work (the
+    optimizer step, recomputed normalisations and activations).
+
+    Memory (:mod:`sim.moe.memory`): ``memory_policy`` says what each layer keeps for its backward
+    and what it recomputes (``none``, ``selective``, ``full``, ``deepseek-v3``; see
+    :mod:`sim.moe.activations`); ``weight_bytes``, ``grad_bytes`` and ``optimizer_bytes`` are bytes
+    per parameter (DeepSeek-V3: BF16 weights, FP32 gradients, FP32 master + two BF16 AdamW moments;
+    the common mixed-precision Adam is 2, 2, 12), sharded by ZeRO ``zero_stage`` 0-3 over each
+    parameter's data-parallel group; ``memory_reserve_gb`` is a fixed per-GPU reserve (CUDA
+    context and workspaces, communication buffers, allocator fragmentation).
+
+    Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
+    layers, every stage at least one); or ``first_stage_layers`` / ``last_stage_layers`` fix the
+    first and last stage (Megatron style) and the rest are even; by default all are even.
+
+    ``dp_sync``: the data-parallel gradient synchronisation starts as each stage's last backward
+    finishes (``overlap``, as frameworks do) or after every rank's last op (``end``)."""
 
     model: str
     gpu: str
@@ -138,14 +162,21 @@ class RunSpec:
     node_limit: Optional[int] = None
     gemm_efficiency: float = 0.6
     attention_efficiency: float = 0.4
+    hbm_efficiency: float = 0.7
     a2a_algorithm: str = "hierarchical"
     a2a_chunks: int = 4
     routing_skew: float = 0.0
     routing_seed: int = 0
+    memory_policy: str = "none"
+    zero_stage: int = 1
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation
-    optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2), ZeRO-1
-    activation_factor: float = 34.0             # activation bytes per token per layer / hidden
+    optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
+    memory_reserve_gb: float = 4.0               # our assumption: see the README, "Memory"
+    stage_layers: Optional[tuple] = None
+    first_stage_layers: Optional[int] = None
+    last_stage_layers: Optional[int] = None
+    dp_sync: str = "overlap"
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
     description: str = ""
 
@@ -153,7 +184,7 @@ class RunSpec:
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
             _pos(self, name)
         _pos(self, "comm_sms", allow_zero=True)
-        for name in ("gemm_efficiency", "attention_efficiency"):
+        for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise SpecError(f"RunSpec.{name} must be in (0, 1], got {v!r}")
@@ -164,6 +195,27 @@ class RunSpec:
             raise SpecError(f"RunSpec.a2a_algorithm must be hierarchical or flat, got {self.a2a_algorithm!r}")
         if self.routing_skew < 0:
             raise SpecError(f"RunSpec.routing_skew must be >= 0, got {self.routing_skew}")
+        try:
+            choice(self.memory_policy, "RunSpec.memory_policy", MEMORY_POLICIES)
+            choice(self.dp_sync, "RunSpec.dp_sync", DP_SYNC)
+            number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
+            for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
+                number(getattr(self, name), f"RunSpec.{name}", low=0, low_open=True)
+            number(self.memory_reserve_gb, "RunSpec.memory_reserve_gb", low=0)
+            for name in ("first_stage_layers", "last_stage_layers"):
+                if getattr(self, name) is not None:
+                    number(getattr(self, name), f"RunSpec.{name}", integer=True, low=1)
+            if self.stage_layers is not None:
+                if isinstance(self.stage_layers, (str, bytes)) or not hasattr(self.stage_layers, "__iter__"):
+                    raise SpecError(f"RunSpec.stage_layers must be a list of layer counts, got {self.stage_layers!r}")
+                layers = tuple(number(v, "RunSpec.stage_layers entries", integer=True, low=1)
+                               for v in self.stage_layers)
+                object.__setattr__(self, "stage_layers", layers)
+                if self.first_stage_layers is not None or self.last_stage_layers is not None:
+                    raise SpecError("RunSpec.stage_layers cannot be combined with first_stage_layers or "
+                                    "last_stage_layers: give the whole split or the two ends")
+        except InputError as exc:
+            raise SpecError(str(exc)) from None
 
     @property
     def gpus(self) -> int:

@@ -4,9 +4,15 @@ Modes: ``representative`` simulates one pipeline (data-parallel replica 0) whose
 the time the fabric gives when every EP group of the stage runs them at once; ``full`` simulates
 every rank of every pipeline, each all-to-all a collective that starts when all members of the EP
 group arrive (the pipelines of an EP group run in lockstep, see :mod:`sim.moe.runner`); ``auto``
-(default) is representative for balanced routing and full when routing is skewed. Ignored: the
-data-parallel gradient reduce-scatter / all-gather and the optimizer step at the end of the step,
-kernel launch gaps, the embedding's compute.
+(default) is representative for balanced routing and full when routing is skewed. The step ends
+when the last rank's data-parallel synchronisation and optimizer step end (:mod:`sim.moe.dpsync`).
+
+Per rank (the slowest data-parallel replica of the rank), the step time splits into: compute
+(useful work, stretched while sharing SMs with communication kernels), recompute (the memory
+policy's), exposed all-to-all (time inside ops while the compute stream waits), exposed pipeline
+transfer (waiting for an input already sent and still on the wire), bubble (the rest of the time
+outside ops), data-parallel synchronisation (exposed: after the rank's last op) and the optimizer
+step; they add up to the step time. Ignored: kernel launch gaps.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from ..engine import EngineResult, start_schedule
 from ..network import Fabric
 from ..perf import gc_paused
 from .comm import CommModel
+from .dpsync import GradientSync
 from .memory import RankMemory
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
@@ -31,20 +38,35 @@ COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` a
 
 @dataclass
 class RankResult:
+    """Seconds per step of one pipeline rank (its slowest replica); the time columns add up to the
+    step time: compute + recompute + exposed_comm + exposed_pp + bubble + dp_sync + optimizer."""
+
     rank: int
-    compute_s: float
-    exposed_comm_s: float
-    comm_s: float
+    compute_s: float            # useful compute (recomputation apart)
+    exposed_comm_s: float       # exposed all-to-all
+    comm_s: float               # all-to-all time on the communication stream, hidden or not
     bubble_s: float
-    utilization: float
+    utilization: float          # (compute + recompute) / step
     memory: RankMemory
+    recompute_s: float = 0.0
+    exposed_pp_s: float = 0.0   # waiting for pipeline transfers in flight
+    dp_sync_s: float = 0.0      # data-parallel synchronisation after the rank's last op
+    optimizer_s: float = 0.0
+    sync_start_s: float = 0.0   # when the rank's last gradient reduce-scatter started (since the step began)
 
     def to_json(self) -> dict:
-        return {"rank": self.rank, "compute_s": self.compute_s, "exposed_comm_s": self.exposed_comm_s,
-                "comm_s": self.comm_s, "bubble_s": self.bubble_s, "utilization": self.utilization,
-                "memory_gb": round(self.memory.total_gb, 3), "params_gb": round(self.memory.params_gb, 3),
-                "grads_gb": round(self.memory.grads_gb, 3), "optimizer_gb": round(self.memory.optimizer_gb, 3),
-                "activations_gb": round(self.memory.activations_gb, 3)}
+        m = self.memory
+        return {"rank": self.rank, "compute_s": self.compute_s, "recompute_s": self.recompute_s,
+                "exposed_comm_s": self.exposed_comm_s, "exposed_pp_s": self.exposed_pp_s,
+                "bubble_s": self.bubble_s, "dp_sync_s": self.dp_sync_s, "optimizer_s": self.optimizer_s,
+                "comm_s": self.comm_s, "utilization": self.utilization, "sync_start_s": self.sync_start_s,
+                "memory_gb": round(m.total_gb, 3), "params_gb": round(m.params_gb, 3),
+                "grads_gb": round(m.grads_gb, 3), "optimizer_gb": round(m.optimizer_gb, 3),
+                "activations_gb": round(m.activations_gb, 3), "reserve_gb": round(m.reserve_gb, 3),
+                "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches}
+
+
+TIME_COLUMNS = ("compute_s", "recompute_s", "exposed_comm_s", "exposed_pp_s", "bubble_s", "dp_sync_s", "optimizer_s")
 
 
 @dataclass
@@ -63,6 +85,7 @@ class StepResult:
     engine: EngineResult
     hbm_gb: float
     traced_rank: int                                   # whose parts part_trace holds (pipeline 0)
+    pipeline_end_s: float = 0.0                        # the last op's end (before the DP sync)
     part_trace: list[PartEvent] = field(repr=False, default_factory=list)
     link_stats: dict = field(repr=False, default_factory=dict)
     warnings: list = field(default_factory=list)
@@ -89,8 +112,30 @@ class StepResult:
         return max(r.memory.total_gb for r in self.ranks)
 
     @property
+    def min_headroom_gb(self) -> float:
+        return min(r.memory.headroom_gb for r in self.ranks)
+
+    @property
     def fits_hbm(self) -> bool:
-        return all(r.memory.total_gb <= self.hbm_gb for r in self.ranks)
+        return all(r.memory.fits for r in self.ranks)
+
+    @property
+    def compute_spread(self) -> float:
+        """(most - least) / most of the ranks' compute + recompute: how unevenly the stages are loaded."""
+        busy = [r.compute_s + r.recompute_s for r in self.ranks]
+        return (max(busy) - min(busy)) / max(busy) if max(busy) > 0 else 0.0
+
+    @property
+    def bound(self) -> str:
+        """What this run loses most time to, besides compute: ``bubble``, ``exposed all-to-all``,
+        ``pipeline transfers`` or ``data-parallel sync`` (mean over ranks)."""
+        losses = {"bubble": "bubble_s", "exposed all-to-all": "exposed_comm_s",
+                  "pipeline transfers": "exposed_pp_s", "data-parallel sync": "dp_sync_s"}
+        return max(losses, key=lambda k: self.mean_per_rank(losses[k]))
+
+    def mean_per_rank(self, column: str) -> float:
+        """Mean over ranks of one of :data:`TIME_COLUMNS` (seconds per step)."""
+        return sum(getattr(r, column) for r in self.ranks) / len(self.ranks)
 
     def summary(self) -> dict:
         """One row for comparison tables and sweeps: the configuration, then metrics with units
@@ -101,8 +146,10 @@ class StepResult:
                 "exposed_comm_s": self.exposed_comm_s, "comm_hidden_fraction": self.comm_hidden_fraction,
                 "mean_utilization": self.mean_utilization, "bubble_share": self.bubble_share,
                 "exposed_comm_share": self.exposed_comm_share, "max_memory_gb": self.max_memory_gb,
-                "fits_hbm": self.fits_hbm, "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3,
-                "a2a_combine_ms": self.a2a_combine_s * 1e3}
+                "min_headroom_gb": self.min_headroom_gb, "fits_hbm": self.fits_hbm,
+                "compute_spread": self.compute_spread, "bound": self.bound,
+                "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
+                **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
     def to_json(self) -> dict:
         return {"scenario": self.run.description, "schedule": self.run.schedule, "mode": self.mode,
@@ -132,40 +179,51 @@ class MoEStep:
         self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
         self.mode = "full" if self.full else "representative"
 
-    def runners(self, fabric: Fabric, trace: list | None = None) -> list[GroupRunner]:
+    def runners(self, fabric: Fabric, trace: list | None = None, sync: GradientSync | None = None
+                ) -> list[GroupRunner]:
         """One lockstep runner per EP group of pipelines (full) or one for replica 0; the runner
         holding replica 0 records the traced rank's parts into ``trace``."""
         sc = self.scenario
         groups = range(sc.layout.groups_per_rank) if self.full else [0]
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
-                            trace if g == 0 else None) for g in groups]
+                            trace if g == 0 else None, sync) for g in groups]
 
     def simulate(self) -> StepResult:
         t0 = time.perf_counter()
         trace: list[PartEvent] = []
         with gc_paused():
             env = simpy.Environment()
-            runners = self.runners(Fabric(env, self.scenario.links), trace)
+            fabric = Fabric(env, self.scenario.links)
+            sync = GradientSync(self.scenario, fabric, self.scenario.layout.groups_per_rank if self.full else 1)
+            runners = self.runners(fabric, trace, sync)
             finishers = [start_schedule(self.scenario.schedule, r, env) for r in runners]
             env.run()
             for finish in finishers:
                 finish()                    # raises DeadlockError if a rank got stuck
-        return self._summarize(runners, trace, time.perf_counter() - t0)
+        return self._summarize(runners, sync, trace, time.perf_counter() - t0)
 
-    def _summarize(self, runners: list[GroupRunner], trace: list, wall: float) -> StepResult:
+    def _summarize(self, runners: list[GroupRunner], sync: GradientSync, trace: list, wall: float) -> StepResult:
         sc = self.scenario
         run, P, memory = sc.run, sc.run.pp, sc.memory
-        step = max(float(c.max()) for rn in runners for c in rn.clock.values())
+        pipeline_end = max(float(c.max()) for rn in runners for c in rn.clock.values())
+        step = max(pipeline_end, max(s.end for s in sync.ranks.values()))
         # Per rank: the slowest replica's figures (identical replicas in representative mode).
         ranks = []
         for rank in range(P):
-            op_all, compute_all, comm_all = (np.concatenate([getattr(rn.stats[rank], name) for rn in runners])
-                                             for name in ("op_s", "compute_s", "comm_s"))
-            worst = int(np.argmax(op_all))
-            op_s, compute_s, comm_s = float(op_all[worst]), float(compute_all[worst]), float(comm_all[worst])
-            ranks.append(RankResult(rank, compute_s, max(0.0, op_s - compute_s), comm_s, step - op_s,
-                                    compute_s / step if step else 0.0, memory[rank]))
+            stats = {name: np.concatenate([getattr(rn.stats[rank], name) for rn in runners])
+                     for name in ("op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s")}
+            last_end = np.concatenate([rn.clock[rank] for rn in runners])
+            worst = int(np.argmax(stats["op_s"]))
+            op_s, busy, comm_s, recompute_s, wait_s = (float(stats[k][worst]) for k in (
+                "op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s"))
+            s = sync.ranks[rank]
+            dp_s = max(0.0, s.optimizer_start - max(float(last_end[worst]), s.launched)) + (s.end - s.optimizer_end)
+            opt_s = s.optimizer_end - s.optimizer_start
+            bubble = step - op_s - wait_s - dp_s - opt_s
+            ranks.append(RankResult(rank, busy - recompute_s, max(0.0, op_s - busy), comm_s, bubble,
+                                    busy / step if step else 0.0, memory[rank], recompute_s, wait_s, dp_s, opt_s,
+                                    s.launched))
         engine = EngineResult.of(sc.schedule, runners[0].records)
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = sc.chunk.model_flops_per_microbatch() * run.microbatches * run.dp
@@ -183,16 +241,17 @@ class MoEStep:
         exposed = sum(r.exposed_comm_s for r in ranks)
         warnings = []
         for m in memory:
-            if m.total_gb > sc.gpu.hbm_gb:
+            if not m.fits:
                 warnings.append(f"rank {m.rank} needs {m.total_gb:.1f} GB (params {m.params_gb:.1f}, grads "
-                                f"{m.grads_gb:.1f}, optimizer {m.optimizer_gb:.1f}, activations {m.activations_gb:.1f})"
-                                f" > {sc.gpu.hbm_gb:g} GB HBM of {sc.gpu.name}: does not fit")
+                                f"{m.grads_gb:.1f}, optimizer {m.optimizer_gb:.1f}, activations {m.activations_gb:.1f},"
+                                f" reserve {m.reserve_gb:.1f}) > {sc.gpu.hbm_gb:g} GB HBM of {sc.gpu.name}: "
+                                "does not fit")
         return StepResult(
             run=run, mode=self.mode, step_time_s=step, tokens_per_s=tokens / step, mfu=mfu,
             compute_comm_ratio=ratio, exposed_comm_s=exposed / P,
             comm_hidden_fraction=1 - exposed / total_comm if total_comm > 0 else 1.0,
             a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=engine, hbm_gb=sc.gpu.hbm_gb,
-            traced_rank=sc.layout.traced_rank, part_trace=trace, link_stats=dict(self.comm.link_frames),
+            traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
             warnings=warnings, wall_s=wall, late_send_s=max(rn.late_s for rn in runners))
 
 
@@ -215,4 +274,5 @@ def simulate_schedules(scenario: Scenario, schedules: list[str], mode: str = "au
     return results
 
 
-__all__ = ["COMPARED_SCHEDULES", "MODES", "MoEStep", "StepResult", "simulate_schedules", "simulate_step"]
+__all__ = ["COMPARED_SCHEDULES", "MODES", "TIME_COLUMNS", "MoEStep", "RankResult", "StepResult", "simulate_schedules",
+           "simulate_step"]

@@ -40,6 +40,7 @@ class Part:
     shape: str = ""           # comm: "dispatch" or "combine"
     routed_share: float = 0.0  # compute: fraction of ``seconds`` that scales with the expert load
     after: list = field(default_factory=list)  # (stream, index) pairs this part waits for
+    recompute: bool = False    # compute: recomputation of forward work (the memory policy's)
 
 
 def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
@@ -50,7 +51,7 @@ def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
     for part in chain:
         own = streams[part.stream]
         own.append(Part(part.stream, part.name, part.seconds, part.shape, part.routed_share,
-                        [prev] if prev else []))
+                        [prev] if prev else [], part.recompute))
         prev = (part.stream, len(own) - 1)
     return streams
 
@@ -96,9 +97,10 @@ class OpTiming:
     """What one op did on each GPU of the group (seconds, vectors over the group)."""
 
     end: np.ndarray
-    compute_s: np.ndarray      # compute parts as run (stretched when sharing SMs)
+    compute_s: np.ndarray      # compute parts as run (stretched when sharing SMs), recomputation included
     comm_s: np.ndarray         # communication parts, launch to end (barrier wait included)
     parts: list[PartSpan]      # of the first GPU of the group, when recorded
+    recompute_s: np.ndarray    # the recomputation parts among compute_s
 
 
 def compute_durations(plan: OpPlan, load: np.ndarray, slowdown: float) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -119,6 +121,7 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
     free = [start, start]
     launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
     compute_s = np.zeros_like(start)
+    recompute_s = np.zeros_like(start)
     comm_s = np.zeros_like(start)
     parts = []
     for stream, k in plan.order:
@@ -138,6 +141,8 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
             d = full if busy is None else np.where(busy, shared, full)
             end = ready + d
             compute_s = compute_s + d
+            if part.recompute:
+                recompute_s = recompute_s + d
         else:
             finish = ready.max() + comm_times[k]
             launched.append((ready, finish))
@@ -147,7 +152,7 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
         free[stream] = end
         if record:
             parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0])))
-    return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts)
+    return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s)
 
 
 __all__ = ["COMM", "COMPUTE", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams", "compile_plan",

@@ -1,12 +1,13 @@
 """The network side: link table and routes, a max-min fair flow-level fabric in SimPy, MoE
 traffic, collectives and link statistics. It knows nothing about pipeline schedules."""
-from .collectives import all_to_all, p2p, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .collectives import (all_to_all, hierarchical_all_gather, hierarchical_reduce_scatter, p2p, ring_all_gather,
+                          ring_all_reduce, ring_reduce_scatter)
 from .fabric import Fabric
 from .links import LinkTable
 from .maxmin import max_min_rates
 from .stats import busiest_links, link_stats
 from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes
 
-__all__ = ["all_to_all", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "Fabric", "LinkTable",
+__all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "Fabric", "LinkTable",
            "max_min_rates", "busiest_links", "link_stats", "MoERouting", "Traffic", "TrafficError", "ep_group_error",
            "route_tokens", "token_bytes"]

@@ -14,6 +14,12 @@ transfer, so a 2,048-GPU all-to-all stays cheap).
 * :func:`ring_all_reduce`, :func:`ring_reduce_scatter`, :func:`ring_all_gather` -- ring
   algorithms: in step k rank i sends one chunk (N/n bytes) to rank i+1 once it has received step
   k-1's chunk from rank i-1 and finished its own previous send.
+* :func:`hierarchical_reduce_scatter`, :func:`hierarchical_all_gather` -- for a group spread
+  over several nodes (data-parallel gradients): a ring inside every node over NVLink, then one
+  ring per rail (the GPUs with the same in-node index, each on its own NIC) over the scale-out
+  network on 1/g of the data, so every NIC carries a share, as NCCL's multi-channel rings do;
+  all-gather is the reverse. A group with one GPU per node, or on one node, is a plain ring. The
+  rings are sent in bulk (one transfer per neighbour pair, see :func:`ring_reduce_scatter`).
 """
 from __future__ import annotations
 
@@ -173,7 +179,7 @@ def _combine_unit(fabric, group, a, x, others, ib_bytes, fwd_bytes, chunks, done
     try_send_back()
 
 
-def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int) -> simpy.Event:
+def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk: bool = False) -> simpy.Event:
     n = len(ranks)
     env = fabric.env
     if n < 2 or nbytes == 0:
@@ -182,6 +188,16 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int) -> si
         return ev
     chunk = nbytes / n
     join = _Join(env, n)
+    if bulk:
+        for i in range(n):
+            src, dst = ranks[i], ranks[(i + 1) % n]
+            latency = fabric.links.route(src, dst)[1] if src != dst else 0.0
+            start = lambda _e=None, src=src, dst=dst: _send(fabric, src, dst, steps * chunk, join.arrive)
+            if steps > 1 and latency > 0:
+                env.timeout((steps - 1) * latency).callbacks.append(start)
+            else:
+                start()
+        return join.done
     sent = [0] * n          # sends finished per rank
     received = [0] * n      # chunks received per rank
     in_flight = [False] * n
@@ -210,16 +226,71 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int) -> si
     return join.done
 
 
-def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float) -> simpy.Event:
-    """Ring all-reduce of ``nbytes`` per rank: 2(n-1) steps of N/n bytes."""
-    return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1))
+def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+    """Ring all-reduce of ``nbytes`` per rank: 2(n-1) steps of N/n bytes. ``bulk``: see
+    :func:`ring_reduce_scatter`."""
+    return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1), bulk)
 
 
-def ring_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float) -> simpy.Event:
-    """Ring reduce-scatter of ``nbytes`` per rank: n-1 steps of N/n bytes."""
-    return _ring(fabric, ranks, nbytes, len(ranks) - 1)
+def ring_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+    """Ring reduce-scatter of ``nbytes`` per rank: n-1 steps of N/n bytes.
+
+    ``bulk``: every step of a ring goes to the same neighbour, so send them as one transfer of
+    (n-1) N/n bytes per neighbour pair that pays the route's latency n-1 times: the same time as the
+    steps one by one whenever the links' shares do not change during the collective (symmetric
+    rings), for 1/(n-1) of the transfers; the step-to-step dependency is not simulated."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk)
 
 
-def ring_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float) -> simpy.Event:
-    """Ring all-gather to ``nbytes`` per rank: n-1 steps of N/n bytes."""
-    return _ring(fabric, ranks, nbytes, len(ranks) - 1)
+def ring_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+    """Ring all-gather to ``nbytes`` per rank: n-1 steps of N/n bytes (``bulk``: see
+    :func:`ring_reduce_scatter`)."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk)
+
+
+def _by_node(ranks: Sequence[int], gpus_per_node: int) -> dict[int, list[int]]:
+    nodes: dict[int, list[int]] = {}
+    for r in ranks:
+        nodes.setdefault(r // gpus_per_node, []).append(r)
+    return nodes
+
+
+def _phases(fabric: Fabric, phases: list, done: simpy.Event) -> None:
+    """Run ``phases`` (each a list of (op, ranks, nbytes) started together, rings sent in bulk) one
+    after the other."""
+    if not phases:
+        done.succeed()
+        return
+    events = [op(fabric, ranks, nbytes, bulk=True) for op, ranks, nbytes in phases[0]]
+    simpy.AllOf(fabric.env, events).callbacks.append(lambda _e: _phases(fabric, phases[1:], done))
+
+
+def _hierarchical(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int,
+                  gather: bool) -> simpy.Event:
+    nodes = _by_node(ranks, gpus_per_node)
+    sizes = {len(members) for members in nodes.values()}
+    op = ring_all_gather if gather else ring_reduce_scatter
+    done = fabric.env.event()
+    if len(nodes) == 1 or sizes == {1}:
+        _phases(fabric, [[(op, list(ranks), nbytes)]], done)
+        return done
+    if len(sizes) != 1:
+        raise ValueError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
+    g = sizes.pop()
+    intra = [(op, members, nbytes) for members in nodes.values()]
+    members = list(nodes.values())
+    inter = [(op, [node[i] for node in members], nbytes / g) for i in range(g)]
+    _phases(fabric, [inter, intra] if gather else [intra, inter], done)
+    return done
+
+
+def hierarchical_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float,
+                                gpus_per_node: int) -> simpy.Event:
+    """Reduce-scatter of ``nbytes`` per rank over ranks spread on nodes of ``gpus_per_node``: a ring
+    inside each node (each GPU keeps ``nbytes / g``), then a ring per rail on those ``nbytes / g``."""
+    return _hierarchical(fabric, ranks, nbytes, gpus_per_node, gather=False)
+
+
+def hierarchical_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int) -> simpy.Event:
+    """All-gather to ``nbytes`` per rank: a ring per rail on ``nbytes / g``, then a ring inside each node."""
+    return _hierarchical(fabric, ranks, nbytes, gpus_per_node, gather=True)

@@ -44,6 +44,7 @@ class LinkTable:
         self.adjacency = [list(zip(self._csr_nbrs[self._indptr[i]:self._indptr[i + 1]].tolist(),
                                    order[self._indptr[i]:self._indptr[i + 1]].tolist())) for i in range(n)]
         self.gpus = [index[g] for g in graph.graph["gpus"]]
+        self._gpu_index = {node: i for i, node in enumerate(self.gpus)}
         self._dist: dict[int, np.ndarray] = {}
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
 
@@ -60,30 +61,42 @@ class LinkTable:
     def link_name(self, link: int) -> str:
         return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
 
+    _BLOCK = 256   # GPU targets searched together
+
     def _distances_to(self, target: int) -> np.ndarray:
-        """Hop distance of every node to ``target`` (vectorized BFS), cached per target."""
+        """Hop distance of every node to the GPU node ``target``; found by a breadth-first search
+        from a block of up to 256 GPUs at once (one boolean matrix per hop), cached per target."""
         dist = self._dist.get(target)
-        if dist is not None:
-            return dist
-        n = len(self.names)
-        dist = np.full(n, -1, dtype=np.int32)
-        dist[target] = 0
-        frontier = np.array([target])
-        d = 0
+        if dist is None:
+            first = self._gpu_index[target] // self._BLOCK * self._BLOCK
+            block = self.gpus[first:first + self._BLOCK]
+            for t, column in zip(block, self._bfs(block).T):
+                self._dist[t] = column
+            dist = self._dist[target]
+        return dist
+
+    def _bfs(self, targets: list[int]) -> np.ndarray:
+        """[node, target] hop distances to each of ``targets`` (-1: unreachable). The reached set of
+        each node is a row of bits (64 targets per word), so one hop is a gather and an OR over
+        every node's neighbours."""
+        n, k = len(self.names), len(targets)
         indptr, nbrs = self._indptr, self._csr_nbrs
-        while frontier.size:
+        has = indptr[1:] > indptr[:-1]
+        words = -(-k // 64)
+        start = np.zeros((n, words * 64), dtype=bool)
+        start[targets, np.arange(k)] = True
+        frontier = np.packbits(start, axis=1).view(np.uint64)
+        reached = frontier.copy()
+        dist = np.where(start[:, :k], 0, -1).astype(np.int32)
+        d = 0
+        while frontier.any():
             d += 1
-            starts, ends = indptr[frontier], indptr[frontier + 1]
-            lengths = ends - starts
-            total = int(lengths.sum())
-            if total == 0:
-                break
-            offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-            cand = nbrs[offsets + np.arange(total)]
-            cand = np.unique(cand[dist[cand] < 0])
-            dist[cand] = d
-            frontier = cand
-        self._dist[target] = dist
+            step = np.zeros_like(frontier)           # one hop further: a neighbour was reached last hop
+            step[has] = np.bitwise_or.reduceat(frontier[nbrs], indptr[:-1][has], axis=0)
+            step &= ~reached
+            dist[np.unpackbits(step.view(np.uint8), axis=1)[:, :k].astype(bool)] = d
+            reached |= step
+            frontier = step
         return dist
 
     def route(self, src_gpu: int, dst_gpu: int) -> tuple[np.ndarray, float]:

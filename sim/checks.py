@@ -1,0 +1,55 @@
+"""One validation layer for numbers and choices: every spec, flag, YAML and CSV reader checks its
+fields here, so every refusal reads the same way and names the field, the value and what is
+allowed.
+
+Why hand-written and not a library such as pydantic: the specs are frozen dataclasses with a few
+dozen fields whose rules are ranges and choices; these few functions give the same one-line messages
+(field, value, allowed range) without a second model layer over every dataclass, and they refuse
+what Python's ``float()`` lets through (NaN, infinity, booleans as numbers).
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+
+class InputError(ValueError):
+    """A value a user gave is missing, malformed or out of range; the message says which and why."""
+
+
+def number(value, field: str, *, integer: bool = False, low: float | None = None, high: float | None = None,
+           low_open: bool = False, high_open: bool = False) -> float | int:
+    """``value`` as a finite number (an ``int`` when ``integer``) within ``[low, high]`` (ends open
+    when ``low_open`` / ``high_open``), or an :class:`InputError` naming ``field``."""
+    kind = "an integer" if integer else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, Real) or (integer and not isinstance(value, Integral)):
+        if integer and isinstance(value, float) and value.is_integer() and not isinstance(value, bool):
+            value = int(value)
+        else:
+            raise InputError(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
+    if not integer and not math.isfinite(value):
+        raise InputError(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
+    if (low is not None and (value < low or (low_open and value == low))) or \
+            (high is not None and (value > high or (high_open and value == high))):
+        raise InputError(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
+    return int(value) if integer else value
+
+
+def choice(value, field: str, allowed) -> str:
+    """``value`` if it is one of ``allowed``, else an :class:`InputError` listing them."""
+    if value not in allowed:
+        raise InputError(f"{field} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+    return value
+
+
+def _range_text(low, high, low_open, high_open) -> str:
+    if low is None and high is None:
+        return ""
+    if high is None:
+        return f" {'>' if low_open else '>='} {low:g}"
+    if low is None:
+        return f" {'<' if high_open else '<='} {high:g}"
+    return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+__all__ = ["InputError", "choice", "number"]

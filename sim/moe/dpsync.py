@@ -1,0 +1,175 @@
+"""The data-parallel end of a step: gradient synchronisation on the fabric and the optimizer step.
+
+Per pipeline rank, the gradients of each stage it holds are synchronised over their data-parallel
+groups (:mod:`sim.moe.layout`: dense parameters over the rank's ``dp`` replicas, routed experts
+over the ``dp / ep`` GPUs holding the same experts), as collectives on the fabric
+(:func:`~sim.network.hierarchical_reduce_scatter`, a ring inside each node then one per rail):
+
+=========  ===================================================  ==============================
+ZeRO       after the backward                                   optimizer step on
+=========  ===================================================  ==============================
+0          all-reduce of gradients (reduce-scatter + all-gather)  every parameter
+1, 2       reduce-scatter of gradients; all-gather of the         the GPU's shard
+           updated weights after the optimizer step
+3 (FSDP)   reduce-scatter of gradients (the weights are           the GPU's shard
+           gathered layer by layer in the next forward and
+           backward: parts of the ops, :mod:`sim.moe.parts`)
+=========  ===================================================  ==============================
+
+A stage's reduce-scatter starts when its last backward (the last ``W`` or ``B`` of that stage on the
+rank) has finished on every replica (``dp_sync: overlap``, as frameworks overlap it with the tail
+of the pipeline) or when every rank has finished its last op (``dp_sync: end``). The optimizer step
+starts when the rank's ops are done and its gradients are reduced; it is memory-bound: per
+parameter of the GPU's shard it reads the gradient, reads and writes the optimizer states and
+writes the weight: ``grad_bytes + 2 optimizer_bytes + weight_bytes`` bytes at the HBM bandwidth x
+``hbm_efficiency``. The step ends when the last rank's all-gather (or optimizer step) ends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from ..network import Fabric, hierarchical_all_gather, hierarchical_reduce_scatter
+from .params import ParamCount, stage_params
+from .scenario import Scenario
+
+
+@dataclass
+class RankSync:
+    """When a pipeline rank's data-parallel work happened (seconds since the step began)."""
+
+    launched: float = 0.0          # its last gradient reduce-scatter (or all-reduce) started
+    reduced: float = 0.0           # its last gradient reduce-scatter (or all-reduce) ended
+    optimizer_start: float = 0.0
+    optimizer_end: float = 0.0
+    end: float = 0.0               # all-gather of updated weights ended (= optimizer_end without one)
+
+
+def stage_param_counts(sc: Scenario) -> dict[int, dict[int, ParamCount]]:
+    """Per rank, the parameters of each stage it holds; a tensor shared by two stages of the rank
+    (the embedding and head under DualPipe) is counted with the first of them."""
+    from .memory import stages_held
+    m, layers = sc.model, sc.chunk.layers_per_stage
+    out: dict[int, dict[int, ParamCount]] = {}
+    for rank, stages in stages_held(sc.schedule).items():
+        seen: set[str] = set()
+        out[rank] = {}
+        for s in sorted(stages):
+            count, shared = stage_params(m, layers, s, sc.run.ep)
+            new = shared - seen
+            seen |= shared
+            out[rank][s] = count + ParamCount(len(new) * m.vocab * m.hidden, 0.0)
+    return out
+
+
+def optimizer_seconds(sc: Scenario, count: ParamCount) -> float:
+    """The optimizer step over the GPU's shard of ``count`` (all of it under ZeRO-0)."""
+    run = sc.run
+    expert_dp = max(1, run.dp // run.ep)
+    params = count.total if run.zero_stage == 0 else count.dense / run.dp + count.expert / expert_dp
+    per_param = run.grad_bytes + 2 * run.optimizer_bytes + run.weight_bytes
+    return params * per_param / (sc.gpu.hbm_tbps * 1e12 * run.hbm_efficiency)
+
+
+class GradientSync:
+    """Launches each rank's gradient synchronisation and optimizer step on ``fabric`` as the
+    runners report stages done; ``reports``: how many runners play each rank (one per EP group of
+    pipelines in full mode, one in representative mode)."""
+
+    def __init__(self, scenario: Scenario, fabric: Fabric, reports: int):
+        self.sc, self.fabric, self.env = scenario, fabric, fabric.env
+        self.counts = stage_param_counts(scenario)
+        self.reports = reports
+        self._stage_ends: dict[tuple[int, int], list[float]] = {}
+        self._rank_pending = {r: len(stages) for r, stages in self.counts.items()}
+        self._rank_last_op = {r: 0.0 for r in self.counts}
+        self._all_pending = sum(len(stages) for stages in self.counts.values())
+        self._deferred: list[tuple[int, int]] = []
+        self.ranks = {r: RankSync() for r in self.counts}
+
+    def stage_done(self, rank: int, stage: int, ends: np.ndarray) -> None:
+        """The last backward of ``stage`` on ``rank`` ended at ``ends`` (one runner's replicas)."""
+        got = self._stage_ends.setdefault((rank, stage), [])
+        got.append(float(np.max(ends)))
+        self._rank_last_op[rank] = max(self._rank_last_op[rank], got[-1])
+        if len(got) < self.reports:
+            return
+        at = max(got)
+        if self.sc.run.dp_sync == "end":
+            self._deferred.append((rank, stage))
+            self._all_pending -= 1
+            if not self._all_pending:
+                start = max(max(v) for v in self._stage_ends.values())
+                for r, s in self._deferred:
+                    self._at(start, lambda r=r, s=s: self._reduce(r, s))
+            return
+        self._all_pending -= 1
+        self._at(at, lambda: self._reduce(rank, stage))
+
+    def last_op_end(self, rank: int) -> float:
+        return self._rank_last_op[rank]
+
+    # -- internals -------------------------------------------------------------------------------
+    def _at(self, when: float, action) -> None:
+        delay = when - self.env.now
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _e: action())
+        else:
+            action()
+
+    def _groups(self, rank: int) -> list[tuple[list[int], str]]:
+        lay = self.sc.layout
+        groups = [(lay.dense_dp_group(rank), "dense")]
+        if lay.groups_per_rank > 1:          # routed experts are replicated over dp / ep GPUs
+            groups += [(lay.expert_dp_group(rank, i), "expert") for i in range(lay.ep)]
+        return groups
+
+    def _collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
+        """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups."""
+        op = hierarchical_all_gather if gather else hierarchical_reduce_scatter
+        gpn = self.sc.layout.gpus_per_node
+        events = []
+        for gpus, kind in self._groups(rank):
+            n = count.dense if kind == "dense" else count.expert
+            if n > 0 and len(gpus) > 1:
+                events.append(op(self.fabric, gpus, n * per_param, gpn))
+        if not events:
+            then()
+            return
+        simpy.AllOf(self.env, events).callbacks.append(lambda _e: then())
+
+    def _reduce(self, rank: int, stage: int) -> None:
+        run, count = self.sc.run, self.counts[rank][stage]
+        self.ranks[rank].launched = max(self.ranks[rank].launched, self.env.now)
+
+        def reduced() -> None:
+            if run.zero_stage == 0:              # all-reduce = reduce-scatter + all-gather of gradients
+                self._collective(rank, count, run.grad_bytes, True, lambda: self._stage_reduced(rank))
+            else:
+                self._stage_reduced(rank)
+        self._collective(rank, count, run.grad_bytes, False, reduced)
+
+    def _stage_reduced(self, rank: int) -> None:
+        self._rank_pending[rank] -= 1
+        if self._rank_pending[rank]:
+            return
+        sync = self.ranks[rank]
+        sync.reduced = self.env.now
+        sync.optimizer_start = max(self.env.now, self._rank_last_op[rank])
+        total = sum(self.counts[rank].values(), ParamCount(0.0, 0.0))
+        sync.optimizer_end = sync.optimizer_start + optimizer_seconds(self.sc, total)
+
+        def gather() -> None:
+            if self.sc.run.zero_stage in (1, 2):
+                self._collective(rank, total, self.sc.run.weight_bytes, True, lambda: self._finish(rank))
+            else:
+                self._finish(rank)
+        self._at(sync.optimizer_end, gather)
+
+    def _finish(self, rank: int) -> None:
+        self.ranks[rank].end = self.env.now
+
+
+__all__ = ["GradientSync", "RankSync", "optimizer_seconds", "stage_param_counts"]

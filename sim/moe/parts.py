@@ -1,0 +1,137 @@
+"""An op of the schedule as parts on a GPU's compute and communication streams.
+
+A plain op runs its parts one after the other, so its all-to-alls are exposed:
+
+* ``F``: EMBED(F) on the first stage; per layer ATTN(F), DISPATCH(F), MLP(F), COMBINE(F) (dense
+  layers: no all-to-all); HEAD(F) (output heads and loss) on the last stage;
+* ``I`` / ``B``: HEAD(B) [and HEAD(W)] on the last stage; per layer, last first: COMBINE(B),
+  MLP(R), MLP(B) [, MLP(W)], DISPATCH(B), ATTN(R), ATTN(B) [, ATTN(W)]; EMBED(W) for a ``B`` on the
+  first stage. ``(R)`` parts are the memory policy's recomputation (absent when it costs nothing);
+* ``W``: HEAD(W), every layer's MLP(W) and ATTN(W), EMBED(W).
+
+An overlapped ``FB`` unit runs two streams at once, in the order of the DeepSeek-V3 report's
+Figure 4, pairing forward layer j with backward layer j (counted from the end):
+compute: ATTN(F) MLP(B) MLP(W) MLP(F) ATTN(B) ATTN(W); communication: COMBINE(B) DISPATCH(F)
+DISPATCH(B) COMBINE(F). Each transfer waits for the compute part that produces its data and each
+compute part for the transfer it consumes; each stream runs its parts in order. A recomputation
+part needs only stored activations, so it waits for nothing: MLP(R) sits before MLP(B) and
+ATTN(R) before ATTN(B) in the compute stream and can run while the gradient they need is still
+in flight. Whatever overlap results comes out of the streams as :mod:`sim.moe.streams` runs them.
+"""
+from __future__ import annotations
+
+from .chunk import LayerCost, StageEnds
+from .streams import COMM, COMPUTE, Part
+
+
+def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Part]:
+    return [Part(COMPUTE, name, seconds, routed_share=routed_share, recompute=True)] if seconds else []
+
+
+def forward_parts(layers: list[LayerCost], ends: StageEnds) -> list[Part]:
+    parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
+    for c in layers:
+        parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
+        if c.moe:
+            parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
+        parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share))
+        if c.moe:
+            parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
+    if ends.head_f:
+        parts.append(Part(COMPUTE, "HEAD(F)", ends.head_f))
+    return parts
+
+
+def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool) -> list[Part]:
+    parts: list[Part] = []
+    if ends.head_i:
+        parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
+        if with_w:
+            parts.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
+    for c in reversed(layers):
+        if c.moe:
+            parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
+        parts += _recompute("MLP(R)", c.mlp_r, c.routed_share)
+        parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share))
+        if with_w:
+            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
+        if c.moe:
+            parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
+        parts += _recompute("ATTN(R)", c.attn_r)
+        parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
+        if with_w:
+            parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+    if with_w and ends.embed_w:
+        parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
+    return parts
+
+
+def weight_parts(layers: list[LayerCost], ends: StageEnds) -> list[Part]:
+    parts = [Part(COMPUTE, "HEAD(W)", ends.head_w)] if ends.head_w else []
+    for c in reversed(layers):
+        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
+        parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+    if ends.embed_w:
+        parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
+    return parts
+
+
+def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_ends: StageEnds,
+                     b_ends: StageEnds) -> tuple[list[Part], list[Part]]:
+    """(compute stream, communication stream) of an F&B unit, Figure 4 order, with dependencies
+    as (stream, index) pairs in ``after``."""
+    comp: list[Part] = []
+    comm: list[Part] = []
+    last_f = None   # (stream, index) the next forward layer waits for
+    last_b = None
+    if f_ends.embed_f:
+        comp.append(Part(COMPUTE, "EMBED(F)", f_ends.embed_f))
+        last_f = (COMPUTE, len(comp) - 1)
+    if b_ends.head_i:
+        comp.append(Part(COMPUTE, "HEAD(B)", b_ends.head_i))
+        last_b = (COMPUTE, len(comp) - 1)
+        comp.append(Part(COMPUTE, "HEAD(W)", b_ends.head_w))
+    b_rev = list(reversed(b_layers))
+    for j in range(max(len(f_layers), len(b_rev))):
+        f = f_layers[j] if j < len(f_layers) else None
+        b = b_rev[j] if j < len(b_rev) else None
+        attn_f = disp_f = mlp_f = comb_b = mlp_b = disp_b = None
+        if f:
+            comp.append(Part(COMPUTE, "ATTN(F)", f.attn_f, after=[last_f] if last_f else []))
+            attn_f = (COMPUTE, len(comp) - 1)
+        if b and b.moe:
+            comm.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch", after=[last_b] if last_b else []))
+            comb_b = (COMM, len(comm) - 1)
+        if b:
+            comp += _recompute("MLP(R)", b.mlp_r, b.routed_share)
+            dep = comb_b or last_b
+            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=[dep] if dep else []))
+            mlp_b = (COMPUTE, len(comp) - 1)
+            comp.append(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
+        if f and f.moe:
+            comm.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch", after=[attn_f]))
+            disp_f = (COMM, len(comm) - 1)
+        if b and b.moe:
+            comm.append(Part(COMM, "DISPATCH(B)", 0.0, "combine", after=[mlp_b]))
+            disp_b = (COMM, len(comm) - 1)
+        if f:
+            comp.append(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[disp_f or attn_f]))
+            mlp_f = (COMPUTE, len(comp) - 1)
+        if b:
+            comp += _recompute("ATTN(R)", b.attn_r)
+            comp.append(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[disp_b or mlp_b]))
+            last_b = (COMPUTE, len(comp) - 1)
+            comp.append(Part(COMPUTE, "ATTN(W)", b.attn_w))
+        if f and f.moe:
+            comm.append(Part(COMM, "COMBINE(F)", 0.0, "combine", after=[mlp_f]))
+            last_f = (COMM, len(comm) - 1)
+        elif f:
+            last_f = mlp_f
+    if b_ends.embed_w:
+        comp.append(Part(COMPUTE, "EMBED(W)", b_ends.embed_w))
+    if f_ends.head_f:
+        comp.append(Part(COMPUTE, "HEAD(F)", f_ends.head_f, after=[last_f] if last_f else []))
+    return comp, comm
+
+
+__all__ = ["backward_parts", "forward_parts", "overlapped_parts", "weight_parts"]

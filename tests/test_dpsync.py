@@ -1,0 +1,66 @@
+"""sim.moe.dpsync: the data-parallel gradient synchronisation and optimizer step, worked by hand."""
+import pytest
+
+from sim.moe.dpsync import optimizer_seconds, stage_param_counts
+from sim.moe.params import ParamCount
+from sim.moe.scenario import Scenario
+from sim.moe.specs import load_scenario
+from sim.moe.step import simulate_step
+
+NV, LAT = 160e9, 3.3e-6          # NVLink bytes/s per direction and GPU -> NVSwitch -> GPU latency
+
+
+def ring(n, nbytes):
+    """A ring reduce-scatter or all-gather of nbytes per GPU inside one NVLink node."""
+    return (n - 1) / n * nbytes / NV + (n - 1) * LAT
+
+
+@pytest.mark.parametrize("zero", [0, 1, 3])
+def test_last_rank_sync_by_hand(zero):
+    """Tiny scenario (PP4 x DP4 on two 8-GPU nodes, EP4 = DP: experts are not replicated): rank 3's
+    data-parallel group is 4 GPUs of one node, so its gradients (4 bytes per dense parameter) go
+    round a 4-GPU NVLink ring; ZeRO-1 then runs the optimizer on a quarter and all-gathers the BF16
+    weights; ZeRO-0 all-reduces and updates everything; ZeRO-3 has no all-gather at the end."""
+    run = load_scenario("tiny", schedule="1f1b", zero_stage=zero)
+    sc = Scenario(run)
+    res = simulate_step(sc)
+    (count,) = stage_param_counts(sc)[3].values()
+    dense = count.dense
+    rs = ring(4, 4 * dense)
+    expected = {0: 2 * rs, 1: rs + ring(4, 2 * dense), 3: rs}[zero]
+    r = res.ranks[3]
+    assert r.dp_sync_s == pytest.approx(expected, rel=1e-9)
+    per_param = 4 + 2 * 8 + 2
+    shard = count.total if zero == 0 else dense / 4 + count.expert
+    assert r.optimizer_s == pytest.approx(shard * per_param / (3.35e12 * 0.7), rel=1e-9)
+    assert optimizer_seconds(sc, count) == pytest.approx(r.optimizer_s, rel=1e-12)
+
+
+def test_overlap_starts_a_stage_when_its_last_backward_ends_and_end_waits_for_every_rank():
+    over = simulate_step(load_scenario("tiny", schedule="1f1b"))
+    end = simulate_step(load_scenario("tiny", schedule="1f1b", dp_sync="end"))
+    assert end.step_time_s >= over.step_time_s
+    assert len({r.sync_start_s for r in end.ranks}) == 1                 # everyone starts at the end
+    assert end.ranks[0].sync_start_s == pytest.approx(end.pipeline_end_s)
+    assert over.ranks[3].sync_start_s < over.ranks[0].sync_start_s      # in 1F1B rank 3 finishes first
+
+
+def test_shared_tensors_are_synchronised_once_per_rank():
+    """DualPipe's rank 0 holds stage 0 (embedding) and stage P-1 (head, and the MTP's embedding):
+    the embedding's gradients are counted with stage 0 only."""
+    sc = Scenario(load_scenario("deepseek-v3"))
+    counts = stage_param_counts(sc)[0]
+    m = sc.model
+    vh = m.vocab * m.hidden
+    from sim.moe.params import stage_params
+    own0, _ = stage_params(m, sc.chunk.layers_per_stage, 0, 64)
+    own15, _ = stage_params(m, sc.chunk.layers_per_stage, 15, 64)
+    assert counts[0].total == pytest.approx(own0.total + vh)            # + embedding
+    assert counts[15].total == pytest.approx(own15.total + vh)          # + head (embedding already counted)
+
+
+def test_optimizer_step_is_memory_bound_by_formula():
+    sc = Scenario(load_scenario("deepseek-v3"))
+    count = ParamCount(1.28e9, 2e8)
+    shard = 1.28e9 / 128 + 2e8 / 2
+    assert optimizer_seconds(sc, count) == pytest.approx(shard * (4 + 16 + 2) / (3.35e12 * 0.7))

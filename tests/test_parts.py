@@ -1,0 +1,53 @@
+"""sim.moe.parts: ops as parts in the order of the DeepSeek-V3 report's Figure 4, with recomputation, embedding and heads."""
+
+from sim.moe.chunk import LayerCost, StageEnds
+from sim.moe.parts import backward_parts, forward_parts, overlapped_parts, weight_parts
+from sim.moe.streams import COMM, COMPUTE
+
+MOE = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, True, 0.9, 0.0)
+NONE = StageEnds()
+
+
+def test_fb_unit_part_order_is_figure_4():
+    comp, comm = overlapped_parts([MOE], [MOE], NONE, NONE)
+    assert [p.name for p in comp] == ["ATTN(F)", "MLP(B)", "MLP(W)", "MLP(F)", "ATTN(B)", "ATTN(W)"]
+    assert [p.name for p in comm] == ["COMBINE(B)", "DISPATCH(F)", "DISPATCH(B)", "COMBINE(F)"]
+    # each transfer waits for the compute part producing its data, each compute part for its transfer
+    assert comm[1].after == [(COMPUTE, 0)]            # DISPATCH(F) after ATTN(F)
+    assert comm[2].after == [(COMPUTE, 1)]            # DISPATCH(B) after MLP(B)
+    assert comm[3].after == [(COMPUTE, 3)]            # COMBINE(F) after MLP(F)
+    assert comp[1].after == [(COMM, 0)]               # MLP(B) after COMBINE(B)
+    assert comp[3].after == [(COMM, 1)]               # MLP(F) after DISPATCH(F)
+    assert comp[4].after == [(COMM, 2)]               # ATTN(B) after DISPATCH(B)
+
+
+def test_next_layer_dependencies():
+    comp, comm = overlapped_parts([MOE, MOE], [MOE, MOE], NONE, NONE)
+    assert comp[6].name == "ATTN(F)" and comp[6].after == [(COMM, 3)]      # after COMBINE(F) of layer 0
+    assert comm[4].name == "COMBINE(B)" and comm[4].after == [(COMPUTE, 4)]  # after ATTN(B) of layer 0
+
+
+def test_recomputation_parts_wait_for_nothing_and_precede_their_input_gradient():
+    layer = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, True, 0.9, 0.0, attn_r=0.5, mlp_r=0.25)
+    comp, comm = overlapped_parts([layer], [layer], NONE, NONE)
+    names = [p.name for p in comp]
+    assert names == ["ATTN(F)", "MLP(R)", "MLP(B)", "MLP(W)", "MLP(F)", "ATTN(R)", "ATTN(B)", "ATTN(W)"]
+    assert comp[1].after == [] and comp[1].recompute and comp[1].routed_share == 0.9
+    assert comp[5].after == [] and comp[5].recompute and comp[5].seconds == 0.5
+    assert comp[2].after == [(COMM, 0)]                       # MLP(B) still after COMBINE(B)
+    chain = [p.name for p in backward_parts([layer], NONE, with_w=False)]
+    assert chain == ["COMBINE(B)", "MLP(R)", "MLP(B)", "DISPATCH(B)", "ATTN(R)", "ATTN(B)"]
+
+
+def test_embedding_and_heads_at_the_ends():
+    dense = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, False, 0.0, 0.0)
+    first, last = StageEnds(embed_f=0.1, embed_w=0.2), StageEnds(head_f=3.0, head_i=4.0, head_w=5.0)
+    assert [p.name for p in forward_parts([dense], first)] == ["EMBED(F)", "ATTN(F)", "MLP(F)"]
+    assert [p.name for p in forward_parts([dense], last)][-1] == "HEAD(F)"
+    assert [p.name for p in backward_parts([dense], last, with_w=True)][:2] == ["HEAD(B)", "HEAD(W)"]
+    assert [p.seconds for p in backward_parts([dense], last, with_w=False)][:1] == [4.0]
+    assert [p.name for p in backward_parts([dense], first, with_w=True)][-1] == "EMBED(W)"
+    assert "EMBED(W)" not in [p.name for p in backward_parts([dense], first, with_w=False)]  # I leaves it to W
+    assert [p.name for p in weight_parts([dense], first)] == ["MLP(W)", "ATTN(W)", "EMBED(W)"]
+    comp, _ = overlapped_parts([dense], [dense], first, last)
+    assert [p.name for p in comp][:3] == ["EMBED(F)", "HEAD(B)", "HEAD(W)"]
