@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..moe.report import comparison_text, write_outputs
 from ..moe.scenario import Scenario
-from ..moe.specs import load_scenario
+from ..moe.specs import DP_SYNC, MEMORY_POLICIES, load_scenario
 from ..moe.step import COMPARED_SCHEDULES, MODES, StepResult, simulate_schedules
 
 
@@ -36,7 +36,8 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
 
 def cmd_run(args) -> int:
     overrides = {"microbatches": args.microbatches, "routing_skew": args.skew, "routing_seed": args.seed,
-                 "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp}
+                 "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
+                 "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync}
     own = load_scenario(args.scenario, **overrides).schedule
     schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
     if not args.schedule and own not in schedules:
@@ -72,6 +73,9 @@ def add_arguments(p) -> None:
     p.add_argument("--topology", help="override the topology (preset or YAML)")
     p.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (> 0 simulates every rank)")
     p.add_argument("--seed", type=int, help="seed of the skewed routing")
+    p.add_argument("--memory-policy", choices=MEMORY_POLICIES, help="override what layers store and recompute")
+    p.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="override the ZeRO stage")
+    p.add_argument("--dp-sync", choices=DP_SYNC, help="data-parallel sync as stages finish (overlap) or at the end")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="processes that sample skewed routing and measure skewed all-to-alls (default: one per core)")
 

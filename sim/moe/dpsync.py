@@ -11,9 +11,10 @@ ZeRO       after the backward                                   optimizer step o
 0          all-reduce of gradients (reduce-scatter + all-gather)  every parameter
 1, 2       reduce-scatter of gradients; all-gather of the         the GPU's shard
            updated weights after the optimizer step
-3 (FSDP)   reduce-scatter of gradients (the weights are           the GPU's shard
-           gathered layer by layer in the next forward and
-           backward: parts of the ops, :mod:`sim.moe.parts`)
+3 (FSDP)   the layers' gradients are reduce-scattered and their     the GPU's shard
+           weights all-gathered layer by layer inside the ops
+           (:mod:`sim.moe.parts`, :class:`LayerCollectives`);
+           only the embedding and heads are reduce-scattered here
 =========  ===================================================  ==============================
 
 A stage's reduce-scatter starts when its last backward (the last ``W`` or ``B`` of that stage on the
@@ -32,7 +33,8 @@ import numpy as np
 import simpy
 
 from ..network import Fabric, hierarchical_all_gather, hierarchical_reduce_scatter
-from .params import ParamCount, stage_params
+from ..perf import gc_paused
+from .params import ParamCount, layer_params, stage_params
 from .scenario import Scenario
 
 
@@ -62,6 +64,44 @@ def stage_param_counts(sc: Scenario) -> dict[int, dict[int, ParamCount]]:
             seen |= shared
             out[rank][s] = count + ParamCount(len(new) * m.vocab * m.hidden, 0.0)
     return out
+
+
+def stage_layer_params(sc: Scenario, stage: int) -> ParamCount:
+    """The parameters of ``stage``'s transformer layers (MTP modules' layers included): what ZeRO-3
+    gathers and scatters layer by layer."""
+    m = sc.model
+    total = ParamCount(0.0, 0.0)
+    for c in sc.chunk.stage_layers[stage]:
+        total = total + layer_params(m, c.moe, sc.run.ep)
+    return total
+
+
+class LayerCollectives:
+    """ZeRO-3's per-layer collectives: seconds of one layer's weight all-gather (``gather:moe``,
+    ``gather:dense``) or gradient reduce-scatter (``scatter:...``) over rank 0's data-parallel
+    groups (dense parameters over the rank's replicas, experts over the GPUs holding the same
+    experts, at once), measured once on an empty fabric, like the all-to-alls."""
+
+    def __init__(self, scenario: Scenario):
+        self.sc = scenario
+        self._times: dict[str, float] = {}
+
+    def time(self, shape: str) -> float:
+        if shape not in self._times:
+            kind, layer = shape.split(":")
+            count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep)
+            per_param = self.sc.run.weight_bytes if kind == "gather" else self.sc.run.grad_bytes
+            self._times[shape] = self._measure(count, per_param, gather=kind == "gather")
+        return self._times[shape]
+
+    def _measure(self, count: ParamCount, per_param: float, gather: bool) -> float:
+        env = simpy.Environment()
+        with gc_paused():
+            sync = GradientSync(self.sc, Fabric(env, self.sc.links), reports=1)
+            done = []
+            sync.collective(0, count, per_param, gather, lambda: done.append(env.now))
+            env.run()
+        return done[0] if done else 0.0
 
 
 def optimizer_seconds(sc: Scenario, count: ParamCount) -> float:
@@ -126,8 +166,9 @@ class GradientSync:
             groups += [(lay.expert_dp_group(rank, i), "expert") for i in range(lay.ep)]
         return groups
 
-    def _collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
-        """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups."""
+    def collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
+        """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups,
+        then call ``then()``."""
         op = hierarchical_all_gather if gather else hierarchical_reduce_scatter
         gpn = self.sc.layout.gpus_per_node
         events = []
@@ -143,13 +184,16 @@ class GradientSync:
     def _reduce(self, rank: int, stage: int) -> None:
         run, count = self.sc.run, self.counts[rank][stage]
         self.ranks[rank].launched = max(self.ranks[rank].launched, self.env.now)
+        if run.zero_stage == 3:              # the layers' gradients were scattered layer by layer
+            layers = stage_layer_params(self.sc, stage)
+            count = ParamCount(max(0.0, count.dense - layers.dense), max(0.0, count.expert - layers.expert))
 
         def reduced() -> None:
             if run.zero_stage == 0:              # all-reduce = reduce-scatter + all-gather of gradients
-                self._collective(rank, count, run.grad_bytes, True, lambda: self._stage_reduced(rank))
+                self.collective(rank, count, run.grad_bytes, True, lambda: self._stage_reduced(rank))
             else:
                 self._stage_reduced(rank)
-        self._collective(rank, count, run.grad_bytes, False, reduced)
+        self.collective(rank, count, run.grad_bytes, False, reduced)
 
     def _stage_reduced(self, rank: int) -> None:
         self._rank_pending[rank] -= 1
@@ -163,7 +207,7 @@ class GradientSync:
 
         def gather() -> None:
             if self.sc.run.zero_stage in (1, 2):
-                self._collective(rank, total, self.sc.run.weight_bytes, True, lambda: self._finish(rank))
+                self.collective(rank, total, self.sc.run.weight_bytes, True, lambda: self._finish(rank))
             else:
                 self._finish(rank)
         self._at(sync.optimizer_end, gather)
@@ -172,4 +216,5 @@ class GradientSync:
         self.ranks[rank].end = self.env.now
 
 
-__all__ = ["GradientSync", "RankSync", "optimizer_seconds", "stage_param_counts"]
+__all__ = ["GradientSync", "LayerCollectives", "RankSync", "optimizer_seconds", "stage_layer_params",
+           "stage_param_counts"]

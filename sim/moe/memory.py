@@ -15,7 +15,8 @@ ZeRO       weights    gradients  optimizer
 3 (FSDP)   w Psi / N  g Psi / N  o Psi / N
 =========  =========  =========  =========
 
-(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB). The
+(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB); ZeRO-3
+adds the whole weights of two layers (the one running and the one prefetched). The
 parameters a rank holds come from :mod:`sim.moe.params` (two stages under DualPipe, DualPipeV,
 ZB-V and Chimera; the embedding and head shared once per rank).
 
@@ -37,7 +38,7 @@ from ..schedules.base import Schedule
 from ..schedules.ops import parts
 from .activations import (bytes_per_token, embedding_tensors, head_tensors, head_weight_grad_bytes, layer_tensors,
                           mtp_extra_tensors, mtp_weight_grad_bytes, weight_grad_bytes)
-from .params import ParamCount, rank_params
+from .params import ParamCount, layer_params, rank_params
 from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
 
 
@@ -150,6 +151,8 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         count = rank_params(model, layers_per_stage, stages, run.ep)
         w, g, o = model_state_bytes(count, run.dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
+        if run.zero_stage == 3:          # the gathered weights of the layer running and the one prefetched
+            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).total for moe in (False, True))
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,
                               peak_mb))

@@ -17,6 +17,13 @@ compute part for the transfer it consumes; each stream runs its parts in order. 
 part needs only stored activations, so it waits for nothing: MLP(R) sits before MLP(B) and
 ATTN(R) before ATTN(B) in the compute stream and can run while the gradient they need is still
 in flight. Whatever overlap results comes out of the streams as :mod:`sim.moe.streams` runs them.
+
+Under ZeRO-3 (``zero3``) each layer's weights are sharded: GATHER (an all-gather of the layer's
+parameters over their data-parallel groups) precedes the layer's forward and its input gradient,
+and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. They are parts of the
+communication stream (a GPU has one here: they take turns with the all-to-alls); in an ``FB`` unit
+a layer's gathers sit at the start of its turn and wait for nothing, so they can run while the
+previous layer computes, and a layer's scatter follows the next layer's gathers.
 """
 from __future__ import annotations
 
@@ -28,9 +35,22 @@ def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Par
     return [Part(COMPUTE, name, seconds, routed_share=routed_share, recompute=True)] if seconds else []
 
 
-def forward_parts(layers: list[LayerCost], ends: StageEnds) -> list[Part]:
+def layer_kind(c: LayerCost) -> str:
+    return "moe" if c.moe else "dense"
+
+
+def _gather(c: LayerCost, name: str, zero3: bool) -> list[Part]:
+    return [Part(COMM, name, 0.0, f"gather:{layer_kind(c)}")] if zero3 else []
+
+
+def _scatter(c: LayerCost, zero3: bool, after=None) -> list[Part]:
+    return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", after=after or [])] if zero3 else []
+
+
+def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) -> list[Part]:
     parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
     for c in layers:
+        parts += _gather(c, "GATHER(F)", zero3)
         parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
@@ -42,13 +62,14 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds) -> list[Part]:
     return parts
 
 
-def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool) -> list[Part]:
+def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3: bool = False) -> list[Part]:
     parts: list[Part] = []
     if ends.head_i:
         parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
         if with_w:
             parts.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
     for c in reversed(layers):
+        parts += _gather(c, "GATHER(B)", zero3)
         if c.moe:
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
         parts += _recompute("MLP(R)", c.mlp_r, c.routed_share)
@@ -61,23 +82,25 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool) -> li
         parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
         if with_w:
             parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+            parts += _scatter(c, zero3)
     if with_w and ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
     return parts
 
 
-def weight_parts(layers: list[LayerCost], ends: StageEnds) -> list[Part]:
+def weight_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) -> list[Part]:
     parts = [Part(COMPUTE, "HEAD(W)", ends.head_w)] if ends.head_w else []
     for c in reversed(layers):
         parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
         parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+        parts += _scatter(c, zero3)
     if ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
     return parts
 
 
 def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_ends: StageEnds,
-                     b_ends: StageEnds) -> tuple[list[Part], list[Part]]:
+                     b_ends: StageEnds, zero3: bool = False) -> tuple[list[Part], list[Part]]:
     """(compute stream, communication stream) of an F&B unit, Figure 4 order, with dependencies
     as (stream, index) pairs in ``after``."""
     comp: list[Part] = []
@@ -92,20 +115,30 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
         last_b = (COMPUTE, len(comp) - 1)
         comp.append(Part(COMPUTE, "HEAD(W)", b_ends.head_w))
     b_rev = list(reversed(b_layers))
+    pending_scatter: list[Part] = []
     for j in range(max(len(f_layers), len(b_rev))):
         f = f_layers[j] if j < len(f_layers) else None
         b = b_rev[j] if j < len(b_rev) else None
-        attn_f = disp_f = mlp_f = comb_b = mlp_b = disp_b = None
+        attn_f = disp_f = mlp_f = comb_b = mlp_b = disp_b = gather_f = gather_b = None
+        if f and zero3:
+            comm += _gather(f, "GATHER(F)", zero3)
+            gather_f = (COMM, len(comm) - 1)
+        if b and zero3:
+            comm += _gather(b, "GATHER(B)", zero3)
+            gather_b = (COMM, len(comm) - 1)
+        comm += pending_scatter             # the previous layer's, behind this layer's gathers
+        pending_scatter = []
         if f:
-            comp.append(Part(COMPUTE, "ATTN(F)", f.attn_f, after=[last_f] if last_f else []))
+            deps = [d for d in (last_f, gather_f) if d]
+            comp.append(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps))
             attn_f = (COMPUTE, len(comp) - 1)
         if b and b.moe:
             comm.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch", after=[last_b] if last_b else []))
             comb_b = (COMM, len(comm) - 1)
         if b:
             comp += _recompute("MLP(R)", b.mlp_r, b.routed_share)
-            dep = comb_b or last_b
-            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=[dep] if dep else []))
+            deps = [d for d in (comb_b or last_b, gather_b) if d]
+            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps))
             mlp_b = (COMPUTE, len(comp) - 1)
             comp.append(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
         if f and f.moe:
@@ -127,6 +160,9 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
             last_f = (COMM, len(comm) - 1)
         elif f:
             last_f = mlp_f
+        if b:
+            pending_scatter = _scatter(b, zero3, after=[(COMPUTE, len(comp) - 1)])
+    comm += pending_scatter
     if b_ends.embed_w:
         comp.append(Part(COMPUTE, "EMBED(W)", b_ends.embed_w))
     if f_ends.head_f:
@@ -134,4 +170,4 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
     return comp, comm
 
 
-__all__ = ["backward_parts", "forward_parts", "overlapped_parts", "weight_parts"]
+__all__ = ["backward_parts", "forward_parts", "layer_kind", "overlapped_parts", "weight_parts"]

@@ -14,9 +14,9 @@ from ..io import write_csv_atomic  # noqa: E402
 from ..metrics import events_frame  # noqa: E402
 from ..plots import save_figure  # noqa: E402
 from .runner import PartEvent  # noqa: E402
-from .step import StepResult  # noqa: E402
+from .step import TIME_COLUMNS, StepResult  # noqa: E402
 
-PART_COLORS = {"F": "#6baed6", "B": "#74c476", "W": "#bdbdbd", "HEAD": "#9e9ac8"}
+PART_COLORS = {"F": "#6baed6", "B": "#74c476", "W": "#bdbdbd", "R": "#c7e9c0", "HEAD": "#9e9ac8", "EMBED": "#9e9ac8"}
 TABLE_COLUMNS = ["schedule", "step_time_s", "tokens_per_s", "mfu", "exposed_comm_s", "comm_hidden_fraction",
                  "mean_utilization", "max_memory_gb", "fits_hbm"]
 
@@ -31,6 +31,13 @@ def summary_frame(results: list[StepResult]) -> pd.DataFrame:
     return pd.DataFrame([r.summary() for r in results])
 
 
+def breakdown_frame(results: list[StepResult]) -> pd.DataFrame:
+    """Per schedule, the step time and its parts, each the mean over ranks (seconds)."""
+    rows = [{"schedule": r.run.schedule, "step_time_s": r.step_time_s,
+             **{c: r.mean_per_rank(c) for c in TIME_COLUMNS}} for r in results]
+    return pd.DataFrame(rows)
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
@@ -40,15 +47,21 @@ def comparison_text(results: list[StepResult]) -> str:
              f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
              f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
              f"{first.a2a_combine_s * 1e3:.2f} ms per layer)",
-             summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+             summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}"),
+             "where the step goes (seconds, mean over ranks; the columns add up to the step time):",
+             breakdown_frame(results).to_string(index=False, float_format=lambda v: f"{v:.3f}")]
     for r in results:
         if base is not None and r is not base:
             lines.append(f"{r.run.schedule}: hides {100 * r.comm_hidden_fraction:.0f}% of its all-to-all time "
                          f"(1f1b: {100 * base.comm_hidden_fraction:.0f}%); exposed {r.exposed_comm_s:.2f} s vs "
                          f"{base.exposed_comm_s:.2f} s per rank per step")
+    lines.append("per rank: utilization (%); memory GB (headroom GB) against "
+                 f"{first.hbm_gb:g} GB HBM, {first.run.memory_policy} memory policy, ZeRO-{first.run.zero_stage}")
     for r in results:
         util = " ".join(f"{100 * x.utilization:.0f}" for x in r.ranks)
         lines.append(f"{r.run.schedule:>10} utilization per rank (%): {util}")
+        mem = " ".join(f"{x.memory.total_gb:.1f}({x.memory.headroom_gb:+.1f})" for x in r.ranks)
+        lines.append(f"{'':>10} memory per rank: {mem}")
         lines.extend(f"{'':>10} warning: {w}" for w in r.warnings[:2])
         if len(r.warnings) > 2:
             lines.append(f"{'':>10} ... and {len(r.warnings) - 2} more ranks do not fit")
@@ -69,7 +82,8 @@ def fb_unit_trace(res: StepResult) -> list[PartEvent]:
 
 def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
     """Figure 4 of the DeepSeek-V3 report, simulated: one F&B unit's compute and communication
-    streams, parts labelled, forward blue, backward (input gradient) green, weight gradient grey."""
+    streams, parts labelled, forward blue, backward (input gradient) green, recomputation light
+    green, weight gradient grey."""
     parts = fb_unit_trace(res)
     if not parts:
         return None
@@ -78,7 +92,8 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(14, 2.8))
     for e in parts:
         name = e.name
-        kind = "HEAD" if name.startswith("HEAD") else ("W" if "(W)" in name else ("F" if "(F)" in name else "B"))
+        kind = next((k for k in ("HEAD", "EMBED") if name.startswith(k)), None) or \
+            next((k for k in ("W", "F", "R") if f"({k})" in name), "B")
         color = PART_COLORS[kind] if e.stream == 0 else {"F": "#fd8d3c", "B": "#e6550d"}.get(kind, "#fdae6b")
         y = 1 if e.stream == 0 else 0
         ax.broken_barh([((e.start - t0) * 1e3, (e.end - e.start) * 1e3)], (y + 0.1, 0.8), facecolors=color,
@@ -88,26 +103,34 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
     ax.set_yticks([0.5, 1.5], ["communication", "compute"])
     ax.set_xlabel("ms since the unit started")
     ax.set_title(f"{res.run.schedule}: one F&B unit on rank {res.traced_rank} ({parts[0].op}), simulated streams; "
-                 "compute: blue F, green B, grey W; communication: light F, dark B", fontsize=9)
+                 "compute: blue F, green B, light green R(ecompute), grey W; communication: light F, dark B", fontsize=9)
     return save_figure(fig, path)
 
 
+BREAKDOWN_COLORS = {"compute_s": ("compute", "#3182bd"), "recompute_s": ("recompute", "#9ecae1"),
+                    "exposed_comm_s": ("exposed all-to-all", "#e6550d"), "exposed_pp_s": ("pipeline transfer", "#fdae6b"),
+                    "dp_sync_s": ("DP sync", "#31a354"), "optimizer_s": ("optimizer", "#a1d99b"),
+                    "bubble_s": ("bubble", "#d9d9d9")}
+
+
 def plot_rank_breakdown(ranks: pd.DataFrame, path: str | Path, title: str = "") -> Path:
-    """Per-rank stacked bars (seconds per step): compute, exposed communication, bubble; one panel
-    per schedule. ``ranks``: the columns of :func:`ranks_frame` (``schedule``, ``rank``,
-    ``compute_s``, ``exposed_comm_s``, ``bubble_s``), e.g. read back from ``*_ranks.csv``."""
+    """Per-rank stacked bars (seconds per step) of the columns that add up to the step time:
+    compute, recompute, exposed all-to-all, pipeline transfer, DP sync, optimizer, bubble; one panel
+    per schedule. ``ranks``: the columns of :func:`ranks_frame`, e.g. read back from ``*_ranks.csv``
+    (columns it lacks count as zero)."""
     names = list(dict.fromkeys(ranks["schedule"]))
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], names):
         g = ranks[ranks["schedule"] == name]
-        comp, expo, bub = g["compute_s"], g["exposed_comm_s"], g["bubble_s"].clip(lower=0.0)
-        ax.bar(g["rank"], comp, color="#3182bd", label="compute")
-        ax.bar(g["rank"], expo, bottom=comp, color="#e6550d", label="exposed comm")
-        ax.bar(g["rank"], bub, bottom=comp + expo, color="#d9d9d9", label="bubble")
-        ax.set_title(f"{name}: {(comp + expo + bub).max():.2f} s/step", fontsize=9)
+        bottom = pd.Series(0.0, index=g.index)
+        for column, (label, color) in BREAKDOWN_COLORS.items():
+            values = g[column].clip(lower=0.0) if column in g else pd.Series(0.0, index=g.index)
+            ax.bar(g["rank"], values, bottom=bottom, color=color, label=label)
+            bottom = bottom + values
+        ax.set_title(f"{name}: {bottom.max():.2f} s/step", fontsize=9)
         ax.set_xlabel("rank")
     axes[0][0].set_ylabel("seconds per step")
-    axes[0][-1].legend(fontsize=8, loc="lower right")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
     if title:
         fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)

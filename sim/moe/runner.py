@@ -24,7 +24,7 @@ from ..network import Fabric
 from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
 from .chunk import ChunkModel, LayerCost, StageEnds
-from .dpsync import GradientSync
+from .dpsync import GradientSync, LayerCollectives
 from .layout import Layout
 from .parts import backward_parts, forward_parts, overlapped_parts, weight_parts
 from .streams import Part, as_streams, compile_plan, compute_durations, run_op
@@ -70,7 +70,7 @@ class GroupRunner:
 
     def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
                  replicas: list[int], sm_slowdown: float, trace: list | None = None,
-                 sync: GradientSync | None = None):
+                 sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None):
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
         self.group = group
         self.replicas = np.asarray(replicas)
@@ -88,6 +88,7 @@ class GroupRunner:
         self._seq = {r: 0 for r in range(pp)}
         self._slowdown = sm_slowdown
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
+        self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
@@ -163,13 +164,18 @@ class GroupRunner:
         if cached is None:
             if isinstance(op, FBOp):
                 (f_layers, f_ends), (b_layers, b_ends) = self._layers(op.f), self._layers(op.b)
-                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends))
+                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3))
             else:
                 plan = compile_plan(*as_streams(self._plain_parts(op)))
             cached = self._plans[(rank, shape)] = (
                 plan, compute_durations(plan, self.load[rank], self._slowdown),
-                [self.comm.time(p.shape, rank, self.group) for p in plan.comm])
+                [self._comm_time(p.shape, rank) for p in plan.comm])
         return cached
+
+    def _comm_time(self, shape: str, rank: int) -> float:
+        if shape in ("dispatch", "combine"):
+            return self.comm.time(shape, rank, self.group)
+        return self._layer_collectives.time(shape)
 
     def _layers(self, op: Op) -> tuple[list[LayerCost], StageEnds]:
         """The layers of the op's stage and the work at its ends (embedding, heads)."""
@@ -178,10 +184,14 @@ class GroupRunner:
     def _plain_parts(self, op: Op) -> list[Part]:
         layers, ends = self._layers(op)
         if op.kind == "F":
-            return forward_parts(layers, ends)
+            return forward_parts(layers, ends, self._zero3)
         if op.kind == "W":
-            return weight_parts(layers, ends)
-        return backward_parts(layers, ends, with_w=(op.kind == "B"))
+            return weight_parts(layers, ends, self._zero3)
+        return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=self._zero3)
+
+    @property
+    def _zero3(self) -> bool:
+        return self._layer_collectives is not None
 
 
 def last_weight_gradients(ops: list) -> dict[int, list[int]]:

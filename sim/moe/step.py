@@ -26,7 +26,7 @@ from ..engine import EngineResult, start_schedule
 from ..network import Fabric
 from ..perf import gc_paused
 from .comm import CommModel
-from .dpsync import GradientSync
+from .dpsync import GradientSync, LayerCollectives
 from .memory import RankMemory
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
@@ -178,6 +178,7 @@ class MoEStep:
         self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers)
         self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
         self.mode = "full" if self.full else "representative"
+        self.layer_collectives = LayerCollectives(sc) if run.zero_stage == 3 else None
 
     def runners(self, fabric: Fabric, trace: list | None = None, sync: GradientSync | None = None
                 ) -> list[GroupRunner]:
@@ -187,7 +188,7 @@ class MoEStep:
         groups = range(sc.layout.groups_per_rank) if self.full else [0]
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
-                            trace if g == 0 else None, sync) for g in groups]
+                            trace if g == 0 else None, sync, self.layer_collectives) for g in groups]
 
     def simulate(self) -> StepResult:
         t0 = time.perf_counter()
