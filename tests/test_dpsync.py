@@ -20,14 +20,16 @@ def test_last_rank_sync_by_hand(zero):
     """Tiny scenario (PP4 x DP4 on two 8-GPU nodes, EP4 = DP: experts are not replicated): rank 3's
     data-parallel group is 4 GPUs of one node, so its gradients (4 bytes per dense parameter) go
     round a 4-GPU NVLink ring; ZeRO-1 then runs the optimizer on a quarter and all-gathers the BF16
-    weights; ZeRO-0 all-reduces and updates everything; ZeRO-3 has no all-gather at the end."""
+    weights; ZeRO-0 all-reduces and updates everything; ZeRO-3 scattered its layers' gradients
+    inside the ops and has no all-gather at the end."""
     run = load_scenario("tiny", schedule="1f1b", zero_stage=zero)
     sc = Scenario(run)
     res = simulate_step(sc)
     (count,) = stage_param_counts(sc)[3].values()
     dense = count.dense
     rs = ring(4, 4 * dense)
-    expected = {0: 2 * rs, 1: rs + ring(4, 2 * dense), 3: rs}[zero]
+    head = sc.model.vocab * sc.model.hidden       # ZeRO-3 scatters the layers inside the ops: only the head is left
+    expected = {0: 2 * rs, 1: rs + ring(4, 2 * dense), 3: ring(4, 4 * head)}[zero]
     r = res.ranks[3]
     assert r.dp_sync_s == pytest.approx(expected, rel=1e-9)
     per_param = 4 + 2 * 8 + 2
@@ -64,3 +66,18 @@ def test_optimizer_step_is_memory_bound_by_formula():
     count = ParamCount(1.28e9, 2e8)
     shard = 1.28e9 / 128 + 2e8 / 2
     assert optimizer_seconds(sc, count) == pytest.approx(shard * (4 + 16 + 2) / (3.35e12 * 0.7))
+
+
+def test_zero3_gathers_and_scatters_each_layer_inside_the_ops():
+    from sim.moe.dpsync import LayerCollectives
+    sc = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3))
+    res = simulate_step(sc)
+    names = {e.name for e in res.part_trace}
+    assert {"GATHER(F)", "GATHER(B)", "SCATTER(B)"} <= names
+    gather = LayerCollectives(sc).time("gather:moe")
+    spans = [e.end - e.start for e in res.part_trace if e.name == "GATHER(F)"]
+    assert gather > 0 and spans == pytest.approx([gather] * len(spans))   # a plain op: nothing else in flight
+    # the gathered weights of two layers are extra memory
+    one = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=2)).memory[2]
+    three = sc.memory[2]
+    assert three.params_gb < one.params_gb and three.grads_gb < one.grads_gb
