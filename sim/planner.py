@@ -54,7 +54,7 @@ def run_spec(p: dict) -> RunSpec:
 
 
 PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "max_memory_gb",
-                "min_headroom_gb", "compute_spread", "bound")
+                "min_headroom_gb", "compute_spread", "busiest_rank", "bound")
 
 
 def evaluate(p: dict) -> dict:

@@ -37,7 +37,8 @@ def cmd_plan(args) -> int:
                           "candidates": df.head(args.top).to_dict("records"), "refused": refused}, default=str))
         return 0
     cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
-            "bubble_share", "exposed_comm_share", "compute_spread", "bound", "max_memory_gb", "min_headroom_gb"]
+            "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
+            "min_headroom_gb"]
     print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print("last_stage_layers: 0 = the even split; compute_spread: (most - least) / most of the ranks' compute; "
           "bound: the largest loss besides compute")
@@ -48,7 +49,8 @@ def cmd_plan(args) -> int:
           f"{best['microbatches']} micro-batches, {split}: {best['step_time_s']:.4g} s per step, "
           f"{best['tokens_per_s'] / 1e6:.2f}M tokens/s.")
     print(f"Why: bubble {100 * best['bubble_share']:.1f}% of rank-time, exposed all-to-all "
-          f"{100 * best['exposed_comm_share']:.1f}%, ranks' compute spread {100 * best['compute_spread']:.0f}%; "
+          f"{100 * best['exposed_comm_share']:.1f}%, ranks' compute spread {100 * best['compute_spread']:.0f}% "
+          f"(rank {best['busiest_rank']} the busiest); "
           f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
           f"({best['min_headroom_gb']:.1f} GB of headroom).")
     if len(df) > 1:

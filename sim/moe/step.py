@@ -126,6 +126,11 @@ class StepResult:
         return (max(busy) - min(busy)) / max(busy) if max(busy) > 0 else 0.0
 
     @property
+    def busiest_rank(self) -> int:
+        """The rank with the most compute + recompute."""
+        return max(self.ranks, key=lambda r: r.compute_s + r.recompute_s).rank
+
+    @property
     def bound(self) -> str:
         """What this run loses most time to, besides compute: ``bubble``, ``exposed all-to-all``,
         ``pipeline transfers`` or ``data-parallel sync`` (mean over ranks)."""
@@ -147,7 +152,7 @@ class StepResult:
                 "mean_utilization": self.mean_utilization, "bubble_share": self.bubble_share,
                 "exposed_comm_share": self.exposed_comm_share, "max_memory_gb": self.max_memory_gb,
                 "min_headroom_gb": self.min_headroom_gb, "fits_hbm": self.fits_hbm,
-                "compute_spread": self.compute_spread, "bound": self.bound,
+                "compute_spread": self.compute_spread, "busiest_rank": self.busiest_rank, "bound": self.bound,
                 "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
