@@ -1,6 +1,7 @@
 """Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
 
-    python -m experiments.benchmark [--only schedules|network|moe] [--out results/benchmark.csv]
+    python -m experiments.benchmark [--only schedules|network|skewed|moe|cli] [--out results/benchmark.csv]
+    python -m experiments.benchmark --plot          # the scaling figure, from the CSV only
 
 Cases
 - schedules: generate + validate + simulate (zero communication) every schedule at P=16, M=256
@@ -12,6 +13,14 @@ Cases
 - network: one EP64 hierarchical all-to-all (DeepSeek-V3 dispatch: 4096 tokens per GPU, top-8
   of 256 experts, node limit 4, FP8) on 8 nodes (target < 0.2 s), and 1, 8 and all 32 EP64 groups
   of the 2,048-GPU cluster at once (target < 10 s and 2 GB), to show how cost grows with GPUs.
+- skewed: the same all-to-all under skewed routing (Zipf 1.0): one group of EP64, EP128, EP256
+  (target < 20 s), and 1, 4 and all 16 EP128 groups at once (target < 60 s): routing sampling and
+  the fabric, how cost grows with GPUs when flows end at many different times.
+- cli: ``python -m sim schedule dualpipe --pp 8 --microbatches 16`` as a whole process, start-up
+  included (target < 0.5 s).
+
+``--plot`` draws ``results/figures/benchmark_scaling.png`` from the CSV: all-to-all wall time
+against GPUs (uniform and skewed) and schedule wall time against ops.
 """
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ import json
 import multiprocessing as mp
 import resource
 import time
+from pathlib import Path
 
 import pandas as pd
 
@@ -63,6 +73,44 @@ def _all_to_all_case(topology: str, groups: int, algorithm: str = "hierarchical"
             "generate_s": t1 - t0, "simulate_s": t2 - t1, "wall_s": t2 - t0}
 
 
+def _skewed_case(ep: int, groups: int) -> dict:
+    """One skewed (Zipf 1.0) hierarchical dispatch of ``groups`` EP groups of ``ep`` at once, as
+    ``python -m sim collective`` runs it (completion window 1e-3): routing sampled once, every group
+    with that traffic."""
+    import simpy
+
+    from sim.network import Fabric, MoERouting, all_to_all, route_tokens
+    from sim.perf import gc_paused
+    from topologies import load_topology
+    t0 = time.perf_counter()
+    graph = load_topology("h800-2048")
+    routing = MoERouting(ep=ep, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=4096, node_limit=4,
+                         skew=1.0, seed=0)
+    traffic = route_tokens(routing)
+    t1 = time.perf_counter()
+    with gc_paused():
+        env = simpy.Environment()
+        fabric = Fabric(env, graph, completion_window=1e-3)
+        for k in range(groups):
+            all_to_all(fabric, list(range(ep * k, ep * (k + 1))), traffic, 7168 + 224)
+        env.run()
+    t2 = time.perf_counter()
+    return {"case": f"skewed all-to-all EP{ep} x{groups} on h800-2048", "P": None, "M": None, "gpus": ep * groups,
+            "flows_recomputed": fabric.recomputations, "sim_time_us": env.now * 1e6, "generate_s": t1 - t0,
+            "simulate_s": t2 - t1, "wall_s": t2 - t0}
+
+
+def _cli_case() -> dict:
+    """The schedule command as a whole process: start-up (imports) included."""
+    import subprocess
+    import sys
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sim", "schedule", "dualpipe", "--pp", "8", "--microbatches", "16"],
+                   check=True, capture_output=True)
+    return {"case": "python -m sim schedule dualpipe --pp 8 --microbatches 16 (process)", "P": 8, "M": 16,
+            "wall_s": time.perf_counter() - t0}
+
+
 def _moe_case(mode: str, skew: float = 0.0, workers: int = 1) -> dict:
     """Times the three phases of a step: set-up (specs, schedule, routing; skewed routing samples
     every token), all-to-all measurement on the fabric (per shape, and per stage under skew) and
@@ -85,6 +133,9 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1) -> dict:
 
 CASES = {"moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
                  (_moe_case, ("full", 1.0, 2))],
+         "skewed": [(_skewed_case, (64, 1)), (_skewed_case, (128, 1)), (_skewed_case, (256, 1)),
+                    (_skewed_case, (128, 4)), (_skewed_case, (128, 16))],
+         "cli": [(_cli_case, ())],
          "schedules": [], "network": [
     (_all_to_all_case, ("h800-64", 1)),
     (_all_to_all_case, ("h800-2048", 1)),
@@ -113,12 +164,56 @@ def run_case(fn, args) -> dict:
     return row
 
 
+def plot_scaling(csv: str | Path, out: str | Path) -> Path:
+    """All-to-all wall time against GPUs (uniform, skewed) and schedule wall time against ops, from
+    the benchmark CSV only."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sim.plots import save_figure
+    df = pd.read_csv(csv)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    on_cluster = df["case"].str.endswith("on h800-2048")
+    curves = (("uniform, EP64 groups at once", df["case"].str.startswith("all-to-all EP64 x") &
+               df["case"].str.contains("hierarchical")),
+              ("skewed, EP128 groups at once", df["case"].str.startswith("skewed all-to-all EP128 x")),
+              ("skewed, one group (EP 64, 128, 256)", df["case"].str.startswith("skewed all-to-all EP") &
+               df["case"].str.contains(" x1 ")))
+    for label, rows in curves:
+        g = df[rows & on_cluster].sort_values("gpus")
+        if len(g):
+            a.plot(g["gpus"], g["wall_s"], marker="o", label=label)
+    a.set_xscale("log", base=2)
+    a.set_yscale("log")
+    a.set_xlabel("GPUs in the all-to-all")
+    a.set_ylabel("wall time (s)")
+    a.set_title("all-to-all measurement on the fabric (h800-2048)")
+    a.legend(fontsize=8)
+    for P, g in df[df["case"].str.startswith("schedule ")].groupby("P"):
+        b.scatter(g["ops"], g["wall_s"], label=f"P={int(P)}")
+    b.set_xscale("log")
+    b.set_yscale("log")
+    b.set_xlabel("ops in the schedule")
+    b.set_ylabel("generate + validate + simulate (s)")
+    b.set_title("schedules: every schedule at (P, M)")
+    b.legend(fontsize=8)
+    return save_figure(fig, out)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="run only these groups")
     parser.add_argument("--out", default="results/benchmark.csv")
+    parser.add_argument("--plot", action="store_true", help="only draw the scaling figure from --out")
     args = parser.parse_args(argv)
+    figure = Path(args.out).parent / "figures" / "benchmark_scaling.png"
+    if args.plot:
+        print(f"wrote {plot_scaling(args.out, figure)}")
+        return 0
     rows = []
+    if args.only and Path(args.out).exists():          # keep the other groups' rows
+        rows = [r for r in pd.read_csv(args.out).to_dict("records") if r.get("group") not in args.only]
     for group in args.only or sorted(CASES):
         for fn, fargs in CASES[group]:
             row = run_case(fn, fargs)
@@ -126,7 +221,7 @@ def main(argv=None) -> int:
             rows.append(row)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     write_csv_atomic(pd.DataFrame(rows), args.out)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {plot_scaling(args.out, figure)}")
     return 0
 
 

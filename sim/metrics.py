@@ -15,14 +15,17 @@ Glossary (time in the runner's units; seconds for a network-aware run):
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .engine import EngineResult
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def events_frame(result: EngineResult) -> pd.DataFrame:
+
+def events_frame(result: EngineResult) -> "pd.DataFrame":
     """One row per op: rank, kind, mb, stage, start, end (and b_mb, b_stage for ``FB``)."""
+    import pandas as pd
     df = pd.DataFrame.from_records(result.records, columns=list(EngineResult.RECORD_COLUMNS))
     return df.sort_values(["rank", "start"], kind="stable").reset_index(drop=True)
 
@@ -62,7 +65,8 @@ class RunMetrics:
                 "makespan": self.makespan, "bubble_fraction": self.bubble_fraction,
                 "ranks": [r.to_json() for r in self.ranks]}
 
-    def ranks_frame(self) -> pd.DataFrame:
+    def ranks_frame(self) -> "pd.DataFrame":
+        import pandas as pd
         return pd.DataFrame([r.to_json() for r in self.ranks])
 
 

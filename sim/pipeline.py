@@ -3,13 +3,15 @@ every schedule side by side."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
-import pandas as pd
+from typing import TYPE_CHECKING, Optional
 
 from .engine import Costs, EngineResult, ZeroCommRunner, run_schedule
 from .metrics import RunMetrics, summarize
+from .perf import gc_paused
 from .schedules import SCHEDULE_NAMES, Schedule, make_schedule, validate
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -37,7 +39,8 @@ def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[in
     if cost_per == "rank" and schedule.num_stages != pp:
         scale = pp / schedule.num_stages
         F, I, W = (_scaled(c, scale) for c in (F, I, W))
-    result = run_schedule(schedule, ZeroCommRunner(schedule.num_stages, F, I, W))
+    with gc_paused():
+        result = run_schedule(schedule, ZeroCommRunner(schedule.num_stages, F, I, W))
     return PipelineRun(schedule, result, summarize(result))
 
 
@@ -65,9 +68,10 @@ def parse_costs(text: str) -> dict[str, float]:
     return costs
 
 
-def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | None = None) -> pd.DataFrame:
+def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | None = None) -> "pd.DataFrame":
     """Every schedule at (P, M): bubble, utilization, parameter copies, peak activations per rank.
     Schedules that refuse (P, M) get a row with the reason in ``note``."""
+    import pandas as pd
     rows = []
     for name in SCHEDULE_NAMES:
         v = chunks if name == "interleaved-1f1b" else None

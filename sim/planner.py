@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .moe.chunk import split_layers
-from .moe.specs import RunSpec, load_gpu, load_model
-from .moe.step import COMPARED_SCHEDULES
+from .moe.specs import COMPARED_SCHEDULES, RunSpec, load_gpu, load_model
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,7 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
     """(points that fit HBM, rows of refused or non-fitting candidates with the reason)."""
     from topologies import load_topology
 
+    from .moe.chunk import split_layers
     from .moe.scenario import Scenario
     model, gpu = load_model(req.model), load_gpu(req.gpu)
     graph = load_topology(req.topology)

@@ -148,3 +148,32 @@ def test_completion_window_bounds_the_error():
     assert abs(windowed[0] - exact[0]) <= 1e-3 * exact[0]
     assert windowed[1] < exact[1]
     assert windowed[2] == pytest.approx(exact[2])      # every byte still crosses its links
+
+
+random_transfers = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 1e-6, 2e-5, 1e-4]), st.integers(0, 15),
+                                      st.integers(0, 15), st.floats(0, 5e7)), min_size=1, max_size=25)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_transfers)
+def test_fabric_equals_an_independent_event_loop(transfers):
+    """Random transfers on h800-16, started at random instants: the fabric (incremental or not)
+    ends each where a plain event loop with the numpy max-min oracle does."""
+    from reference_fabric import reference_completions
+    graph = load_topology("h800-16")
+    expected = None
+    for incremental in (True, False):
+        env = simpy.Environment()
+        fab = Fabric(env, graph, incremental=incremental)
+        ends = [None] * len(transfers)
+
+        def start(i, t0, src, dst, nbytes):
+            yield env.timeout(t0)
+            yield fab.transfer(src, dst, nbytes)
+            ends[i] = env.now
+        for i, t in enumerate(transfers):
+            env.process(start(i, *t))
+        env.run()
+        if expected is None:
+            expected = reference_completions(fab.links, transfers)
+        assert ends == pytest.approx(expected, rel=1e-9, abs=1e-12)

@@ -64,3 +64,24 @@ def test_ep_group_rule():
     assert "must divide the 8 GPUs per node" in ep_group_error(3, 8, 48)
     assert "ep must divide num_experts" in ep_group_error(8, 8, 12)
     assert ep_group_error(8, 8) is None                     # dense model: no expert rule
+
+
+@pytest.mark.parametrize("kw", [dict(ep=64, node_limit=4), dict(ep=64, node_limit=None),
+                                dict(ep=16, node_limit=2, topk=6, num_experts=64)])
+def test_compiled_routing_counts_equal_the_numpy_selection(kw, monkeypatch):
+    """The same keys, selected by the compiled kernel and by numpy: the same counts."""
+    import sim.network.traffic as traffic
+    base = dict(gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=512, skew=1.0, seed=11)
+    r = MoERouting(**{**base, **kw})
+    compiled = route_tokens(r)
+    monkeypatch.setattr(traffic, "_select_compiled", traffic._select_numpy)
+    plain = route_tokens(r)
+    assert np.array_equal(compiled.gpu_tokens, plain.gpu_tokens)
+    assert np.array_equal(compiled.node_tokens, plain.node_tokens)
+
+
+def test_sampling_counts_each_token_once_per_gpu_and_node():
+    r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=6, tokens_per_gpu=300, node_limit=1, skew=0.8, seed=2)
+    tr = route_tokens(r)
+    assert (tr.node_tokens.sum(axis=1) == 300).all()          # node limit 1: every token reaches one node
+    assert (tr.gpu_tokens.sum(axis=1) >= 300).all() and (tr.gpu_tokens.sum(axis=1) <= 6 * 300).all()

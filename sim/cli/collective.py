@@ -10,12 +10,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import simpy
-
-from ..network import (Fabric, MoERouting, all_to_all, busiest_links, link_stats, ring_all_gather, ring_all_reduce,
-                       ring_reduce_scatter, route_tokens, token_bytes)
-
 KINDS = ("p2p", "all-to-all", "all-reduce", "reduce-scatter", "all-gather")
 
 
@@ -36,7 +30,13 @@ def parse_ranks(text: str, n_gpus: int) -> list[int]:
 
 
 def run_collective(args) -> dict:
+    import numpy as np
+    import simpy
+
     from topologies import load_topology
+
+    from ..network import (Fabric, MoERouting, all_to_all, busiest_links, link_stats, ring_all_gather,
+                           ring_all_reduce, ring_reduce_scatter, route_tokens, token_bytes)
     graph = load_topology(args.topology)
     env = simpy.Environment()
     fabric = Fabric(env, graph, completion_window=args.completion_window)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-
-from ..moe.specs import MEMORY_POLICIES
-from ..moe.step import COMPARED_SCHEDULES
-from ..planner import PlanRequest, candidates, evaluate
+from ..moe.specs import COMPARED_SCHEDULES, MEMORY_POLICIES
+from ..planner import PlanRequest
 
 
 def cmd_plan(args) -> int:
+    import pandas as pd
+
+    from ..planner import candidates, evaluate
     from ..sweep import run_sweep
     req = PlanRequest(gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
                       global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,

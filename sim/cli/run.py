@@ -13,17 +13,22 @@ import json
 import os
 from pathlib import Path
 
-from ..moe.report import comparison_text, write_outputs
-from ..moe.scenario import Scenario
-from ..moe.specs import DP_SYNC, MEMORY_POLICIES, load_scenario
-from ..moe.step import COMPARED_SCHEDULES, MODES, StepResult, simulate_schedules
+from typing import TYPE_CHECKING
+
+from ..moe.specs import COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
+
+if TYPE_CHECKING:
+    from ..moe.step import StepResult
 
 
 def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: str = "auto", scope: str = "stage",
-                 out: str | None = None, trace: str | None = None, workers: int = 1) -> list[StepResult]:
+                 out: str | None = None, trace: str | None = None, workers: int = 1) -> "list[StepResult]":
     """Simulate scenario ``scenario`` (preset or YAML, fields replaced by ``overrides``) under each of
     ``schedules``, assembled once; write CSV and figures under ``out`` and a Chrome trace of the
     last schedule to ``trace`` when given."""
+    from ..moe.report import write_outputs
+    from ..moe.scenario import Scenario
+    from ..moe.step import simulate_schedules
     base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
     results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers)
     if out:
@@ -51,6 +56,7 @@ def cmd_run(args) -> int:
             out["comparison"] = [{k: v for k, v in r.to_json().items() if k != "ranks"} for r in results]
         print(json.dumps(out))
     else:
+        from ..moe.report import comparison_text
         print(comparison_text(results))
         if args.out:
             print(f"wrote CSV and figures under {args.out}")

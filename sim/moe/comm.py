@@ -121,25 +121,83 @@ class CommModel:
 
     def _measure(self, todo: dict, progress: bool = False) -> None:
         """Run the fabric measurements ``{(shape, unit): stages}`` (in worker processes when there
-        are several and ``workers`` > 1) and keep their times and link statistics."""
+        are several and ``workers`` > 1) and keep their times and link statistics. The EP groups
+        of a unit that share no link are measured in separate runs (:func:`disjoint_sets`): flows
+        that share no link cannot change each other's rates, so their times are the same but for
+        the completion window's batching, and each run's events cost half as much."""
         bar = None
         if progress and len(todo) > 2:
             from tqdm import tqdm
             bar = tqdm(total=len(todo), desc="skewed all-to-alls on the fabric", unit="run")
-        jobs = {key: self._job(key[0], stages) for key, stages in todo.items()}
+        jobs, parts = {}, {}
+        for key, stages in todo.items():
+            groups, *rest = self._job(key[0], stages)
+            sets = disjoint_sets([self._group_links(gpus) for gpus, _ in groups])
+            parts[key] = sets
+            for i, members in enumerate(sets):
+                jobs[(key, i)] = ([groups[g] for g in members], *rest)
         with _pool(self.workers if len(jobs) > 1 else 1, self.links) as pool:
             if pool is None:
-                results = ((key, measure_all_to_alls(self.links, *job)) for key, job in jobs.items())
+                results = {k: measure_all_to_alls(self.links, *job) for k, job in jobs.items()}
             else:
-                futures = [(key, pool.submit(_measure_job, job)) for key, job in jobs.items()]
-                results = ((key, fut.result()) for key, fut in futures)
-            for (shape, unit), (ends, frame) in results:   # in a fixed order: the same link_frames
-                self.link_frames[shape] = frame
-                self._times[(shape, unit)] = self._ends_array(todo[(shape, unit)], ends)
-                if bar:
-                    bar.update(1)
+                futures = {k: pool.submit(_measure_job, job) for k, job in jobs.items()}
+                results = {k: fut.result() for k, fut in futures.items()}
+        for key, sets in parts.items():                   # in a fixed order: the same link_frames
+            ends = np.zeros(sum(len(m) for m in sets))
+            frames = []
+            for i, members in enumerate(sets):
+                part_ends, frame = results[(key, i)]
+                ends[members] = part_ends
+                frames.append(frame)
+            shape, unit = key
+            self.link_frames[shape] = merged_link_stats(frames, float(ends.max()))
+            self._times[key] = self._ends_array(todo[key], list(ends))
+            if bar:
+                bar.update(1)
         if bar:
             bar.close()
+
+    def _group_links(self, gpus: list[int]) -> np.ndarray:
+        """The links an all-to-all of ``gpus`` may use: every route between two of them (flat), or
+        within a node and to the same-index GPU of every other node (hierarchical)."""
+        gpn = self.layout.gpus_per_node
+        pairs = [(a, b) for a in gpus for b in gpus if a != b and
+                 (self.run.a2a_algorithm == "flat" or a // gpn == b // gpn or a % gpn == b % gpn)]
+        return np.unique(np.concatenate([self.links.route(a, b)[0] for a, b in pairs])) if pairs else \
+            np.zeros(0, dtype=np.int64)
+
+
+def disjoint_sets(link_sets: list[np.ndarray]) -> list[list[int]]:
+    """Indices of ``link_sets`` grouped so that sets in different groups share no link (union-find
+    over shared links); groups in order of their first member."""
+    parent = list(range(len(link_sets)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[int, int] = {}
+    for i, links in enumerate(link_sets):
+        for link in links.tolist():
+            j = owner.setdefault(link, i)
+            if j != i:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(link_sets)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def merged_link_stats(frames: list, window_s: float):
+    """Link statistics of runs on disjoint links as one run of ``window_s`` seconds would give them:
+    the rows together, mean utilisation over that window, sorted as :func:`link_stats` sorts."""
+    import pandas as pd
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].copy()
+    if window_s > 0:
+        df["mean_util"] = df["bytes"] / (df["bandwidth_GBps"] * 1e9 * window_s)
+    return df.sort_values(["bytes", "link"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
 def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algorithm: str, shape: str,

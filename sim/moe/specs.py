@@ -15,6 +15,8 @@ from ..checks import InputError, choice, number
 PRESETS = Path(__file__).with_name("presets")
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
 DP_SYNC = ("overlap", "end")
+MODES = ("auto", "representative", "full")                       # how a step is simulated (sim.moe.step)
+COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
 
 
 class SpecError(InputError):

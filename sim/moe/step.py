@@ -30,10 +30,7 @@ from .dpsync import GradientSync, LayerCollectives
 from .memory import RankMemory
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
-from .specs import RunSpec, SpecError
-
-MODES = ("auto", "representative", "full")
-COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
+from .specs import COMPARED_SCHEDULES, MODES, RunSpec, SpecError
 
 
 @dataclass

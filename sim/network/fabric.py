@@ -5,7 +5,8 @@ The model (SimGrid's "flow" fidelity, see README "Network model"):
 1. A transfer of N bytes from GPU a to GPU b follows one route (``LinkTable.route``).
 2. It first pays the route's latency (the sum of its links' latencies), which does not contend.
 3. Then it becomes an active flow. Active flows share every link's bandwidth max-min fairly
-   (``max_min_rates``); rates are recomputed whenever a flow starts or ends, and all starts and
+   (:mod:`sim.network.maxmin`); rates are recomputed whenever a flow starts or ends (only those of
+   the flows connected to it through shared links: the others cannot change), and all starts and
    ends at the same instant are batched into one recomputation.
 4. It completes when its last byte has drained: ``t_end = t_start + latency + time to drain``.
 
@@ -21,8 +22,8 @@ import networkx as nx
 import numpy as np
 import simpy
 
+from . import flowcore
 from .links import LinkTable
-from .maxmin import max_min_rates
 
 _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
 
@@ -41,11 +42,16 @@ class Fabric:
     Link statistics accumulate in ``link_bytes`` (bytes), ``link_busy_s`` (s with any traffic)
     and ``link_peak_util`` (max of carried rate / bandwidth)."""
 
-    def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, completion_window: float = 0.0):
+    def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, completion_window: float = 0.0,
+                 incremental: bool = True):
+        """``incremental``: recompute only the rates of the flows connected (through shared links) to
+        the flows that started or ended; the others keep theirs (the max-min allocation splits over
+        the components of the flow-link graph). ``False`` recomputes every rate each time."""
         if not 0 <= completion_window < 1:
             raise ValueError(f"completion_window must be in [0, 1), got {completion_window}")
         self.env = env
         self.completion_window = completion_window
+        self.incremental = incremental
         self._busy_since = None
         self.links = graph if isinstance(graph, LinkTable) else LinkTable(graph)
         L = len(self.links)
@@ -57,15 +63,25 @@ class Fabric:
         self._received = [0.0] * self._n_gpus
         self.recomputations = 0
         self.observers: list[Callable[[float, np.ndarray], None]] = []  # (now, link rates) after each recompute
-        # Active flows as arrays (no per-flow Python work when rates are recomputed): their
-        # callbacks, sizes, bytes left, rates, and their (flow, link) pairs.
-        self._done_cb = np.empty(0, dtype=object)
-        self._size = np.zeros(0)
-        self._remaining = np.zeros(0)
-        self._rate = np.zeros(0)
-        self._pair_flow = np.zeros(0, dtype=np.int64)
-        self._pair_link = np.zeros(0, dtype=np.int64)
+        # Active flows in growable arrays (flowcore's kernels work on them in place): sizes, bytes
+        # left, rates and ids, and their (flow, link) pairs, contiguous per flow; callbacks by id.
+        self._n = 0
+        self._n_pairs = 0
+        self._size = np.zeros(64)
+        self._remaining = np.zeros(64)
+        self._rate = np.zeros(64)
+        self._flow_id = np.zeros(64, dtype=np.int64)
+        self._pair_flow = np.zeros(256, dtype=np.int64)
+        self._pair_link = np.zeros(256, dtype=np.int64)
+        self._callbacks: dict[int, Callable] = {}
+        self._next_id = 0
         self._link_rate = np.zeros(L)
+        self._tick = 0                                # scratch marks compare against ever-increasing ticks
+        self._stamp = np.zeros(L, dtype=np.int64)
+        self._gen = np.zeros(L, dtype=np.int64)
+        self._local = np.zeros(L, dtype=np.int64)
+        self._dirty = np.zeros(256, dtype=np.int64)   # links left by flows that ended since the last solve
+        self._n_dirty = 0
         self._pending: list[_Flow] = []
         self._arrivals: dict[float, list[_Flow]] = {}
         self._last = env.now
@@ -120,7 +136,7 @@ class Fabric:
         return done
 
     def active_flows(self) -> int:
-        return self._size.size + len(self._pending) + sum(len(b) for b in self._arrivals.values())
+        return self._n + len(self._pending) + sum(len(b) for b in self._arrivals.values())
 
     # -- internals ----------------------------------------------------------------------------
     def _arrive(self, at: float) -> None:
@@ -154,11 +170,10 @@ class Fabric:
     def _advance(self) -> None:
         """Drain bytes and accumulate link statistics from the last update to now."""
         dt = self.env.now - self._last
-        if dt > 0:
-            if self._size.size:
-                self._remaining -= self._rate * dt
-            self.link_bytes += self._link_rate * dt
-            self.link_busy_s[self._link_rate > 0] += dt
+        if dt > 0 and self._n:
+            self._tick += 1
+            flowcore.advance(dt, self._n, self._rate, self._remaining, self._n_pairs, self._pair_flow, self._pair_link,
+                             self.link_bytes, self.link_busy_s, self._stamp, self._tick)
         self._last = self.env.now
 
     def _complete_finished(self) -> None:
@@ -166,69 +181,84 @@ class Fabric:
         fabric became busy)`` finish with them (their last bytes are credited to their links at
         once): this bounds the number of rate recomputations when skewed traffic spreads
         completions thinly; symmetric traffic is unaffected (its flows end together anyway)."""
-        if not self._size.size:
+        n = self._n
+        if not n:
             return
         window = self.completion_window * (self.env.now - self._busy_since) if self._busy_since is not None else 0.0
-        slack = self._rate * window if self._rate.size == self._size.size else 0.0
-        done = self._remaining <= slack + 1e-9 * self._size + 1e-6
-        if not done.any():
-            return
-        left = np.where(done, np.maximum(self._remaining, 0.0), 0.0)
-        if left.any():
-            self.link_bytes += np.bincount(self._pair_link, weights=left[self._pair_flow], minlength=len(self.links))
-        finished = self._done_cb[done]
-        keep = ~done
-        new_index = np.cumsum(keep) - 1
-        pair_keep = keep[self._pair_flow]
-        self._pair_flow = new_index[self._pair_flow[pair_keep]]
-        self._pair_link = self._pair_link[pair_keep]
-        self._done_cb = self._done_cb[keep]
-        self._size = self._size[keep]
-        self._remaining = self._remaining[keep]
-        self._rate = self._rate[keep]
-        for on_done in finished:
-            on_done()
+        done = np.empty(n, dtype=np.int64)
+        if self._n_dirty + self._n_pairs > self._dirty.size:
+            self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
+        self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
+            n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, window, self._pair_flow,
+            self._pair_link, self.link_bytes, self._link_rate, done, self._dirty[self._n_dirty:])
+        self._n_dirty += n_dirty
+        pop = self._callbacks.pop
+        for flow_id in done[:n_done].tolist():
+            pop(flow_id)()
 
     def _activate_pending(self) -> None:
         """Append the pending flows to the active arrays."""
         flows, self._pending = self._pending, []
-        n = self._size.size
-        callbacks = np.empty(len(flows), dtype=object)
-        callbacks[:] = [f.on_done for f in flows]
-        sizes = np.array([f.size for f in flows])
+        n, m, P = self._n, len(flows), self._n_pairs
         lengths = np.array([f.links.size for f in flows], dtype=np.int64)
-        self._done_cb = np.concatenate([self._done_cb, callbacks])
-        self._size = np.concatenate([self._size, sizes])
-        self._remaining = np.concatenate([self._remaining, sizes])
-        self._pair_flow = np.concatenate([self._pair_flow, n + np.repeat(np.arange(len(flows)), lengths)])
-        self._pair_link = np.concatenate([self._pair_link] + [f.links for f in flows])
+        total = int(lengths.sum())
+        self._grow(n + m, P + total)
+        ids = range(self._next_id, self._next_id + m)
+        self._next_id += m
+        self._callbacks.update(zip(ids, (f.on_done for f in flows)))
+        self._flow_id[n:n + m] = ids
+        sizes = np.array([f.size for f in flows])
+        self._size[n:n + m] = sizes
+        self._remaining[n:n + m] = sizes
+        self._rate[n:n + m] = 0.0
+        self._pair_flow[P:P + total] = n + np.repeat(np.arange(m), lengths)
+        self._pair_link[P:P + total] = np.concatenate([f.links for f in flows])
+        self._n, self._n_pairs = n + m, P + total
+
+    def _grow(self, flows: int, pairs: int) -> None:
+        """Make room for ``flows`` flows and ``pairs`` pairs (doubling)."""
+        if flows > self._size.size:
+            size = max(flows, 2 * self._size.size)
+            for name in ("_size", "_remaining", "_rate", "_flow_id"):
+                old = getattr(self, name)
+                new = np.zeros(size, dtype=old.dtype)
+                new[:self._n] = old[:self._n]
+                setattr(self, name, new)
+        if pairs > self._pair_flow.size:
+            size = max(pairs, 2 * self._pair_flow.size)
+            for name in ("_pair_flow", "_pair_link"):
+                old = getattr(self, name)
+                new = np.zeros(size, dtype=np.int64)
+                new[:self._n_pairs] = old[:self._n_pairs]
+                setattr(self, name, new)
 
     def _recompute(self, _event=None) -> None:
         self._batch_scheduled = False
         self._advance()
         self._complete_finished()
+        kept = self._n                          # flows that had a rate (those that did not end)
         if self._pending:
             self._activate_pending()
         self.recomputations += 1
-        n = self._size.size
+        n = self._n
         if n == 0:
             self._busy_since = None
-            self._rate = np.zeros(0)
             self._link_rate[:] = 0
+            self._n_dirty = 0
             self._timer_version += 1
             return
         if self._busy_since is None:
             self._busy_since = self.env.now
-        flow_of_pair, link_of_pair = self._pair_flow, self._pair_link
-        self._rate = max_min_rates(flow_of_pair, link_of_pair, self.links.capacity, n)
-        self._link_rate = np.bincount(link_of_pair, weights=self._rate[flow_of_pair], minlength=len(self.links))
-        np.maximum(self.link_peak_util, self._link_rate / self.links.capacity, out=self.link_peak_util)
+        self._tick += 1
+        nearest = flowcore.solve(n, kept, self._n_pairs, self._pair_flow, self._pair_link, self.links.capacity,
+                                 self._rate, self._remaining, self._dirty, self._n_dirty, self._link_rate,
+                                 self.link_peak_util, self.incremental, self._gen, self._local, self._tick)
+        self._n_dirty = 0
         for observe in self.observers:
             observe(self.env.now, self._link_rate)
-        finish = self._remaining / self._rate
         self._timer_version += 1
         version = self._timer_version
-        self.env.timeout(float(finish.min())).callbacks.append(lambda _ev: self._on_timer(version))
+        self.env.timeout(float(nearest)).callbacks.append(lambda _ev: self._on_timer(version))
 
     def _on_timer(self, version: int) -> None:
         if version != self._timer_version:

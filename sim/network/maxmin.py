@@ -1,16 +1,31 @@
-"""Max-min fair rates by progressive filling (water-filling), vectorized with numpy.
+"""Max-min fair rates by progressive filling (water-filling).
 
 Every flow starts at rate 0; all rates rise together until some link is full; the flows through
 that link (its bottleneck) are frozen at their current rate; the others keep rising until the next
 link fills, and so on. The result is the unique max-min fair allocation: no flow's rate can grow
 without shrinking a flow whose rate is no larger.
 
-Cost: O(iterations x pairs), where pairs = sum of route lengths and iterations = the number of
-distinct bottleneck levels (a handful for the symmetric traffic of collectives), not O(flows^2).
+Two implementations of the same rounds: :func:`max_min_rates` in numpy (the oracle: a few vector
+operations per round over every flow-link pair) and a compiled one (numba, when installed: per
+round the bottleneck links popped from a heap of link shares, and each frozen flow's links once),
+which :func:`rates` uses. They agree to rounding (a property test). Cost: O(rounds x pairs) for
+numpy, O(pairs log links) compiled, where rounds is the number of distinct bottleneck levels.
+
+The allocation splits over the connected components of the flow-link graph (flows that share no
+link, directly or through other flows, do not affect each other): :func:`touched_flows` finds the
+flows connected to a set of seed flows, so that the fabric recomputes only the components an
+arrival or a departure touched.
 """
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
+
+try:                                     # optional: the numpy versions below are the fallback
+    from numba import njit
+except ImportError:                      # pragma: no cover - depends on the environment
+    njit = None
 
 
 def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray,
@@ -50,3 +65,287 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
             np.maximum(remaining, 0.0, out=remaining)
             flows, links = flows[keep], links[keep]
     return rates
+
+
+def _touched_numpy(seeds: np.ndarray, flow_of_pair: np.ndarray, link_of_pair: np.ndarray, n_flows: int,
+                   n_links: int) -> np.ndarray:
+    """:func:`touched_flows` by repeated vector steps (the fallback)."""
+    flow_in = np.zeros(n_flows, dtype=bool)
+    flow_in[seeds] = True
+    size = -1
+    while size != int(flow_in.sum()):
+        size = int(flow_in.sum())
+        link_in = np.zeros(n_links, dtype=bool)
+        link_in[link_of_pair[flow_in[flow_of_pair]]] = True
+        flow_in[flow_of_pair[link_in[link_of_pair]]] = True
+    return flow_in
+
+
+def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, order): the positions of ``keys`` grouped by key, by counting sort."""
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    for k in keys:
+        indptr[k + 1] += 1
+    for i in range(n):
+        indptr[i + 1] += indptr[i]
+    fill = indptr[:-1].copy()
+    order = np.empty(keys.size, dtype=np.int64)
+    for p in range(keys.size):
+        k = keys[p]
+        order[fill[k]] = p
+        fill[k] += 1
+    return indptr, order
+
+
+def _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, links):
+    """Progressive filling of the flows on ``links`` (a closed set: every flow on them uses only
+    links in it), writing their ``rates``; shares in a heap, stale entries skipped when popped. A
+    round pops the bottleneck links, freezes their flows and pushes the new shares of the links
+    those flows leave, which never fall below the round's level."""
+    L = capacity.size
+    users = np.zeros(L, dtype=np.int64)
+    remaining = np.zeros(L)
+    heap = [(0.0, 0)]
+    heap.pop()
+    for l in links:
+        users[l] = by_link_ptr[l + 1] - by_link_ptr[l]
+        remaining[l] = capacity[l]
+        heap.append((remaining[l] / users[l], l))
+    heapq.heapify(heap)
+    frozen = np.zeros(rates.size, dtype=np.bool_)
+    newly = np.empty(rates.size, dtype=np.int64)
+    bottlenecks = np.empty(L, dtype=np.int64)
+    stamp = np.zeros(L, dtype=np.int64)              # the round a link was last collected or pushed in
+    rnd = 0
+    while heap:
+        share, l = heapq.heappop(heap)
+        if users[l] == 0 or share != remaining[l] / users[l]:
+            continue                                  # stale
+        rnd += 1
+        step = share
+        threshold = step * (1 + 1e-12) + 1e-300
+        n_b = 1
+        bottlenecks[0] = l
+        stamp[l] = rnd
+        while heap and heap[0][0] <= threshold:
+            share, l = heapq.heappop(heap)
+            if users[l] > 0 and stamp[l] != rnd and share == remaining[l] / users[l]:
+                bottlenecks[n_b] = l
+                stamp[l] = rnd
+                n_b += 1
+        n_new = 0
+        for i in range(n_b):
+            l = bottlenecks[i]
+            for q in range(by_link_ptr[l], by_link_ptr[l + 1]):
+                f = flow_of_pair[by_link[q]]
+                if not frozen[f]:
+                    frozen[f] = True
+                    rates[f] = step
+                    newly[n_new] = f
+                    n_new += 1
+        for j in range(n_new):
+            f = newly[j]
+            for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+                l = link_of_pair[by_flow[q]]
+                users[l] -= 1
+                remaining[l] -= step
+                if remaining[l] < 0.0:
+                    remaining[l] = 0.0
+        rnd += 1                                      # a new stamp for this round's pushes
+        for j in range(n_new):
+            f = newly[j]
+            for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+                l = link_of_pair[by_flow[q]]
+                if users[l] > 0 and stamp[l] != rnd:
+                    stamp[l] = rnd
+                    heapq.heappush(heap, (remaining[l] / users[l], l))
+
+
+def _rates_compiled(flow_of_pair, link_of_pair, capacity, n_flows):
+    rates = np.full(n_flows, np.inf)
+    if n_flows == 0 or flow_of_pair.size == 0:
+        return rates
+    by_link_ptr, by_link = _csr(link_of_pair, capacity.size)
+    by_flow_ptr, by_flow = _csr(flow_of_pair, n_flows)
+    links = np.flatnonzero(by_link_ptr[1:] > by_link_ptr[:-1])
+    _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
+    return rates
+
+
+def _component(seeds, flow_of_pair, link_of_pair, by_link_ptr, by_link, by_flow_ptr, by_flow, n_flows, n_links,
+               limit):
+    """(flows, links) connected to ``seeds``; (empty, empty) once more than ``limit`` flows are found."""
+    flow_in = np.zeros(n_flows, dtype=np.bool_)
+    link_in = np.zeros(n_links, dtype=np.bool_)
+    flows = np.empty(n_flows, dtype=np.int64)
+    links = np.empty(n_links, dtype=np.int64)
+    n_f = n_l = 0
+    for f in seeds:
+        if not flow_in[f]:
+            flow_in[f] = True
+            flows[n_f] = f
+            n_f += 1
+    head = 0
+    while head < n_f:
+        f = flows[head]
+        head += 1
+        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+            l = link_of_pair[by_flow[q]]
+            if link_in[l]:
+                continue
+            link_in[l] = True
+            links[n_l] = l
+            n_l += 1
+            for r in range(by_link_ptr[l], by_link_ptr[l + 1]):
+                g = flow_of_pair[by_link[r]]
+                if not flow_in[g]:
+                    flow_in[g] = True
+                    flows[n_f] = g
+                    n_f += 1
+                    if n_f > limit:
+                        return flows[:0], links[:0]
+    return flows[:n_f], links[:n_l]
+
+
+def _update_compiled(flow_of_pair, link_of_pair, capacity, rates, seeds, limit):
+    """Recompute in place the rates of the flows connected to ``seeds``, unless there are more than
+    ``limit`` of them: then every rate. Returns the number of flows recomputed."""
+    n_flows = rates.size
+    by_link_ptr, by_link = _csr(link_of_pair, capacity.size)
+    by_flow_ptr, by_flow = _csr(flow_of_pair, n_flows)
+    flows, links = _component(seeds, flow_of_pair, link_of_pair, by_link_ptr, by_link, by_flow_ptr, by_flow,
+                              n_flows, capacity.size, limit)
+    if flows.size == 0:
+        links = np.flatnonzero(by_link_ptr[1:] > by_link_ptr[:-1])
+        rates[:] = np.inf
+    else:
+        for f in flows:
+            rates[f] = np.inf
+    _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
+    return n_flows if flows.size == 0 else flows.size
+
+
+def _touched_compiled(seeds, flow_of_pair, link_of_pair, n_flows, n_links):
+    by_link_ptr, by_link = _csr(link_of_pair, n_links)
+    by_flow_ptr, by_flow = _csr(flow_of_pair, n_flows)
+    flow_in = np.zeros(n_flows, dtype=np.bool_)
+    link_in = np.zeros(n_links, dtype=np.bool_)
+    stack = np.empty(n_flows, dtype=np.int64)
+    top = 0
+    for f in seeds:
+        if not flow_in[f]:
+            flow_in[f] = True
+            stack[top] = f
+            top += 1
+    while top > 0:
+        top -= 1
+        f = stack[top]
+        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+            l = link_of_pair[by_flow[q]]
+            if link_in[l]:
+                continue
+            link_in[l] = True
+            for r in range(by_link_ptr[l], by_link_ptr[l + 1]):
+                g = flow_of_pair[by_link[r]]
+                if not flow_in[g]:
+                    flow_in[g] = True
+                    stack[top] = g
+                    top += 1
+    return flow_in
+
+
+def _drop_compiled(done, left, pair_flow, pair_link, link_bytes):
+    n_keep = 0
+    new_index = np.empty(done.size, dtype=np.int64)
+    for f in range(done.size):
+        new_index[f] = n_keep
+        if not done[f]:
+            n_keep += 1
+    P = pair_flow.size
+    keep_flow = np.empty(P, dtype=np.int64)
+    keep_link = np.empty(P, dtype=np.int64)
+    dropped = np.empty(P, dtype=np.int64)
+    n_k = n_d = 0
+    for p in range(P):
+        f, l = pair_flow[p], pair_link[p]
+        if done[f]:
+            link_bytes[l] += left[f]
+            dropped[n_d] = l
+            n_d += 1
+        else:
+            keep_flow[n_k] = new_index[f]
+            keep_link[n_k] = l
+            n_k += 1
+    return keep_flow[:n_k].copy(), keep_link[:n_k].copy(), dropped[:n_d].copy()
+
+
+if njit is not None:
+    _csr = njit(cache=True)(_csr)
+    _fill = njit(cache=True)(_fill)
+    _rates_compiled = njit(cache=True)(_rates_compiled)
+    _component = njit(cache=True)(_component)
+    _update_compiled = njit(cache=True)(_update_compiled)
+    _touched_compiled = njit(cache=True)(_touched_compiled)
+    _drop_compiled = njit(cache=True)(_drop_compiled)
+    COMPILED = True
+else:                                    # pragma: no cover - depends on the environment
+    COMPILED = False
+
+
+def rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray, n_flows: int) -> np.ndarray:
+    """:func:`max_min_rates`, compiled when numba is installed."""
+    if COMPILED:
+        return _rates_compiled(flow_of_pair.astype(np.int64, copy=False), link_of_pair.astype(np.int64, copy=False),
+                               capacity.astype(np.float64, copy=False), int(n_flows))
+    return max_min_rates(flow_of_pair, link_of_pair, capacity, n_flows)
+
+
+def touched_flows(seeds: np.ndarray, flow_of_pair: np.ndarray, link_of_pair: np.ndarray, n_flows: int,
+                  n_links: int) -> np.ndarray:
+    """A boolean mask of the flows connected to ``seeds`` (flow indices) through shared links: the
+    union of their components of the flow-link graph."""
+    seeds = np.asarray(seeds, dtype=np.int64)
+    if COMPILED:
+        return _touched_compiled(seeds, flow_of_pair.astype(np.int64, copy=False),
+                                 link_of_pair.astype(np.int64, copy=False), int(n_flows), int(n_links))
+    return _touched_numpy(seeds, flow_of_pair, link_of_pair, n_flows, n_links)
+
+
+def drop_flows(done: np.ndarray, left: np.ndarray, pair_flow: np.ndarray, pair_link: np.ndarray,
+               link_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Remove the flows ``done`` (a mask) from the flow-link pairs, crediting each one's ``left``
+    bytes to its links' ``link_bytes`` (in place): (pair flows renumbered, pair links, the links of
+    the dropped flows)."""
+    if COMPILED:
+        return _drop_compiled(done, left, pair_flow, pair_link, link_bytes)
+    keep = ~done
+    new_index = np.cumsum(keep) - 1
+    pair_keep = keep[pair_flow]
+    if left.any():
+        link_bytes += np.bincount(pair_link, weights=left[pair_flow], minlength=link_bytes.size)
+    return new_index[pair_flow[pair_keep]], pair_link[pair_keep], pair_link[~pair_keep]
+
+
+def update_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray, rates: np.ndarray,
+                 seeds: np.ndarray, limit: int) -> int:
+    """Recompute in place the max-min rates of the flows connected to ``seeds`` (flow indices: the
+    flows that started, and those sharing a link with a flow that ended); the other flows' rates
+    stand. When more than ``limit`` flows are connected, every rate is recomputed. Returns how
+    many were."""
+    seeds = np.asarray(seeds, dtype=np.int64)
+    n = rates.size
+    if COMPILED:
+        return int(_update_compiled(flow_of_pair.astype(np.int64, copy=False), link_of_pair.astype(np.int64, copy=False),
+                                    capacity.astype(np.float64, copy=False), rates, seeds, int(limit)))
+    touched = touched_flows(seeds, flow_of_pair, link_of_pair, n, capacity.size)
+    count = int(touched.sum())
+    if count > limit:
+        rates[:] = max_min_rates(flow_of_pair, link_of_pair, capacity, n)
+        return n
+    pairs = touched[flow_of_pair]
+    local = np.cumsum(touched) - 1
+    rates[touched] = max_min_rates(local[flow_of_pair[pairs]], link_of_pair[pairs], capacity, count)
+    return count
+
+
+__all__ = ["COMPILED", "drop_flows", "max_min_rates", "rates", "touched_flows", "update_rates"]

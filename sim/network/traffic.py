@@ -25,6 +25,11 @@ from math import comb
 
 import numpy as np
 
+try:                                     # optional: the numpy sampler below is the fallback
+    from numba import njit
+except ImportError:                      # pragma: no cover - depends on the environment
+    njit = None
+
 
 class TrafficError(ValueError):
     """Bad MoE routing parameters; the message names the field and the allowed values."""
@@ -131,39 +136,143 @@ def _expected(r: MoERouting) -> Traffic:
     return Traffic(r, gpu_tokens, node_tokens)
 
 
-def _sampled(r: MoERouting, batch: int = 4096) -> Traffic:
-    """Every token of every source GPU routed by node-limited top-k over Gumbel-perturbed expert
-    log-popularities (Gumbel-top-k = sampling without replacement), in float32 and in batches."""
+def _sampled(r: MoERouting, batch_rows: int = 16384) -> Traffic:
+    """Every token of every source GPU routed by node-limited top-k over noisy expert scores
+    ``log p_e + Gumbel`` (Gumbel-top-k = sampling experts without replacement, in proportion to
+    their popularity), DeepSeek-V3's group-limited routing: a node's score is the sum of its
+    ``ceil(k / node_limit)`` best expert scores, the best ``node_limit`` nodes are chosen, then the
+    ``k`` best experts among them.
+
+    Drawn as an exponential race, the same distribution without a logarithm: with ``E_e ~ Exp(1)``,
+    ``log p_e + Gumbel = -log(E_e / p_e)``, so the best scores are the smallest keys ``E_e / p_e``
+    and a node's score sum is ``-log`` of the product of its smallest keys. Tokens are i.i.d. given
+    the popularity, so the tokens of several sources are drawn in one batch (float32 keys); the
+    selection runs compiled (numba) or in numpy, on the same keys, with the same counts (but for an
+    exact tie between two float32 keys at a selection's edge, which the two may break differently)."""
     rng = np.random.default_rng(r.seed)
     E, N, k = r.num_experts, r.nodes, r.topk
     m = min(r.node_limit or N, N)
     e_node = r.experts_per_gpu * r.gpus_in_node
     popularity = 1.0 / np.arange(1, E + 1) ** r.skew
     popularity = popularity[rng.permutation(E)]            # which experts are hot: seeded
-    log_p = np.log(popularity / popularity.sum()).astype(np.float32)
+    inv_p = (popularity.sum() / popularity).astype(np.float32)
     per_node_top = -(-k // m)                               # ceil(k / m) experts score a node
     gpu_tokens = np.zeros((r.ep, r.ep))
     node_tokens = np.zeros((r.ep, N))
     T = int(round(r.tokens_per_gpu))
-    for src in range(r.ep):
-        left = T
-        while left > 0:
-            b = min(batch, left)
-            left -= b
-            u = rng.random((b, E), dtype=np.float32)
-            with np.errstate(divide="ignore"):
-                scores = log_p - np.log(-np.log(u))        # + Gumbel(0, 1) noise
-            by_node = scores.reshape(b, N, e_node)
-            if m < N:
-                node_score = np.partition(by_node, e_node - per_node_top, axis=2)[:, :, -per_node_top:].sum(axis=2)
-                chosen = np.argpartition(-node_score, m - 1, axis=1)[:, :m]          # [b, m] nodes
-                by_node = np.take_along_axis(by_node, chosen[:, :, None], axis=1)    # [b, m, e_node]
-            else:
-                chosen = np.broadcast_to(np.arange(N), (b, N))
-            top = np.argpartition(-by_node.reshape(b, m * e_node), k - 1, axis=1)[:, :k]
-            expert = np.take_along_axis(chosen, top // e_node, axis=1) * e_node + top % e_node
-            gpu_hit = np.zeros((b, r.ep), dtype=bool)
-            np.put_along_axis(gpu_hit, expert // r.experts_per_gpu, True, axis=1)
-            gpu_tokens[src] += gpu_hit.sum(axis=0)
-            node_tokens[src] += gpu_hit.reshape(b, N, r.gpus_in_node).any(axis=2).sum(axis=0)
+    if T == 0:
+        return Traffic(r, gpu_tokens, node_tokens)
+    select = _select_compiled if njit is not None else _select_numpy
+    sources = max(1, batch_rows // T)                       # whole sources per batch
+    for first in range(0, r.ep, sources):
+        src = range(first, min(first + sources, r.ep))
+        keys = rng.standard_exponential((len(src) * T, E), dtype=np.float32)
+        keys *= inv_p
+        gpus, nodes = select(keys, T, N, e_node, m, k, per_node_top, r.experts_per_gpu, r.ep, r.gpus_in_node)
+        gpu_tokens[src.start:src.stop] += gpus
+        node_tokens[src.start:src.stop] += nodes
     return Traffic(r, gpu_tokens, node_tokens)
+
+
+def _select_numpy(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep, gpus_in_node):
+    """(tokens per [source, GPU], tokens per [source, node]) of a block of sources' tokens, ``T``
+    per source, by the rule of :func:`_sampled` (a token counts once per GPU and node it reaches)."""
+    b = keys.shape[0]
+    by_node = keys.reshape(b, N, e_node)
+    if m < N:
+        best = np.partition(by_node, per_node_top - 1, axis=2)[:, :, :per_node_top]
+        chosen = np.argpartition(best.prod(axis=2), m - 1, axis=1)[:, :m]       # [b, m] nodes
+        by_node = np.take_along_axis(by_node, chosen[:, :, None], axis=1)       # [b, m, e_node]
+    else:
+        chosen = np.broadcast_to(np.arange(N), (b, N))
+    top = np.argpartition(by_node.reshape(b, m * e_node), k - 1, axis=1)[:, :k]
+    expert = np.take_along_axis(chosen, top // e_node, axis=1) * e_node + top % e_node
+    hits = np.zeros((b, ep), dtype=bool)
+    np.put_along_axis(hits, expert // experts_per_gpu, True, axis=1)
+    per_source = hits.reshape(b // T, T, ep)
+    return per_source.sum(axis=1), per_source.reshape(b // T, T, N, gpus_in_node).any(axis=3).sum(axis=1)
+
+
+def _select_compiled(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep, gpus_in_node):
+    b = keys.shape[0]
+    gpus = np.zeros((b // T, ep))
+    nodes = np.zeros((b // T, N))
+    gpu_seen = np.full(ep, -1, dtype=np.int64)
+    node_seen = np.full(N, -1, dtype=np.int64)
+    node_key = np.empty(N)
+    low = np.empty(per_node_top)
+    chosen = np.empty(m, dtype=np.int64)
+    chosen_key = np.empty(m)
+    best_key = np.empty(k)
+    best_expert = np.empty(k, dtype=np.int64)
+    for t in range(b):
+        if m < N:
+            n_chosen = 0
+            for n in range(N):
+                filled = 0                              # the node's per_node_top smallest keys
+                for e in range(n * e_node, (n + 1) * e_node):
+                    key = keys[t, e]
+                    if filled < per_node_top:
+                        i = filled
+                        filled += 1
+                    elif key < low[per_node_top - 1]:
+                        i = per_node_top - 1
+                    else:
+                        continue
+                    while i > 0 and low[i - 1] > key:
+                        low[i] = low[i - 1]
+                        i -= 1
+                    low[i] = key
+                prod = 1.0
+                for j in range(per_node_top):
+                    prod *= low[j]
+                node_key[n] = prod
+                if n_chosen < m:                        # keep the m nodes with the smallest products
+                    i = n_chosen
+                    n_chosen += 1
+                elif prod < chosen_key[m - 1]:
+                    i = m - 1
+                else:
+                    continue
+                while i > 0 and chosen_key[i - 1] > prod:
+                    chosen_key[i] = chosen_key[i - 1]
+                    chosen[i] = chosen[i - 1]
+                    i -= 1
+                chosen_key[i] = prod
+                chosen[i] = n
+        else:
+            for j in range(m):
+                chosen[j] = j
+        filled = 0                                      # the k smallest keys among the chosen nodes
+        for j in range(m):
+            n = chosen[j]
+            for e in range(n * e_node, (n + 1) * e_node):
+                key = keys[t, e]
+                if filled < k:
+                    i = filled
+                    filled += 1
+                elif key < best_key[k - 1]:
+                    i = k - 1
+                else:
+                    continue
+                while i > 0 and best_key[i - 1] > key:
+                    best_key[i] = best_key[i - 1]
+                    best_expert[i] = best_expert[i - 1]
+                    i -= 1
+                best_key[i] = key
+                best_expert[i] = e
+        src = t // T
+        for j in range(k):
+            g = best_expert[j] // experts_per_gpu
+            if gpu_seen[g] != t:
+                gpu_seen[g] = t
+                gpus[src, g] += 1.0
+                n = g // gpus_in_node
+                if node_seen[n] != t:
+                    node_seen[n] = t
+                    nodes[src, n] += 1.0
+    return gpus, nodes
+
+
+if njit is not None:
+    _select_compiled = njit(cache=True)(_select_compiled)

@@ -1,0 +1,197 @@
+"""The fabric's arithmetic between two events, as compiled kernels (numba; plain Python, slow but
+the same rules, where numba is missing) over the active flows kept in contiguous arrays:
+
+* flows are numbered 0..n-1 in order of arrival, with ``size``, ``remaining`` and ``rate``;
+* a flow's (flow, link) pairs are contiguous and in flow order (``pair_flow`` is non-decreasing),
+  so every pass over them is sequential in memory;
+* ``link_rate[l]`` is kept up to date as rates change.
+
+Kernels: :func:`advance` drains every flow for ``dt`` and credits link bytes and busy time;
+:func:`drop_finished` removes the flows due now (crediting their last bytes), compacting the arrays
+in place and naming the links they leave; :func:`solve` recomputes the max-min rates of the flows
+connected to the new flows and to those links (all flows when more than half are), with the
+links' rates and peak utilisation and the time to the next completion. The filling itself is
+:func:`sim.network.maxmin._fill`, on the links in use renumbered 0..U-1.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .maxmin import _fill, njit
+
+
+def advance(dt, n, rate, remaining, n_pairs, pair_flow, pair_link, link_bytes, link_busy, stamp, tick):
+    """Drain every flow for ``dt`` seconds; credit each link its flows' bytes and, once, ``dt`` of
+    busy time (``stamp``: per-link scratch, ``tick`` a value it does not hold yet)."""
+    for f in range(n):
+        remaining[f] -= rate[f] * dt
+    for p in range(n_pairs):
+        l = pair_link[p]
+        link_bytes[l] += rate[pair_flow[p]] * dt
+        if stamp[l] != tick:
+            stamp[l] = tick
+            link_busy[l] += dt
+
+
+def drop_finished(n, n_pairs, size, remaining, rate, flow_id, window, pair_flow, pair_link, link_bytes, link_rate,
+                  done_out, dirty_out):
+    """Remove the flows due now (``remaining <= rate x window``, with a byte of slack): credit the
+    bytes each still had to its links, take its rate off them, compact the flow and pair arrays in
+    place. Returns (flows left, pairs left, flows done, links they left); ``done_out`` gets the done
+    flows' ids (``flow_id``), ``dirty_out`` the links they used."""
+    new_index = np.empty(n, dtype=np.int64)
+    n_keep = 0
+    n_done = 0
+    for f in range(n):
+        if remaining[f] <= rate[f] * window + 1e-9 * size[f] + 1e-6:
+            done_out[n_done] = flow_id[f]
+            n_done += 1
+            new_index[f] = -1
+        else:
+            new_index[f] = n_keep
+            n_keep += 1
+    if n_done == 0:
+        return n, n_pairs, 0, 0
+    k = 0
+    n_dirty = 0
+    for p in range(n_pairs):
+        f, l = pair_flow[p], pair_link[p]
+        g = new_index[f]
+        if g < 0:
+            if remaining[f] > 0.0:
+                link_bytes[l] += remaining[f]
+            link_rate[l] -= rate[f]
+            dirty_out[n_dirty] = l
+            n_dirty += 1
+        else:
+            pair_flow[k] = g
+            pair_link[k] = l
+            k += 1
+    for f in range(n):
+        g = new_index[f]
+        if g >= 0:
+            size[g] = size[f]
+            remaining[g] = remaining[f]
+            rate[g] = rate[f]
+            flow_id[g] = flow_id[f]
+    return n_keep, k, n_done, n_dirty
+
+
+def solve(n, kept, n_pairs, pair_flow, pair_link, capacity, rate, remaining, dirty, n_dirty, link_rate, peak,
+          incremental, gen, local, tick):
+    """Recompute the rates of the flows connected to the new flows (``kept``..n-1) and to the links
+    ``dirty`` (all of them when more than half of the flows are, or not ``incremental``); update the
+    links' rates and peak utilisation. Returns the time to the next completion. The links in use are
+    renumbered 0..U-1 first (``gen``/``local``: per-link scratch, ``tick`` a value ``gen`` does not
+    hold yet), so every work array is sized by the links in use, not the topology's."""
+    if n == 0:
+        return np.inf
+    pf = pair_flow[:n_pairs]
+    used = np.empty(n_pairs, dtype=np.int64)
+    U = 0
+    pl = np.empty(n_pairs, dtype=np.int64)      # pairs' links, renumbered
+    for p in range(n_pairs):
+        l = pair_link[p]
+        if gen[l] != tick:
+            gen[l] = tick
+            local[l] = U
+            used[U] = l
+            U += 1
+        pl[p] = local[l]
+    cap = np.empty(U)
+    for u in range(U):
+        cap[u] = capacity[used[u]]
+    by_link_ptr = np.zeros(U + 1, dtype=np.int64)           # pairs by link (counting sort)
+    for p in range(n_pairs):
+        by_link_ptr[pl[p] + 1] += 1
+    for u in range(U):
+        by_link_ptr[u + 1] += by_link_ptr[u]
+    at = by_link_ptr[:-1].copy()
+    by_link = np.empty(n_pairs, dtype=np.int64)
+    for p in range(n_pairs):
+        u = pl[p]
+        by_link[at[u]] = p
+        at[u] += 1
+    by_flow_ptr = np.zeros(n + 1, dtype=np.int64)           # pairs are in flow order
+    for p in range(n_pairs):
+        by_flow_ptr[pf[p] + 1] += 1
+    for f in range(n):
+        by_flow_ptr[f + 1] += by_flow_ptr[f]
+    by_flow = np.arange(n_pairs)
+    whole = not incremental or kept == 0 or 2 * (n - kept) > n
+    flows = np.empty(n, dtype=np.int64)
+    links = np.empty(U, dtype=np.int64)
+    n_f = n_l = 0
+    if not whole:
+        flow_in = np.zeros(n, dtype=np.bool_)
+        link_in = np.zeros(U, dtype=np.bool_)
+        for f in range(kept, n):
+            flow_in[f] = True
+            flows[n_f] = f
+            n_f += 1
+        for i in range(n_dirty):
+            l = dirty[i]
+            if gen[l] != tick:
+                continue                                 # no active flow uses it any more
+            u = local[l]
+            for q in range(by_link_ptr[u], by_link_ptr[u + 1]):
+                f = pf[by_link[q]]
+                if not flow_in[f]:
+                    flow_in[f] = True
+                    flows[n_f] = f
+                    n_f += 1
+        head = 0
+        limit = n // 2
+        while head < n_f and n_f <= limit:               # the component; stop once it is most flows
+            f = flows[head]
+            head += 1
+            for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+                u = pl[q]
+                if link_in[u]:
+                    continue
+                link_in[u] = True
+                links[n_l] = u
+                n_l += 1
+                for r in range(by_link_ptr[u], by_link_ptr[u + 1]):
+                    g = pf[by_link[r]]
+                    if not flow_in[g]:
+                        flow_in[g] = True
+                        flows[n_f] = g
+                        n_f += 1
+        whole = n_f > limit
+    if whole:
+        n_f, n_l = n, U
+        for f in range(n):
+            flows[f] = f
+        for u in range(U):
+            links[u] = u
+    flows = flows[:n_f]
+    links = links[:n_l]
+    for f in flows:                                      # their old rates leave their links
+        if f < kept:
+            for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+                link_rate[used[pl[q]]] -= rate[f]
+        rate[f] = np.inf
+    _fill(pf, pl, cap, rate, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
+    for f in flows:
+        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+            link_rate[used[pl[q]]] += rate[f]
+    for u in links:
+        l = used[u]
+        if link_rate[l] < 1e-9 * capacity[l]:
+            link_rate[l] = 0.0                          # rounding of many additions and removals
+        utilisation = link_rate[l] / capacity[l]
+        if utilisation > peak[l]:
+            peak[l] = utilisation
+    nearest = np.inf
+    for f in range(n):
+        t = remaining[f] / rate[f]
+        if t < nearest:
+            nearest = t
+    return nearest
+
+
+if njit is not None:
+    advance = njit(cache=True)(advance)
+    drop_finished = njit(cache=True)(drop_finished)
+    solve = njit(cache=True)(solve)
