@@ -18,38 +18,68 @@ class InputError(ValueError):
 
 
 def number(value, field: str, *, integer: bool = False, low: float | None = None, high: float | None = None,
-           low_open: bool = False, high_open: bool = False) -> float | int:
+           low_open: bool = False, high_open: bool = False, error: type = InputError) -> float | int:
     """``value`` as a finite number (an ``int`` when ``integer``) within ``[low, high]`` (ends open
-    when ``low_open`` / ``high_open``), or an :class:`InputError` naming ``field``."""
+    when ``low_open`` / ``high_open``), or an ``error`` (:class:`InputError`) naming ``field``."""
     kind = "an integer" if integer else "a finite number"
     if isinstance(value, bool) or not isinstance(value, Real) or (integer and not isinstance(value, Integral)):
-        if integer and isinstance(value, float) and value.is_integer() and not isinstance(value, bool):
+        if integer and isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise InputError(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
-    if not integer and not math.isfinite(value):
-        raise InputError(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
+            raise error(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
+    if not math.isfinite(value):
+        raise error(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
     if (low is not None and (value < low or (low_open and value == low))) or \
             (high is not None and (value > high or (high_open and value == high))):
-        raise InputError(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
+        raise error(f"{field} must be {kind}{_range_text(low, high, low_open, high_open)}, got {value!r}")
     return int(value) if integer else value
 
 
-def choice(value, field: str, allowed) -> str:
-    """``value`` if it is one of ``allowed``, else an :class:`InputError` listing them."""
-    if value not in allowed:
-        raise InputError(f"{field} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+def choice(value, field: str, allowed, error: type = InputError) -> str:
+    """``value`` if it is one of ``allowed``, else an ``error`` listing them."""
+    if not isinstance(value, (str, int, float, bool, type(None))) or value not in allowed:
+        raise error(f"{field} must be one of {', '.join(map(str, allowed))}, got {value!r}")
     return value
+
+
+def optional_number(value, field: str, **rules) -> float | int | None:
+    """``None``, or :func:`number` of ``value``."""
+    return None if value is None else number(value, field, **rules)
+
+
+def arg(**rules):
+    """An argparse ``type`` for a number of :func:`number`'s ``rules`` (the flag's name is in
+    argparse's message): ``p.add_argument("--pp", type=arg(integer=True, low=1))``."""
+    import argparse
+
+    def parse(text: str):
+        try:
+            value = float(text) if not rules.get("integer") else int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try:
+            return number(value, "the value", **rules)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc).replace("the value ", "")) from None
+    parse.__name__ = "number"
+    return parse
+
+
+def _show(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
 
 
 def _range_text(low, high, low_open, high_open) -> str:
     if low is None and high is None:
         return ""
     if high is None:
-        return f" {'>' if low_open else '>='} {low:g}"
+        return f" {'>' if low_open else '>='} {_show(low)}"
     if low is None:
-        return f" {'<' if high_open else '<='} {high:g}"
-    return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        return f" {'<' if high_open else '<='} {_show(high)}"
+    return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "choice", "number"]
+__all__ = ["InputError", "arg", "choice", "number", "optional_number"]

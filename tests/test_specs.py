@@ -19,8 +19,13 @@ def test_presets_exist():
 @pytest.mark.parametrize("overrides,pattern", [
     (dict(ep=48), "ep \\(48\\) must divide dp \\(128\\)"),
     (dict(dispatch_precision="fp4"), "dispatch_precision must be one of fp8, bf16"),
-    (dict(gemm_efficiency=1.5), "gemm_efficiency must be in \\(0, 1\\]"),
-    (dict(pp=0), "RunSpec.pp must be an integer > 0"),
+    (dict(gemm_efficiency=1.5), "gemm_efficiency must be a finite number in \\(0, 1\\], got 1.5"),
+    (dict(pp=0), "RunSpec.pp must be an integer in \\(0, 100,000,000\\], got 0"),
+    (dict(routing_skew=float("nan")), "routing_skew must be a finite number in \\[0, 100\\], got nan"),
+    (dict(routing_skew=float("inf")), "routing_skew must be a finite number"),
+    (dict(pp=True), "RunSpec.pp must be an integer"),
+    (dict(seq_len=4096.5), "RunSpec.seq_len must be an integer"),
+    (dict(model=3), "RunSpec.model must be a name"),
 ])
 def test_bad_run_fields(overrides, pattern):
     with pytest.raises(SpecError, match=pattern):

@@ -39,7 +39,9 @@ def test_sampled_routing_respects_node_limit_and_seed():
     (dict(ep=12, num_experts=60), "multiple of gpus_per_node"),
     (dict(topk=0), "topk must be a positive integer"),
     (dict(node_limit=0), "node_limit must be a positive integer"),
-    (dict(skew=-1), "skew must be >= 0"),
+    (dict(skew=-1), r"skew must be a finite number in \[0, 100\], got -1"),
+    (dict(skew=float("nan")), "skew must be a finite number"),
+    (dict(skew=float("inf")), "skew must be a finite number"),
     (dict(node_limit=1, topk=40), "reaches only 32 experts"),
 ])
 def test_bad_routing(kwargs, pattern):

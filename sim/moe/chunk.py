@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..network import token_bytes
+from ..checks import number
 from .params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
 from .specs import PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 
@@ -166,10 +167,9 @@ def read_profile(path: str) -> dict[str, dict[str, float]]:
                                 f"{', '.join(PROFILE_PARTS)}, head; got layer={layer!r}, part={part!r}")
             try:
                 seconds = float(row["seconds"])
-            except ValueError:
+            except (TypeError, ValueError):
                 raise SpecError(f"profile {path} line {i}: seconds {row['seconds']!r} is not a number") from None
-            if not seconds >= 0:
-                raise SpecError(f"profile {path} line {i}: seconds must be >= 0, got {seconds}")
+            number(seconds, f"profile {path} line {i}: seconds", low=0, high=1e6, error=SpecError)
             out.setdefault(layer, {})[part] = seconds
     return out
 

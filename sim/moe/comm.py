@@ -20,6 +20,7 @@ import simpy
 
 from ..network import Fabric, LinkTable, MoERouting, all_to_all, link_stats, route_tokens
 from .layout import Layout
+from ..checks import number
 from .specs import ModelSpec, RunSpec, SpecError
 
 SCOPES = ("stage", "cluster")
@@ -36,6 +37,7 @@ class CommModel:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise SpecError(f"workers must be a positive integer, got {workers!r}")
+        number(workers, "workers", integer=True, low=1, high=1024, error=SpecError)
         self.run, self.model, self.links, self.layout, self.scope = run, model, links, layout, scope
         self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
         self.workers = workers if run.routing_skew > 0 else 1

@@ -27,12 +27,12 @@ def _load(kind: str) -> dict:
     return yaml.safe_load((PRESETS / f"{kind}.yaml").read_text())
 
 
-def _pos(obj, name: str, integer: bool = True, allow_zero: bool = False) -> None:
-    v = getattr(obj, name)
-    ok_type = isinstance(v, int) if integer else isinstance(v, (int, float))
-    if isinstance(v, bool) or not ok_type or v < 0 or (v == 0 and not allow_zero):
-        kind = "an integer" if integer else "a number"
-        raise SpecError(f"{type(obj).__name__}.{name} must be {kind} {'>= 0' if allow_zero else '> 0'}, got {v!r}")
+def _pos(obj, name: str, integer: bool = True, allow_zero: bool = False, high: float | None = None) -> None:
+    """Check ``obj.name``: a finite number (an integer when ``integer``), > 0 (or >= 0), <= ``high``;
+    an integral float from YAML (``4.0``) becomes an int."""
+    value = number(getattr(obj, name), f"{type(obj).__name__}.{name}", integer=integer, low=0,
+                   low_open=not allow_zero, high=high, error=SpecError)
+    object.__setattr__(obj, name, value)
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,10 @@ class ModelSpec:
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "head_dim", "vocab"):
-            _pos(self, name)
+            _pos(self, name, high=10_000_000)
         for name in ("kv_heads", "rope_dim", "kv_lora_rank", "q_lora_rank", "dense_layers", "dense_intermediate",
                      "routed_experts", "shared_experts", "expert_intermediate", "topk", "mtp_modules"):
-            _pos(self, name, allow_zero=True)
+            _pos(self, name, allow_zero=True, high=10_000_000)
         if self.attention not in ("gqa", "mla"):
             raise SpecError(f"ModelSpec.attention must be 'gqa' or 'mla', got {self.attention!r}")
         if self.mlp_activation not in ("swiglu", "gelu"):
@@ -104,9 +104,11 @@ class GPUSpec:
     hbm_tbps: float
 
     def __post_init__(self):
-        _pos(self, "sms")
+        _pos(self, "sms", high=100_000)
         for name in ("bf16_tflops", "hbm_gb", "hbm_tbps"):
             _pos(self, name, integer=False)
+        if self.fp8_tflops is not None:
+            _pos(self, "fp8_tflops", integer=False)
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak in FLOP/s for ``fp8`` or ``bf16``."""
@@ -183,20 +185,25 @@ class RunSpec:
     description: str = ""
 
     def __post_init__(self):
+        for name in ("model", "gpu", "topology", "schedule"):
+            if not isinstance(getattr(self, name), str):
+                raise SpecError(f"RunSpec.{name} must be a name (text), got {getattr(self, name)!r}")
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
-            _pos(self, name)
-        _pos(self, "comm_sms", allow_zero=True)
+            _pos(self, name, high=100_000_000)
+        _pos(self, "comm_sms", allow_zero=True, high=100_000)
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise SpecError(f"RunSpec.{name} must be in (0, 1], got {v!r}")
+            number(getattr(self, name), f"RunSpec.{name}", low=0, low_open=True, high=1, error=SpecError)
         for name in ("dispatch_precision", "combine_precision", "gemm_precision"):
-            if getattr(self, name) not in PRECISION_BYTES:
-                raise SpecError(f"RunSpec.{name} must be one of fp8, bf16, got {getattr(self, name)!r}")
-        if self.a2a_algorithm not in ("hierarchical", "flat"):
-            raise SpecError(f"RunSpec.a2a_algorithm must be hierarchical or flat, got {self.a2a_algorithm!r}")
-        if self.routing_skew < 0:
-            raise SpecError(f"RunSpec.routing_skew must be >= 0, got {self.routing_skew}")
+            choice(getattr(self, name), f"RunSpec.{name}", tuple(PRECISION_BYTES), error=SpecError)
+        choice(self.a2a_algorithm, "RunSpec.a2a_algorithm", ("hierarchical", "flat"), error=SpecError)
+        number(self.routing_skew, "RunSpec.routing_skew", low=0, high=100, error=SpecError)
+        number(self.routing_seed, "RunSpec.routing_seed", integer=True, low=0, high=2 ** 63 - 1, error=SpecError)
+        if self.node_limit is not None:
+            _pos(self, "node_limit", high=100_000)
+        if self.chunks is not None:
+            _pos(self, "chunks", high=1_000)
+        if self.profile is not None and not isinstance(self.profile, str):
+            raise SpecError(f"RunSpec.profile must be a CSV file path, got {self.profile!r}")
         try:
             choice(self.memory_policy, "RunSpec.memory_policy", MEMORY_POLICIES)
             choice(self.dp_sync, "RunSpec.dp_sync", DP_SYNC)

@@ -27,6 +27,7 @@ from typing import Sequence
 
 import simpy
 
+from ..checks import InputError, number
 from .fabric import Fabric
 from .traffic import Traffic
 
@@ -78,8 +79,9 @@ def all_to_all(fabric: Fabric, group: Sequence[int], traffic: Traffic, token_byt
     store-and-forward)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
-        raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
+    number(chunks, "chunks", integer=True, low=1, high=1_000)
+    if not isinstance(chunks, int):
+        raise InputError(f"chunks must be an integer, got {chunks!r}")
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     r = traffic.routing

@@ -22,6 +22,7 @@ import networkx as nx
 import numpy as np
 import simpy
 
+from ..checks import InputError, number
 from . import flowcore
 from .links import LinkTable
 
@@ -108,9 +109,8 @@ class Fabric:
         (cheaper: what collectives use). Same GPU: instant. Zero bytes: the route's latency."""
         n = self._n_gpus
         if not (0 <= src < n and 0 <= dst < n):
-            raise ValueError(f"GPU index out of range: src={src}, dst={dst}; this fabric has GPUs 0..{n - 1}")
-        if not nbytes >= 0:
-            raise ValueError(f"bytes must be >= 0, got {nbytes}")
+            raise InputError(f"GPU index out of range: src={src}, dst={dst}; this fabric has GPUs 0..{n - 1}")
+        nbytes = number(nbytes, "bytes", low=0, high=1e18)
         done = None
         if on_done is None:
             done = simpy.Event(self.env)

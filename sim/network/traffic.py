@@ -25,13 +25,15 @@ from math import comb
 
 import numpy as np
 
+from ..checks import InputError, number
+
 try:                                     # optional: the numpy sampler below is the fallback
     from numba import njit
 except ImportError:                      # pragma: no cover - depends on the environment
     njit = None
 
 
-class TrafficError(ValueError):
+class TrafficError(InputError):
     """Bad MoE routing parameters; the message names the field and the allowed values."""
 
 
@@ -77,8 +79,10 @@ class MoERouting:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise TrafficError(f"{name} must be a positive integer, got {value!r}")
-        if not self.tokens_per_gpu >= 0:
-            raise TrafficError(f"tokens_per_gpu must be >= 0, got {self.tokens_per_gpu!r}")
+        number(self.ep, "ep", integer=True, low=1, high=1_000_000, error=TrafficError)
+        number(self.tokens_per_gpu, "tokens_per_gpu", low=0, high=1e9, error=TrafficError)
+        number(self.skew, "skew", low=0, high=100, error=TrafficError)
+        number(self.seed, "seed", integer=True, low=0, high=2 ** 63 - 1, error=TrafficError)
         problem = ep_group_error(self.ep, self.gpus_per_node, self.num_experts)
         if problem:
             raise TrafficError(problem)
@@ -86,8 +90,6 @@ class MoERouting:
             raise TrafficError(f"topk must be <= num_experts={self.num_experts}, got {self.topk}")
         if self.node_limit is not None and (not isinstance(self.node_limit, int) or self.node_limit < 1):
             raise TrafficError(f"node_limit must be a positive integer or None, got {self.node_limit!r}")
-        if self.skew < 0:
-            raise TrafficError(f"skew must be >= 0 (0 = uniform), got {self.skew}")
         if self.node_limit is not None:
             experts_reachable = min(self.node_limit, self.nodes) * self.experts_per_gpu * self.gpus_in_node
             if experts_reachable < self.topk:

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from . import chimera, classic, dualpipe, zerobubble
+from ..checks import InputError, number
 from .base import Placement, Schedule
 
 
-class ScheduleConfigError(ValueError):
+class ScheduleConfigError(InputError):
     """A schedule was asked for with parameters it does not support."""
 
 
@@ -45,9 +46,7 @@ SCHEDULE_NAMES = tuple(SCHEDULES)
 def _check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScheduleConfigError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ScheduleConfigError(f"{name} must be >= {minimum}, got {value}")
-    return value
+    return number(value, name, integer=True, low=minimum, error=ScheduleConfigError)
 
 
 def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int] = None) -> None:
