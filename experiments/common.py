@@ -1,24 +1,53 @@
-"""Shared command line of the sweep scripts: ``--out``, ``--scheduler``, ``--workers``, ``--serial``."""
+"""Shared command line of the sweep scripts: ``--out``, ``--scheduler``, ``--workers``, ``--serial``,
+``--point-timeout``, ``--force``; exit status as ``python -m sim`` (:mod:`sim.cli`)."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from sim.sweep import run_sweep
+from sim.checks import arg
+from sim.cli import Parser, guarded
+from sim.io import overwriting
+from sim.sweep import DEFAULT_POINT_TIMEOUT_S, run_sweep
 
 
-def sweep_main(name: str, point, points, doc: str, argv=None) -> int:
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+def script_main(doc: str, add_arguments, body, argv=None) -> int:
+    """Parse ``argv`` (``add_arguments(parser)`` plus ``--force``) and run ``body(args)`` with the
+    exit-status rules of ``python -m sim``: one line for bad input, 130 for Ctrl-C."""
+    def call() -> int:
+        parser = Parser(description=doc.splitlines()[0])
+        add_arguments(parser)
+        parser.add_argument("--force", action="store_true",
+                            help="replace output files even if this tool did not write them")
+        args = parser.parse_args(argv)
+        with overwriting(args.force):
+            return body(args)
+    return guarded(call)
+
+
+def sweep_parser(doc: str) -> Parser:
+    parser = Parser(description=doc.splitlines()[0])
     parser.add_argument("--out", default="results", help="folder for <name>.csv (default results)")
     parser.add_argument("--scheduler", default=None,
                         help="Dask scheduler address (tcp://HOST:8786); default: a local cluster, one worker per core")
-    parser.add_argument("--workers", type=int, default=None, help="workers of the local cluster")
+    parser.add_argument("--workers", type=arg(integer=True, low=1, high=1_024), default=None,
+                        help="workers of the local cluster")
     parser.add_argument("--serial", action="store_true", help="run in this process, no Dask")
+    parser.add_argument("--point-timeout", type=arg(low=0, low_open=True), default=DEFAULT_POINT_TIMEOUT_S,
+                        help=f"seconds a point may run before it gets a timeout row (default {DEFAULT_POINT_TIMEOUT_S:g})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the output CSV even if it is not one this tool wrote")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    out = Path(args.out) / f"{name}.csv"
-    df = run_sweep(point, points(), out, scheduler="serial" if args.serial else args.scheduler,
-                   workers=args.workers, progress=not args.no_progress, desc=name)
-    failed = int((df["status"] != "ok").sum()) if "status" in df else 0
-    print(f"wrote {out}: {len(df)} rows, {failed} failed")
-    return 0
+    return parser
+
+
+def sweep_main(name: str, point, points, doc: str, argv=None) -> int:
+    def call() -> int:
+        args = sweep_parser(doc).parse_args(argv)
+        out = Path(args.out) / f"{name}.csv"
+        df = run_sweep(point, points(), out, scheduler="serial" if args.serial else args.scheduler,
+                       workers=args.workers, progress=not args.no_progress, desc=name,
+                       point_timeout_s=args.point_timeout, force=args.force)
+        failed = int((df["status"] != "ok").sum()) if "status" in df else 0
+        print(f"wrote {out}: {len(df)} rows, {failed} failed")
+        return 0
+    return guarded(call)

@@ -6,19 +6,27 @@ Writes ``results/deepseek_v3_summary.csv`` (one row per schedule), ``results/dee
 ``results/figures/``: ``deepseek_v3_ranks.png`` and ``deepseek_v3_fb_unit_<schedule>.png``."""
 from __future__ import annotations
 
-import argparse
-
-from sim.moe.report import comparison_text, write_outputs
+from experiments.common import script_main
+from sim.io import check_output
+from sim.moe.report import comparison_text, planned_outputs, write_outputs
 from sim.moe.scenario import Scenario
 from sim.moe.specs import load_scenario
 from sim.moe.step import COMPARED_SCHEDULES, simulate_schedules
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
     parser.add_argument("--out", default="results")
     parser.add_argument("--trace", default=None, help="also write a Chrome trace of the DualPipe run")
-    args = parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    return script_main(__doc__, add_arguments, run, argv)
+
+
+def run(args) -> int:
+    for path in planned_outputs("deepseek_v3", args.out, list(COMPARED_SCHEDULES)) + \
+            ([args.trace] if args.trace else []):
+        check_output(path)
     scenario = Scenario(load_scenario("deepseek-v3"))
     results = simulate_schedules(scenario, list(COMPARED_SCHEDULES), progress=True)
     write_outputs(results, "deepseek_v3", args.out, title="deepseek-v3")

@@ -16,11 +16,11 @@ Writes ``results/lesson_exercises.csv``: exercise, quantity, value, unit, note.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
+from experiments.common import script_main
 from sim.io import write_csv_atomic
 from sim.moe.report import fb_unit_trace
 from sim.moe.scenario import Scenario
@@ -106,10 +106,15 @@ def exercise_5(rows: list) -> None:
         rows.append((5, f"{s}: exposed all-to-all per rank", res.exposed_comm_s, "s", "Chimera has no F&B overlap"))
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
     parser.add_argument("--out", default="results")
-    args = parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    return script_main(__doc__, add_arguments, run, argv)
+
+
+def run(args) -> int:
     out = Path(args.out)
     rows: list = []
     exercise_1(rows)

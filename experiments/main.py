@@ -14,18 +14,24 @@ from experiments import bubble_vs_microbatches, deepseek_v3, plots, schedule_com
 from experiments.common import sweep_main
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    """Each step in turn; the first that fails stops the job with its exit status. ``argv`` (e.g.
+    ``["--force"]``) is passed to every step."""
     t0 = time.perf_counter()
-    deepseek_v3.main([])
-    print()
-    schedule_comparison.main([])
-    print()
-    sweep_main("bubble_vs_microbatches", bubble_vs_microbatches.point, bubble_vs_microbatches.points,
-               bubble_vs_microbatches.__doc__, ["--no-progress"])
-    plots.main([])
+    extra = list(argv or [])
+    steps = [lambda: deepseek_v3.main(extra), lambda: schedule_comparison.main(extra),
+             lambda: sweep_main("bubble_vs_microbatches", bubble_vs_microbatches.point, bubble_vs_microbatches.points,
+                                bubble_vs_microbatches.__doc__, ["--no-progress", *extra]),
+             lambda: plots.main(extra)]
+    for step in steps:
+        status = step()
+        if status:
+            return status
+        print()
     print(f"main job done in {time.perf_counter() - t0:.0f} s")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import sys
+    raise SystemExit(main(sys.argv[1:]))

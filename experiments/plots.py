@@ -10,7 +10,6 @@ Missing CSVs are skipped with a note.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from experiments.common import script_main  # noqa: E402
 from sim.moe.report import plot_rank_breakdown  # noqa: E402
 from sim.plots import COLORS, save_figure  # noqa: E402
 
@@ -94,10 +94,15 @@ def link_utilization(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "link_utilization.png")
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--results", default="results", help="folder of the CSVs; figures go to its figures/")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default="results")
-    args = parser.parse_args(argv)
+    return script_main(__doc__, add_arguments, run, argv)
+
+
+def run(args) -> int:
     res = Path(args.results)
     figs = res / "figures"
     jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),

@@ -4,22 +4,27 @@ Writes ``results/schedule_comparison.csv`` and ``results/figures/utilization_p8_
 one timeline per schedule (``results/figures/timeline_<schedule>_p8_m16.png``)."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from sim.pipeline import compare_frame
+from experiments.common import script_main
+from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
-from sim.pipeline import simulate_pipeline
+from sim.pipeline import compare_frame, simulate_pipeline
 from sim.plots import plot_timeline, plot_utilization
 from sim.schedules import SCHEDULE_NAMES
 
 
-def main(argv=None, out_dir: str = "results") -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pp", type=int, default=8)
-    parser.add_argument("--microbatches", type=int, default=16)
-    parser.add_argument("--out", default=out_dir)
-    args = parser.parse_args(argv)
+def add_arguments(parser) -> None:
+    parser.add_argument("--pp", type=arg(integer=True, low=1, high=1_000), default=8)
+    parser.add_argument("--microbatches", type=arg(integer=True, low=1, high=100_000), default=16)
+    parser.add_argument("--out", default="results")
+
+
+def main(argv=None) -> int:
+    return script_main(__doc__, add_arguments, run, argv)
+
+
+def run(args) -> int:
     out = Path(args.out)
     P, M = args.pp, args.microbatches
     df = compare_frame(P, M)
@@ -28,7 +33,7 @@ def main(argv=None, out_dir: str = "results") -> int:
     for name in SCHEDULE_NAMES:
         try:
             run = simulate_pipeline(name, P, M, 2 if name == "interleaved-1f1b" else None, cost_per="rank")
-        except ValueError:
+        except InputError:                          # a schedule that refuses (P, M): a note in the CSV
             continue
         runs.append(run.metrics)
         plot_timeline(run.result, out / "figures" / f"timeline_{name}_p{P}_m{M}.png")

@@ -68,6 +68,24 @@ def arg(**rules):
     return parse
 
 
+def read_yaml(path, error: type = InputError):
+    """The document of YAML file ``path`` (``yaml.safe_load``: no tags that run code), or an
+    ``error`` in one line naming the file and, for bad YAML, the line and column."""
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a text file (it is not UTF-8)") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{path}: not valid YAML{where}: {' '.join(str(problem).split())}") from None
+
+
 def _show(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
 
@@ -82,4 +100,4 @@ def _range_text(low, high, low_open, high_open) -> str:
     return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "arg", "choice", "number", "optional_number"]
+__all__ = ["InputError", "arg", "choice", "number", "optional_number", "read_yaml"]

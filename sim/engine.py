@@ -20,6 +20,8 @@ from typing import Generator, NamedTuple, Optional, Protocol, Sequence, Union
 
 import simpy
 
+from .checks import InputError, number
+from .limits import check_deadline
 from .schedules.base import Schedule
 from .schedules.ops import AnyOp, FBOp, Op, parts
 
@@ -48,10 +50,9 @@ def _per_stage(value: Costs, num_stages: int, name: str) -> tuple[float, ...]:
     vals = tuple(float(value) for _ in range(num_stages)) if isinstance(value, (int, float)) \
         else tuple(float(v) for v in value)
     if len(vals) != num_stages:
-        raise ValueError(f"cost {name}: got {len(vals)} per-stage values, the schedule has {num_stages} stages")
+        raise InputError(f"cost {name}: got {len(vals)} per-stage values, the schedule has {num_stages} stages")
     for s, v in enumerate(vals):
-        if not v > 0:
-            raise ValueError(f"cost {name} must be positive, got {v} at stage {s}")
+        number(v, f"cost {name} at stage {s}", low=0, low_open=True, high=1e12)
     return vals
 
 
@@ -180,6 +181,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
 
     def rank_process(rank: int, ops: list[AnyOp]):
         for i, op in enumerate(ops):
+            check_deadline()
             position[rank] = i
             for part in parts(op):
                 for key in inputs_of(part, S):

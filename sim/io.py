@@ -1,38 +1,185 @@
-"""Atomic file writes: write to a temporary file in the same folder, then rename over the target,
-so a reader (or an interrupted run) never sees a half-written file."""
+"""Output files: atomic, never over a user's file, strict JSON.
+
+* Atomic: every file is written to a temporary file in the same folder (``.NAME.XXXX.tmp``), then
+  renamed over the target, so a reader (or an interrupted run) never sees a half-written file.
+  Temporaries left by an interrupted run are removed when the same file is next written.
+* Ours only: each folder we write into keeps a manifest, :data:`MANIFEST`, of the files we wrote
+  there and the SHA-256 of what we wrote. An existing file is replaced only if the manifest lists
+  it with its current content, so a user's file that happens to sit at an output path (a CSV of
+  other columns, a plot, a file edited since) is refused with a message; :func:`overwriting`
+  (the commands' ``--force``) replaces it anyway.
+* Strict JSON: :func:`json_text` gives RFC 8259 JSON: NaN and infinities become ``null``, numpy
+  scalars and arrays plain numbers and lists.
+"""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 
-import pandas as pd
+from .checks import InputError
+
+MANIFEST = ".moe-pipesim-outputs.json"
+_force = False
 
 
-def write_text_atomic(text: str, path: str | Path) -> Path:
+@contextlib.contextmanager
+def overwriting(force: bool = True):
+    """Within the block, replace existing files even if they are not ours (``--force``)."""
+    global _force
+    old, _force = _force, bool(force) or _force
+    try:
+        yield
+    finally:
+        _force = old
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_manifest(folder: Path) -> dict:
+    try:
+        files = json.loads((folder / MANIFEST).read_text()).get("files", {})
+        return files if isinstance(files, dict) else {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def check_output(path: str | Path) -> Path:
+    """Refuse (:class:`InputError`) to write ``path`` when it is a folder, lies under a file, or is
+    a file that is not ours (see the module doc); call it before a long run to fail early."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _claim(path)
+    return path
+
+
+def _claim(path: Path) -> None:
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"cannot write {path}: {parent} is a file, not a folder")
+            break
+    if _force or not path.exists():
+        return
+    try:
+        current = _digest(path.read_bytes())
+    except OSError as exc:
+        raise InputError(f"cannot replace {path}: {exc.strerror}") from None
+    if _read_manifest(path.parent).get(path.name) != current:
+        raise InputError(f"{path} exists and is not a file this simulator wrote (or it was changed since); "
+                         "pass --force to replace it, or choose another path")
+
+
+def _record(path: Path, data: bytes) -> None:
+    """Add ``path`` and the digest of ``data`` to its folder's manifest (under a lock)."""
+    folder = path.parent
+    fd = os.open(folder, os.O_RDONLY)              # lock the folder itself: no lock file left behind
+    try:
+        with contextlib.suppress(ImportError, OSError):
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        files = _read_manifest(folder)
+        files[path.name] = _digest(data)
+        _replace(folder / MANIFEST, (json.dumps({"files": dict(sorted(files.items()))}, indent=1) + "\n").encode())
+    finally:
+        os.close(fd)                               # closing releases the lock
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _replace(path: Path, data: bytes, write=None) -> None:
+    """Write ``data`` (or call ``write(tmp_path)``) into a temporary next to ``path``, then rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)          # mkstemp makes 0600; results are ordinary files
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with os.fdopen(fd, "wb") as fh:
+            if write is None:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        if write is not None:
+            write(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
+    path = Path(path)
+    _claim(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
+    _replace(path, data)
+    _record(path, data)
     return path
 
 
-def write_csv_atomic(df: pd.DataFrame, path: str | Path) -> Path:
+def write_text_atomic(text: str, path: str | Path) -> Path:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    return write_bytes_atomic(text.encode(), path)
+
+
+def write_csv_atomic(df, path: str | Path) -> Path:
     return write_text_atomic(df.to_csv(index=False), path)
 
 
 def write_json_atomic(obj, path: str | Path) -> Path:
-    return write_text_atomic(json.dumps(obj, indent=1) + "\n", path)
+    return write_text_atomic(json_text(obj, indent=1) + "\n", path)
+
+
+def write_figure_atomic(fig, path: str | Path, dpi: int = 110) -> Path:
+    """``fig.savefig`` to ``path`` (format from its suffix, PNG without one), atomically, as ours."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    if fmt not in FigureCanvasAgg(fig).get_supported_filetypes():
+        raise InputError(f"{path}: cannot write a figure as .{fmt}; use .png, .pdf or .svg")
+    _claim(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
+    _replace(path, b"", write=lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt))
+    _record(path, path.read_bytes())
+    return path
+
+
+def plain(obj):
+    """``obj`` with NaN and infinities as ``None``, numpy scalars and arrays as Python numbers and
+    lists, tuples as lists and mapping keys as text: what strict JSON can hold."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if hasattr(obj, "tolist"):                      # numpy scalar or array
+        return plain(obj.tolist())
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    return str(obj)
+
+
+def json_text(obj, indent: int | None = None) -> str:
+    """RFC 8259 JSON of ``obj`` (:func:`plain` first; never a bare NaN or Infinity)."""
+    return json.dumps(plain(obj), indent=indent, allow_nan=False)
+
+
+__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "write_bytes_atomic", "write_csv_atomic",
+           "write_figure_atomic", "write_json_atomic", "write_text_atomic"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
+from .checks import InputError, number
 from .engine import Costs, EngineResult, ZeroCommRunner, run_schedule
+from .limits import TooLarge
 from .metrics import RunMetrics, summarize
 from .perf import gc_paused
 from .schedules import SCHEDULE_NAMES, Schedule, make_schedule, validate
@@ -31,13 +33,19 @@ def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[in
     share of the model (1/P of it), so schedules with S > P stages (interleaved, ZB-V, DualPipeV)
     get ``cost * P / S`` per stage and every schedule trains the same model; use it to compare.
     """
+    return simulate_schedule(make_schedule(name, pp, microbatches, chunks), F, I, W, check, cost_per)
+
+
+def simulate_schedule(schedule: Schedule, F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0, check: bool = True,
+                      cost_per: str = "stage") -> PipelineRun:
+    """Validate (when ``check``) and run a built schedule (a generator's or a user's own, see
+    :meth:`Schedule.from_json`) with op costs F, I, W; ``cost_per`` as in :func:`simulate_pipeline`."""
     if cost_per not in ("stage", "rank"):
-        raise ValueError(f"cost_per must be 'stage' or 'rank', got {cost_per!r}")
-    schedule = make_schedule(name, pp, microbatches, chunks)
+        raise InputError(f"cost_per must be 'stage' or 'rank', got {cost_per!r}")
     if check:
         validate(schedule)
-    if cost_per == "rank" and schedule.num_stages != pp:
-        scale = pp / schedule.num_stages
+    if cost_per == "rank" and schedule.num_stages != schedule.pp:
+        scale = schedule.pp / schedule.num_stages
         F, I, W = (_scaled(c, scale) for c in (F, I, W))
     with gc_paused():
         result = run_schedule(schedule, ZeroCommRunner(schedule.num_stages, F, I, W))
@@ -50,21 +58,22 @@ def _scaled(cost: Costs, scale: float) -> Costs:
     return [c * scale for c in cost]
 
 
+MAX_COST = 1e12      # time units per op: with the op limit, makespans stay finite
+
+
 def parse_costs(text: str) -> dict[str, float]:
-    """Parse ``F=1,I=1,W=1`` (any subset; missing ones are 1). Raises ``ValueError`` naming the field."""
+    """Parse ``F=1,I=1,W=1`` (any subset; missing ones are 1). Raises ``InputError`` naming the field."""
     costs = {"F": 1.0, "I": 1.0, "W": 1.0}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         key = key.strip().upper()
         if not sep or key not in costs:
-            raise ValueError(f"cost item {item!r}: expected NAME=VALUE with NAME one of F, I, W (e.g. F=1,I=1,W=1)")
+            raise InputError(f"cost item {item!r}: expected NAME=VALUE with NAME one of F, I, W (e.g. F=1,I=1,W=1)")
         try:
-            number = float(value)
+            cost = float(value)
         except ValueError:
-            raise ValueError(f"cost {key}={value!r} is not a number") from None
-        if not number > 0 or number != number or number == float("inf"):
-            raise ValueError(f"cost {key} must be a positive finite number, got {value}")
-        costs[key] = number
+            raise InputError(f"cost {key}={value!r} is not a number") from None
+        costs[key] = number(cost, f"cost {key}", low=0, low_open=True, high=MAX_COST)
     return costs
 
 
@@ -77,7 +86,9 @@ def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | Non
         v = chunks if name == "interleaved-1f1b" else None
         try:
             run = simulate_pipeline(name, pp, microbatches, v, cost_per="rank", **(costs or {}))
-        except ValueError as exc:
+        except TooLarge:
+            raise                                  # a size limit: refuse the comparison, not one row
+        except InputError as exc:
             rows.append({"schedule": name, "note": str(exc)})
             continue
         m = run.metrics

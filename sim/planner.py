@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .moe.specs import COMPARED_SCHEDULES, RunSpec, load_gpu, load_model
+from .checks import InputError, choice, number
+from .moe.specs import COMPARED_SCHEDULES, MEMORY_POLICIES, RunSpec, load_gpu, load_model
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,25 @@ class PlanRequest:
     memory_policy: str = "deepseek-v3"
     zero_stage: int = 1
     head_cuts: tuple[int, ...] = (0, 1)
+
+    def __post_init__(self):
+        from .schedules import SCHEDULE_NAMES
+        for name, low in (("gpus", 1), ("global_batch", 1), ("seq_len", 1), ("microbatch_size", 1),
+                          ("node_limit", 0)):
+            number(getattr(self, name), name, integer=True, low=low, high=100_000_000)
+        for name, low in (("pps", 1), ("eps", 1), ("head_cuts", 0)):
+            values = getattr(self, name)
+            if not values:
+                raise InputError(f"{name} must list at least one value")
+            for v in values:
+                number(v, f"{name} entries", integer=True, low=low, high=100_000_000)
+        if not self.schedules:
+            raise InputError("schedules must list at least one schedule")
+        for name in self.schedules:
+            choice(name, "schedules entries", SCHEDULE_NAMES)
+        choice(self.gemm_precision, "gemm_precision", ("fp8", "bf16"))
+        choice(self.memory_policy, "memory_policy", MEMORY_POLICIES)
+        number(self.zero_stage, "zero_stage", integer=True, low=0, high=3)
 
 
 def run_spec(p: dict) -> RunSpec:
@@ -79,6 +99,7 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
     ok, refused = [], []
     for pp in req.pps:
         if req.gpus % pp:
+            refused.append({"pp": pp, "reason": f"PP {pp} does not divide {req.gpus} GPUs"})
             continue
         dp = req.gpus // pp
         if req.global_batch % (dp * req.microbatch_size):
@@ -102,7 +123,7 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
                         p["last_stage_layers"] = even[-1] - cut
                     try:
                         memory = Scenario(run_spec(p), graph=graph).memory
-                    except ValueError as exc:
+                    except InputError as exc:
                         refused.append({**row, "reason": str(exc)})
                         continue
                     need = max(m.total_gb for m in memory)

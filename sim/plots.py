@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .engine import EngineResult  # noqa: E402
+from .io import write_figure_atomic  # noqa: E402
 from .metrics import RunMetrics  # noqa: E402
 
 # (kind, second stage held?) -> colour. Forward blues, input-gradient greens, weight greys,
@@ -25,12 +26,11 @@ COLORS = {
 
 def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
     """Lay out, write (creating the folder) and close a figure; returns the path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
-    return out
+    try:
+        return write_figure_atomic(fig, path, dpi)
+    finally:
+        plt.close(fig)
 
 
 def _second(result: EngineResult, mb: int, stage: int) -> bool:

@@ -1,12 +1,16 @@
 """Sweeps: a factorial product of points, run on Dask, written to CSV as points finish.
 
 * Each point is a dict of config values; its row is those values (config columns first), then the
-  metrics the point function returns, then ``status`` (``ok`` or ``error``) and ``error``.
+  metrics the point function returns, then ``status`` and ``error``. ``status`` is ``ok``,
+  ``error`` (the point raised: ``error`` holds the last line), ``timeout`` (it ran past the
+  per-point time limit) or ``error`` with ``worker died: ...`` (it killed its worker twice, see
+  :mod:`sim.sweep_dask`). A failed point is a row and does not stop the sweep.
 * Rows are written as they finish, atomically (temporary file + rename), so an interrupted sweep
   loses no finished row; run it again and it resumes with the points not yet in the CSV. Each row
   carries ``sim_code``, a fingerprint of the simulator's source and presets: rows computed by other
   code (an older version) are not resumed but run again, so a CSV never mixes two models.
-* A failed point is recorded with its error and does not stop the sweep.
+* The output CSV must be ours (:mod:`sim.io`): a file of the user's at that path is refused unless
+  ``force``. Temporaries of an interrupted run are removed at the start.
 * By default the points run on an embedded ``LocalCluster`` (one worker process per core);
   ``scheduler="tcp://HOST:8786"`` uses an existing Dask cluster; ``scheduler="serial"`` runs them in
   this process. The final CSV is sorted in point order, so every way of running gives the same
@@ -18,7 +22,6 @@ import functools
 import hashlib
 import itertools
 import json
-import os
 import sys
 import time
 import traceback
@@ -27,9 +30,12 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from .io import write_csv_atomic
+from .checks import number
+from .io import check_output, overwriting, write_csv_atomic
+from .limits import DeadlineExceeded, deadline
 
 STATUS_COLUMNS = ("status", "error", "wall_s", "sim_code")
+DEFAULT_POINT_TIMEOUT_S = 1800.0
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -58,11 +64,20 @@ def point_key(point: dict) -> str:
     return json.dumps({k: str(v) for k, v in point.items()}, sort_keys=True)
 
 
-def _run_point(fn: Callable[[dict], dict], point: dict) -> dict:
+def failed_row(point: dict, status: str, error: str, wall_s: float = 0.0) -> dict:
+    return {**point, "status": status, "error": error, "wall_s": wall_s, "sim_code": code_fingerprint()}
+
+
+def run_point(fn: Callable[[dict], dict], point: dict, timeout_s: float | None = None) -> dict:
+    """``fn(point)`` as a row; an exception or a run past ``timeout_s`` (checked by the engine and
+    the fabric as they go, :func:`sim.limits.deadline`) becomes a failed row."""
     t0 = time.perf_counter()
     try:
-        metrics = fn(dict(point))
+        with deadline(timeout_s):
+            metrics = fn(dict(point))
         row = {**point, **metrics, "status": "ok", "error": ""}
+    except DeadlineExceeded:
+        row = {**point, "status": "timeout", "error": f"ran past the time limit of {timeout_s:g} s per point"}
     except Exception as exc:  # a failed point is data, not a crash
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         row = {**point, "status": "error", "error": last}
@@ -71,75 +86,98 @@ def _run_point(fn: Callable[[dict], dict], point: dict) -> dict:
     return row
 
 
-def _finished_keys(path: Path, columns: list[str], code: str) -> tuple[list[dict], set[str]]:
-    """The rows of ``path`` computed by simulator code ``code`` and their point keys."""
+def _finished_rows(path: Path, columns: list[str], code: str) -> list[dict]:
+    """The rows of ``path`` computed by simulator code ``code`` (none if the file is empty, or
+    unreadable and being replaced with ``--force``)."""
     if not path.exists():
-        return [], set()
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        return []
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
+        return []               # ours but empty, or a user's file that --force replaces
+    if not set(columns) | {"sim_code"} <= set(df.columns):
+        return []
     rows = [r for r in df.to_dict("records") if r.get("sim_code") == code]
     if len(rows) < len(df):
         print(f"{path}: {len(df) - len(rows)} of {len(df)} rows were computed by other simulator code "
               f"(sim_code is not {code}); running them again", file=sys.stderr)
-    return rows, {point_key({c: row.get(c) for c in columns}) for row in rows}
+    return rows
+
+
+class SweepTable:
+    """The rows of a sweep, one per point key, written to ``path`` (in point order) on each add."""
+
+    def __init__(self, path: Path, points: list[dict], rows: list[dict]):
+        self.path, self.columns = path, list(points[0]) if points else []
+        self.order = {point_key(p): i for i, p in enumerate(points)}
+        self.rows = {self.key(r): r for r in rows}
+
+    def key(self, row: dict) -> str:
+        return point_key({c: row.get(c) for c in self.columns})
+
+    def __contains__(self, point: dict) -> bool:
+        return point_key(point) in self.rows
+
+    def add(self, row: dict) -> None:
+        self.rows[self.key(row)] = row
+        self.save()
+
+    def save(self) -> None:
+        rows = sorted(self.rows.values(), key=lambda r: self.order.get(self.key(r), len(self.order)))
+        df = pd.DataFrame(rows)
+        if not df.empty:
+            metric_cols = [c for c in df.columns if c not in self.columns and c not in STATUS_COLUMNS]
+            df = df[self.columns + metric_cols + [c for c in STATUS_COLUMNS if c in df.columns]]
+        write_csv_atomic(df, self.path)
 
 
 def run_sweep(fn: Callable[[dict], dict], points: list[dict], out_csv: str | Path, scheduler: str | None = None,
-              workers: int | None = None, progress: bool = True, desc: str = "sweep") -> pd.DataFrame:
-    """Run ``fn(point) -> metrics`` over ``points`` and keep ``out_csv`` up to date."""
+              workers: int | None = None, progress: bool = True, desc: str = "sweep",
+              point_timeout_s: float | None = DEFAULT_POINT_TIMEOUT_S, force: bool = False,
+              lost_after_s: float = 30.0) -> pd.DataFrame:
+    """Run ``fn(point) -> metrics`` over ``points`` and keep ``out_csv`` up to date.
+
+    ``point_timeout_s``: a point running longer gets a ``timeout`` row (``None``: no limit).
+    ``lost_after_s``: with Dask, how long the sweep waits with no worker, or for an unreachable
+    scheduler, before it stops (:class:`~sim.sweep_dask.ClusterLost`, the rows kept)."""
     out = Path(out_csv)
-    columns = list(points[0]) if points else []
-    code = code_fingerprint()
-    done_rows, done = _finished_keys(out, columns, code)
-    todo = [p for p in points if point_key(p) not in done]
-    rows = list(done_rows)
-    order = {point_key(p): i for i, p in enumerate(points)}
-
-    def save() -> None:
-        df = pd.DataFrame(rows)
-        if not df.empty:
-            df["_order"] = [order.get(point_key({c: r.get(c) for c in columns}), len(order)) for r in rows]
-            df = df.sort_values("_order", kind="stable").drop(columns="_order")
-            metric_cols = [c for c in df.columns if c not in columns and c not in STATUS_COLUMNS]
-            df = df[columns + metric_cols + [c for c in STATUS_COLUMNS if c in df.columns]]
-        write_csv_atomic(df, out)
-
-    bar = _progress(len(points), len(points) - len(todo), desc) if progress else None
-    if todo:
-        if scheduler == "serial":
-            for p in todo:
-                rows.append(_run_point(fn, p))
-                save()
-                bar and bar.update(1)
-        else:
-            _run_dask(fn, todo, scheduler, workers, rows, save, bar)
-    save()
-    if bar:
-        bar.close()
-    return pd.read_csv(out) if out.exists() else pd.DataFrame()
-
-
-def _run_dask(fn, todo, scheduler, workers, rows, save, bar) -> None:
-    from dask.distributed import Client, LocalCluster, as_completed
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    try:
-        futures = [client.submit(_run_point, fn, p, pure=False) for p in todo]
-        for fut in as_completed(futures):
-            rows.append(fut.result())
-            save()
+    if workers is not None:
+        number(workers, "workers", integer=True, low=1, high=10_000)
+    if point_timeout_s is not None:
+        number(point_timeout_s, "point time limit (s)", low=0, low_open=True)
+    with overwriting(force):
+        check_output(out)
+        for tmp in out.parent.glob(f".{out.name}.*.tmp"):       # left by an interrupted run
+            tmp.unlink(missing_ok=True)
+        table = SweepTable(out, points, _finished_rows(out, list(points[0]) if points else [], code_fingerprint()))
+        todo = [p for p in points if p not in table]
+        bar = _progress(len(points), len(points) - len(todo), desc) if progress else None
+        try:
+            if todo and scheduler == "serial":
+                for p in todo:
+                    table.add(run_point(fn, p, point_timeout_s))
+                    bar and bar.update(1)
+            elif todo:
+                from .sweep_dask import run_on_dask
+                run_on_dask(fn, todo, table, scheduler, workers, point_timeout_s, lost_after_s, bar)
+        finally:
+            table.save()
             if bar:
-                bar.update(1)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+                bar.close()
+    return read_rows(out)
+
+
+def read_rows(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
 
 
 def _progress(total: int, done: int, desc: str):
     from tqdm import tqdm
     return tqdm(total=total, initial=done, desc=desc, unit="point")
+
+
+__all__ = ["DEFAULT_POINT_TIMEOUT_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row",
+           "grid", "point_key", "run_point", "run_sweep"]

@@ -1,8 +1,11 @@
 """sim.schedules.base: placements, peak activations, parameter copies, the JSON contract, the W FIFO."""
+import json
+
 import pytest
 
+from sim.checks import InputError
 from sim.schedules import Op, make_schedule
-from sim.schedules.base import Placement, fifo_weights
+from sim.schedules.base import Placement, Schedule, fifo_weights
 
 
 @pytest.mark.parametrize("P", [2, 4, 8, 16])
@@ -29,9 +32,38 @@ def test_parameter_copies():
 
 def test_schedule_json_contract():
     js = make_schedule("dualpipe", 4, 8).to_json()
-    assert set(js) == {"schedule", "pp", "num_stages", "microbatches", "ranks"}
+    assert set(js) == {"schedule", "pp", "num_stages", "microbatches", "placement", "ranks"}
+    assert js["placement"] == "bidirectional"
     assert js["ranks"]["0"][7] == {"kind": "FB", "f": {"mb": 3, "stage": 0}, "b": {"mb": 5, "stage": 3}}
     assert js["ranks"]["0"][0] == {"kind": "F", "mb": 0, "stage": 0}
+
+
+@pytest.mark.parametrize("name,v", [("1f1b", None), ("dualpipe", None), ("dualpipev", None), ("zb-h1", None),
+                                    ("interleaved-1f1b", 2)])
+def test_schedule_json_round_trip(name, v):
+    sched = make_schedule(name, 4, 8, v)
+    back = Schedule.from_json(json.loads(json.dumps(sched.to_json())))
+    assert back.ranks == sched.ranks and back.placement == sched.placement and back.name == name
+
+
+@pytest.mark.parametrize("change,pattern", [
+    (lambda js: js.pop("ranks"), "missing field\\(s\\) ranks"),
+    (lambda js: js.update(pp=float("nan")), "pp must be an integer"),
+    (lambda js: js.update(pp=True), "pp must be an integer"),
+    (lambda js: js.update(placement="ring"), "placement must be one of linear, v, bidirectional"),
+    (lambda js: js.update(num_stages=5), "placement bidirectional needs num_stages = pp"),
+    (lambda js: js["ranks"].pop("3"), 'ranks must map each rank "0" .. "3"'),
+    (lambda js: js["ranks"].update({"0": "F0@0"}), "each rank's ops must be a list"),
+    (lambda js: js["ranks"]["0"].append({"kind": "X", "mb": 0, "stage": 0}), "rank 0: op kind 'X'"),
+    (lambda js: js["ranks"]["0"].append({"kind": "F", "mb": -1, "stage": 0}), "mb must be an integer"),
+    (lambda js: js["ranks"]["0"].append({"kind": "F", "mb": 1e300, "stage": 0}), "mb must be an integer"),
+    (lambda js: js["ranks"]["0"].append({"kind": "FB", "f": 3}), "is missing 'mb'"),
+])
+def test_schedule_from_json_names_the_bad_field(change, pattern):
+    js = make_schedule("dualpipe", 4, 8).to_json()
+    change(js)
+    with pytest.raises(InputError, match=pattern):
+        Schedule.from_json(js, "mine.json")
 
 
 def test_placements_name_the_rank_of_each_stage():

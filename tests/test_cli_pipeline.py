@@ -17,7 +17,7 @@ def test_schedule_json_contract(capsys):
     code, out, _ = run(capsys, "schedule", "dualpipev", "--pp", "4", "--microbatches", "8", "--json")
     assert code == 0
     js = json.loads(out)
-    assert list(js) == ["schedule", "pp", "num_stages", "microbatches", "ranks"]
+    assert list(js) == ["schedule", "pp", "num_stages", "microbatches", "placement", "ranks"]
     assert js["schedule"] == "dualpipev" and js["pp"] == 4 and js["num_stages"] == 8 and js["microbatches"] == 8
     assert sorted(js["ranks"]) == ["0", "1", "2", "3"]
     kinds = {op["kind"] for ops in js["ranks"].values() for op in ops}
@@ -69,7 +69,7 @@ def test_compare_lists_every_schedule(capsys):
 @pytest.mark.parametrize("argv,pattern", [
     (["schedule", "dualpipe", "--pp", "5", "--microbatches", "10"], "even P"),
     (["schedule", "nope", "--pp", "4", "--microbatches", "8"], "valid schedules"),
-    (["simulate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--cost", "F=0"], "cost F must be a positive"),
+    (["simulate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--cost", "F=0"], r"cost F must be a finite number in (0, "),
     (["simulate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--cost", "X=1"], "NAME one of F, I, W"),
     (["simulate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--cost", "F=abc"], "not a number"),
 ])

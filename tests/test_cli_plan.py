@@ -19,4 +19,4 @@ def test_planner_says_when_nothing_fits(tmp_path, capsys):
                  "--seq-len", "131072", "--pp", "4", "--ep", "4", "--node-limit", "1", "--gemm-precision", "bf16",
                  "--memory-policy", "none", "--serial", "--out", str(tmp_path / "p.csv")])
     out = capsys.readouterr().out
-    assert code == 1 and "No candidate fits" in out
+    assert code == 1 and "No candidate can run on 16 h800 GPUs" in out

@@ -150,8 +150,10 @@ def test_same_inputs_same_outputs():
 
 
 def test_non_positive_costs_refused():
-    with pytest.raises(ValueError, match="cost F must be positive, got 0"):
+    with pytest.raises(ValueError, match=r"cost F at stage 0 must be a finite number in \(0, .*got 0"):
         ZeroCommRunner(4, F=0)
+    with pytest.raises(ValueError, match=r"cost I at stage 1 must be a finite number.*got nan"):
+        ZeroCommRunner(4, I=[1, float("nan"), 1, 1])
     with pytest.raises(ValueError, match="per-stage values"):
         ZeroCommRunner(4, F=[1, 2])
 

@@ -5,7 +5,7 @@ import os
 import pandas as pd
 import pytest
 
-from sim.io import write_csv_atomic, write_json_atomic, write_text_atomic
+from sim.io import MANIFEST, write_csv_atomic, write_json_atomic, write_text_atomic
 
 
 def test_writes_creating_folders_with_ordinary_permissions(tmp_path):
@@ -21,8 +21,7 @@ def test_writes_creating_folders_with_ordinary_permissions(tmp_path):
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
-    path = tmp_path / "x.txt"
-    path.write_text("old")
+    path = write_text_atomic("old", tmp_path / "x.txt")
 
     class Boom:
         def __str__(self):
@@ -31,4 +30,4 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     with pytest.raises(TypeError):
         write_text_atomic(Boom(), path)           # fh.write refuses a non-string
     assert path.read_text() == "old"
-    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MANIFEST, "x.txt"]

@@ -1,6 +1,7 @@
 """topologies.presets: preset and user YAML files, and what they refuse."""
 import pytest
 
+from sim.checks import InputError
 from topologies import TopologyError, load_topology, preset_names
 
 
@@ -34,8 +35,8 @@ def test_explicit_graph_yaml(tmp_path):
 
 
 @pytest.mark.parametrize("text,pattern", [
-    ("kind: fat_tree\nnodes: 2\nnic_bandwidth_GBps: -5\n", "nic_bandwidth must be a positive number, got -5"),
-    ("kind: fat_tree\nnodes: 0\n", "nodes must be a positive integer, got 0"),
+    ("kind: fat_tree\nnodes: 2\nnic_bandwidth_GBps: -5\n", r"nic_bandwidth_GBps \(GB/s\) must be a finite number in \(0, 1,000,000\], got -5"),
+    ("kind: fat_tree\nnodes: 0\n", r"nodes must be an integer in \[1, 100,000,000\], got 0"),
     ("kind: fat_tree\nnodes: 2\nfoo: 1\n", "unknown field\\(s\\) foo"),
     ("kind: torus\n", "kind must be one of"),
     ("kind: fat_tree\n", "missing field 'nodes'"),
@@ -44,13 +45,26 @@ def test_explicit_graph_yaml(tmp_path):
     ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, latency_us: 1}\n",
      "edges\\[0\\].*missing bandwidth_GBps"),
     ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, bandwidth_GBps: 0, latency_us: 1}\n",
-     "edge \\('a', 'b'\\) has bandwidth 0"),
+     r"edges\[0\].bandwidth_GBps must be a finite number in \(0, 1,000,000\], got 0"),
+    ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, bandwidth_GBps: 1, latency_us: .nan}\n",
+     r"edges\[0\].latency_us must be a finite number in \[0, 1,000,000\], got nan"),
+    ("kind: graph\nnodes: 5\n", "nodes must be a list of mappings, got 5"),
+    ("kind: graph\nnodes:\n- {name: [1], type: gpu}\n", r"nodes\[0\].name must be text or an integer"),
+    ("kind: graph\nnodes:\n- {name: a, type: gpu}\nedges: [x]\n", r"edges\[0\] must be a mapping"),
+    ("kind: [fat_tree]\n", "kind must be one of"),
+    ("kind: fat_tree\nnodes: 2\n1: 2\n", "unknown field\\(s\\) 1"),
+    ("kind: fat_tree\nnodes: 100000000\nswitch_radix: 100000\n", r"needs about .* graph nodes, over the limit of "
+     r"1,000,000; raise it with --max-nodes"),
+    ("kind: fat_tree\nnodes: 5\nswitch_radix: 1000000\n", r"switch_radix must be an integer in \[2, 100,000\]"),
+    ("kind: fat_tree\nnodes: 2\nrail_optimized: 3\n", "rail_optimized must be true or false"),
+    ("kind: [1, 2\n", r"not valid YAML at line 2, column 1"),
+    ("name: !!python/object/apply:os.system [echo hi]\nkind: hgx_node\n", r"not valid YAML at line 1.*python"),
     ("- just a list\n", "expected a mapping"),
 ])
 def test_bad_yaml(tmp_path, text, pattern):
     p = tmp_path / "bad.yaml"
     p.write_text(text)
-    with pytest.raises(TopologyError, match=pattern):
+    with pytest.raises(InputError, match=pattern):      # TopologyError, or TooLarge for the size limit
         load_topology(str(p))
 
 

@@ -20,26 +20,29 @@ import math
 
 import networkx as nx
 
+from sim import limits
+from sim.checks import InputError, number
+
 NVLINK_HOP_LATENCY_S = 1.65e-6
 GPU_NIC_LATENCY_S = 0.5e-6
 NIC_LEAF_LATENCY_S = 0.9e-6
 LEAF_SPINE_LATENCY_S = 0.45e-6
 
 
-class TopologyError(ValueError):
+MAX_BANDWIDTH = 1e15      # bytes/s: a petabyte per second per link, far above any real link
+MAX_LATENCY_S = 1.0
+
+
+class TopologyError(InputError):
     """A topology argument or graph is invalid; the message names the field, node or edge."""
 
 
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
-        raise TopologyError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
+def _positive(name: str, value, high: float = MAX_BANDWIDTH) -> float:
+    return float(number(value, name, low=0, low_open=True, high=high, error=TopologyError))
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TopologyError(f"{name} must be a positive integer, got {value!r}")
-    return value
+def _positive_int(name: str, value, high: int = 100_000_000) -> int:
+    return number(value, name, integer=True, low=1, high=high, error=TopologyError)
 
 
 def gpu_name(node: int, local: int) -> str:
@@ -59,7 +62,7 @@ def add_hgx_node(g: nx.Graph, node: int, gpus_per_node: int, nvlink_bandwidth: f
 
 def hgx_node(gpus_per_node: int = 8, nvlink_bandwidth: float = 160e9) -> nx.Graph:
     """A single HGX node (no scale-out network). H800: 160e9 B/s effective per direction."""
-    _positive_int("gpus_per_node", gpus_per_node)
+    gpus_per_node = _positive_int("gpus_per_node", gpus_per_node, high=100_000)
     _positive("nvlink_bandwidth", nvlink_bandwidth)
     g = nx.Graph(name="hgx-node")
     add_hgx_node(g, 0, gpus_per_node, nvlink_bandwidth)
@@ -83,16 +86,15 @@ def fat_tree_cluster(nodes: int, gpus_per_node: int = 8, nvlink_bandwidth: float
       is on plane ``i mod p``. Traffic between planes must cross a node's NVLink.
     Each plane has ``ceil(hosts_in_plane / d)`` leaves and ``k - d`` spines.
     """
-    _positive_int("nodes", nodes)
-    _positive_int("gpus_per_node", gpus_per_node)
+    nodes = _positive_int("nodes", nodes)
+    gpus_per_node = _positive_int("gpus_per_node", gpus_per_node, high=100_000)
     _positive("nvlink_bandwidth", nvlink_bandwidth)
     _positive("nic_bandwidth", nic_bandwidth)
-    _positive_int("switch_radix", switch_radix)
-    _positive_int("planes", planes)
-    if switch_radix < 2:
-        raise TopologyError(f"switch_radix must be >= 2, got {switch_radix}")
-    if isinstance(oversubscription, bool) or not isinstance(oversubscription, (int, float)) or oversubscription < 1:
-        raise TopologyError(f"oversubscription must be a number >= 1 (down:up ports), got {oversubscription!r}")
+    switch_radix = number(switch_radix, "switch_radix", integer=True, low=2, high=100_000, error=TopologyError)
+    planes = _positive_int("planes", planes, high=100_000)
+    number(oversubscription, "oversubscription (down:up ports)", low=1, high=1_000, error=TopologyError)
+    if not isinstance(rail_optimized, bool):
+        raise TopologyError(f"rail_optimized must be true or false, got {rail_optimized!r}")
     if gpus_per_node % planes:
         raise TopologyError(f"planes must divide gpus_per_node, got planes={planes}, gpus_per_node={gpus_per_node}")
     down = int(switch_radix * oversubscription // (1 + oversubscription))
@@ -100,14 +102,16 @@ def fat_tree_cluster(nodes: int, gpus_per_node: int = 8, nvlink_bandwidth: float
     if down < 1 or up < 1:
         raise TopologyError(f"switch_radix={switch_radix} with oversubscription={oversubscription} leaves no "
                             f"down or up ports (down={down}, up={up})")
-    g = nx.Graph(name=name)
-    for n in range(nodes):
-        add_hgx_node(g, n, gpus_per_node, nvlink_bandwidth)
     hosts_per_plane = nodes * gpus_per_node // planes
     leaves_per_plane = math.ceil(hosts_per_plane / down)
     if leaves_per_plane > switch_radix:
-        raise TopologyError(f"a two-layer fat-tree of radix {switch_radix} holds at most {switch_radix * down} "
-                            f"hosts per plane, got {hosts_per_plane} (nodes={nodes}, planes={planes})")
+        raise TopologyError(f"a two-layer fat-tree of radix {switch_radix} holds at most {switch_radix * down:,} "
+                            f"hosts per plane, got {hosts_per_plane:,} (nodes={nodes:,}, planes={planes})")
+    limits.check("max_graph_nodes", fat_tree_nodes(nodes, gpus_per_node, planes, leaves_per_plane, up),
+                 f"topology {name!r} ({nodes:,} nodes of {gpus_per_node} GPUs)")
+    g = nx.Graph(name=name)
+    for n in range(nodes):
+        add_hgx_node(g, n, gpus_per_node, nvlink_bandwidth)
     for p in range(planes):
         for k in range(leaves_per_plane):
             g.add_node(f"p{p}/leaf{k}", type="leaf", plane=p)
@@ -135,6 +139,12 @@ def fat_tree_cluster(nodes: int, gpus_per_node: int = 8, nvlink_bandwidth: float
     return g
 
 
+def fat_tree_nodes(nodes: int, gpus_per_node: int, planes: int, leaves_per_plane: int, spines_per_plane: int) -> int:
+    """Graph nodes of :func:`fat_tree_cluster`: per server one NVSwitch, its GPUs and their NICs,
+    plus each plane's leaves and spines."""
+    return nodes * (1 + 2 * gpus_per_node) + planes * (leaves_per_plane + spines_per_plane)
+
+
 def check_graph(g: nx.Graph) -> nx.Graph:
     """Refuse a graph the fabric cannot use: missing or bad attributes, unreachable GPUs."""
     for node, data in g.nodes(data=True):
@@ -144,11 +154,9 @@ def check_graph(g: nx.Graph) -> nx.Graph:
         for attr in ("bandwidth", "latency"):
             if attr not in data:
                 raise TopologyError(f"edge ({u!r}, {v!r}) has no {attr!r} attribute")
-        bw, lat = data["bandwidth"], data["latency"]
-        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0 or math.isinf(bw):
-            raise TopologyError(f"edge ({u!r}, {v!r}) has bandwidth {bw!r}; it must be a positive number of bytes/s")
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or lat < 0 or math.isinf(lat):
-            raise TopologyError(f"edge ({u!r}, {v!r}) has latency {lat!r}; it must be a number of seconds >= 0")
+        data["bandwidth"] = _positive(f"edge ({u!r}, {v!r}) bandwidth (bytes/s)", data["bandwidth"])
+        data["latency"] = float(number(data["latency"], f"edge ({u!r}, {v!r}) latency (s)", low=0,
+                                       high=MAX_LATENCY_S, error=TopologyError))
     gpus = g.graph.get("gpus") or [n for n, d in g.nodes(data=True) if d.get("type") == "gpu"]
     if not gpus:
         raise TopologyError("the topology has no node of type 'gpu'")

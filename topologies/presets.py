@@ -15,9 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import networkx as nx
-import yaml
 
-from .builders import TopologyError, check_graph, fat_tree_cluster, hgx_node
+from sim import limits
+from sim.checks import choice, number, read_yaml
+
+from .builders import MAX_BANDWIDTH, MAX_LATENCY_S, TopologyError, check_graph, fat_tree_cluster, hgx_node
 
 PRESET_DIR = Path(__file__).with_name("presets")
 COMMON = {"name", "kind", "gpu", "description"}
@@ -41,24 +43,22 @@ def read_spec(name_or_path: str) -> dict:
     elif not (path.suffix in (".yaml", ".yml") and path.exists()):
         raise TopologyError(f"unknown topology {name_or_path!r}: not a preset ({', '.join(preset_names())}) "
                             "and not an existing .yaml file")
-    try:
-        spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
+    spec = read_yaml(path, TopologyError)
     if not isinstance(spec, dict):
         raise TopologyError(f"{path}: expected a mapping of fields, got {type(spec).__name__}")
     spec.setdefault("name", path.stem)
+    for key in ("name", "gpu", "description"):
+        if spec.get(key) is not None and not isinstance(spec[key], str):
+            raise TopologyError(f"{path}: {key} must be text, got {spec[key]!r}")
     return spec
 
 
 def build_from_spec(spec: dict) -> nx.Graph:
     """Check the fields of a spec and build its graph."""
-    kind = spec.get("kind")
-    if kind not in FIELDS:
-        raise TopologyError(f"topology {spec.get('name')!r}: kind must be one of {', '.join(FIELDS)}, got {kind!r}")
+    kind = choice(spec.get("kind"), f"topology {spec.get('name')!r}: kind", tuple(FIELDS), error=TopologyError)
     unknown = set(spec) - COMMON - FIELDS[kind]
     if unknown:
-        raise TopologyError(f"topology {spec.get('name')!r}: unknown field(s) {', '.join(sorted(unknown))}; "
+        raise TopologyError(f"topology {spec.get('name')!r}: unknown field(s) {', '.join(sorted(map(str, unknown)))}; "
                             f"allowed for kind {kind}: {', '.join(sorted(FIELDS[kind] | COMMON))}")
     if kind == "graph":
         g = _explicit_graph(spec)
@@ -66,9 +66,8 @@ def build_from_spec(spec: dict) -> nx.Graph:
         args = {k: v for k, v in spec.items() if k in FIELDS[kind]}
         for key in ("nvlink_bandwidth_GBps", "nic_bandwidth_GBps"):
             if key in args:
-                value = args.pop(key)
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise TopologyError(f"topology {spec.get('name')!r}: {key} must be a number (GB/s), got {value!r}")
+                value = number(args.pop(key), f"topology {spec.get('name')!r}: {key} (GB/s)", low=0, low_open=True,
+                               high=MAX_BANDWIDTH / 1e9, error=TopologyError)
                 args[key.replace("_GBps", "")] = value * 1e9
         if kind == "fat_tree":
             if "nodes" not in args:
@@ -82,21 +81,38 @@ def build_from_spec(spec: dict) -> nx.Graph:
 
 
 def _explicit_graph(spec: dict) -> nx.Graph:
-    g = nx.Graph(name=spec.get("name"))
-    for i, node in enumerate(spec.get("nodes") or []):
+    name = spec.get("name")
+    nodes, edges = spec.get("nodes") or [], spec.get("edges") or []
+    for key, value in (("nodes", nodes), ("edges", edges)):
+        if not isinstance(value, list):
+            raise TopologyError(f"topology {name!r}: {key} must be a list of mappings, got {value!r}")
+    limits.check("max_graph_nodes", len(nodes), f"topology {name!r}")
+    g = nx.Graph(name=name)
+    for i, node in enumerate(nodes):
         if not isinstance(node, dict) or "name" not in node or "type" not in node:
-            raise TopologyError(f"nodes[{i}] must have 'name' and 'type', got {node!r}")
+            raise TopologyError(f"topology {name!r}: nodes[{i}] must have 'name' and 'type', got {node!r}")
+        if not isinstance(node["name"], (str, int)) or isinstance(node["name"], bool):
+            raise TopologyError(f"topology {name!r}: nodes[{i}].name must be text or an integer, got {node['name']!r}")
+        if node["name"] in g:
+            raise TopologyError(f"topology {name!r}: nodes[{i}] repeats the name {node['name']!r}")
         g.add_node(node["name"], **{k: v for k, v in node.items() if k != "name"})
-    for i, edge in enumerate(spec.get("edges") or []):
-        missing = {"u", "v", "bandwidth_GBps", "latency_us"} - set(edge or {})
+    for i, edge in enumerate(edges):
+        if not isinstance(edge, dict):
+            raise TopologyError(f"topology {name!r}: edges[{i}] must be a mapping of u, v, bandwidth_GBps, "
+                                f"latency_us, got {edge!r}")
+        missing = {"u", "v", "bandwidth_GBps", "latency_us"} - set(edge)
         if missing:
-            raise TopologyError(f"edges[{i}] ({edge!r}) is missing {', '.join(sorted(missing))}")
+            raise TopologyError(f"topology {name!r}: edges[{i}] ({edge!r}) is missing {', '.join(sorted(missing))}")
         for end in ("u", "v"):
-            if edge[end] not in g:
-                raise TopologyError(f"edges[{i}] names node {edge[end]!r}, which is not in nodes")
-        bw, lat = edge["bandwidth_GBps"], edge["latency_us"]
-        g.add_edge(edge["u"], edge["v"], bandwidth=bw * 1e9 if isinstance(bw, (int, float)) else bw,
-                   latency=lat * 1e-6 if isinstance(lat, (int, float)) else lat, kind=edge.get("kind", "link"))
+            if not isinstance(edge[end], (str, int)) or edge[end] not in g:
+                raise TopologyError(f"topology {name!r}: edges[{i}] names node {edge[end]!r}, which is not in nodes")
+        if edge["u"] == edge["v"]:
+            raise TopologyError(f"topology {name!r}: edges[{i}] joins node {edge['u']!r} to itself")
+        bw = number(edge["bandwidth_GBps"], f"topology {name!r}: edges[{i}].bandwidth_GBps", low=0, low_open=True,
+                    high=MAX_BANDWIDTH / 1e9, error=TopologyError)
+        lat = number(edge["latency_us"], f"topology {name!r}: edges[{i}].latency_us", low=0,
+                     high=MAX_LATENCY_S * 1e6, error=TopologyError)
+        g.add_edge(edge["u"], edge["v"], bandwidth=bw * 1e9, latency=lat * 1e-6, kind=str(edge.get("kind", "link")))
     g.graph["gpus"] = [n for n, d in g.nodes(data=True) if d.get("type") == "gpu"]
     return g
 

@@ -6,35 +6,88 @@ command modules import the library; nothing in the library imports them.
 * :mod:`sim.cli.run`: ``run`` (one MoE training step of a scenario);
 * :mod:`sim.cli.plan`: ``plan`` (search PP, EP, schedule and micro-batches within HBM).
 
-Bad input never shows a traceback: every error names the field, the value and what is allowed,
-and the command exits with status 2.
+Exit status: 0 done; 1 no answer (``plan``: no candidate can run); 2 bad input, one line on
+stderr naming the field, the value and what is allowed (a schedule that breaks a rule also shows
+its grid); 3 a bug in the simulator: the traceback and a line asking to report it; 130
+interrupted (Ctrl-C), one line, files already written are kept.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..checks import InputError, arg
+from ..limits import FLAGS, Limits
 from . import collective, pipeline, plan, run
 
 COMMAND_MODULES = (pipeline, collective, run, plan)
+EXIT_NO_ANSWER, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 3, 130
+REPORT = ("this is a bug in the simulator, not a problem with your input; please report it with the command "
+          "line and the traceback above")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_limit_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("size limits (README: Limits)")
+    defaults = Limits()
+    for field, flag in FLAGS.items():
+        g.add_argument(flag, dest=field, type=arg(integer=True, low=1), default=None,
+                       help=f"refuse runs estimated above this many {field.removeprefix('max_').replace('_', ' ')} "
+                            f"(default {getattr(defaults, field):,})")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="python -m sim", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in COMMAND_MODULES:
         for name, (help_text, add_arguments, handler) in module.COMMANDS.items():
             p = sub.add_parser(name, help=help_text)
             add_arguments(p)
+            add_limit_arguments(p)
             p.set_defaults(func=handler)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def describe(exc: BaseException) -> str:
+    """One line for an input or file problem."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
+
+
+def guarded(call) -> int:
+    """``call()``'s exit status, with the exit-status rules above: bad input and file problems one
+    line (2), Ctrl-C one line (130), anything else a bug (traceback and a request to report, 3)."""
     try:
-        return args.func(args) or 0
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+        return call() or 0
+    except BrokenPipeError:                      # output piped into `head` and the like: stop quietly
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted; files already written are kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (InputError, OSError) as exc:
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        print(f"error: {REPORT}", file=sys.stderr)
+        return EXIT_BUG
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import limits
+
+    def call() -> int:
+        args = build_parser().parse_args(argv)
+        with limits.raised(**{f: getattr(args, f, None) for f in FLAGS}):
+            return args.func(args)
+    return guarded(call)

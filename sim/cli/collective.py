@@ -8,24 +8,27 @@ both algorithms), ``busiest_links`` (the links that carried the most bytes).
 """
 from __future__ import annotations
 
-import json
+from ..checks import InputError, arg, number
 
 KINDS = ("p2p", "all-to-all", "all-reduce", "reduce-scatter", "all-gather")
 
 
 def parse_ranks(text: str, n_gpus: int) -> list[int]:
-    """``0-7``, ``0,8,16`` or ``0-3,8-11`` -> GPU indices; checks the range."""
+    """``0-7``, ``0,8,16`` or ``0-3,8-11`` -> GPU indices; checks the range before expanding it."""
     out: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, sep, hi = part.partition("-")
         try:
-            span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+            first, last = int(lo), int(hi) if sep else int(lo)
         except ValueError:
-            raise ValueError(f"--ranks: cannot read {part!r}; use e.g. 0-7 or 0,8,16") from None
-        out.extend(span)
-    bad = [r for r in out if not 0 <= r < n_gpus]
-    if bad or len(out) < 2 or len(set(out)) != len(out):
-        raise ValueError(f"--ranks must name at least two distinct GPUs in 0..{n_gpus - 1}, got {text!r}")
+            raise InputError(f"--ranks: cannot read {part!r}; use e.g. 0-7 or 0,8,16") from None
+        if not 0 <= first <= last < n_gpus:
+            raise InputError(f"--ranks: {part!r} is not a range of GPUs in 0..{n_gpus - 1}")
+        out.extend(range(first, last + 1))
+        if len(out) > n_gpus:
+            break
+    if len(out) < 2 or len(set(out)) != len(out):
+        raise InputError(f"--ranks must name at least two distinct GPUs in 0..{n_gpus - 1}, got {text!r}")
     return out
 
 
@@ -35,8 +38,18 @@ def run_collective(args) -> dict:
 
     from topologies import load_topology
 
-    from ..network import (Fabric, MoERouting, all_to_all, busiest_links, link_stats, ring_all_gather,
-                           ring_all_reduce, ring_reduce_scatter, route_tokens, token_bytes)
+    from ..network import (
+        Fabric,
+        MoERouting,
+        all_to_all,
+        busiest_links,
+        link_stats,
+        ring_all_gather,
+        ring_all_reduce,
+        ring_reduce_scatter,
+        route_tokens,
+        token_bytes,
+    )
     graph = load_topology(args.topology)
     env = simpy.Environment()
     fabric = Fabric(env, graph, completion_window=args.completion_window)
@@ -44,7 +57,9 @@ def run_collective(args) -> dict:
     if args.kind == "p2p":
         for name in ("src", "dst", "bytes"):
             if getattr(args, name) is None:
-                raise ValueError(f"collective p2p needs --{name}")
+                raise InputError(f"collective p2p needs --{name}")
+        if args.src == args.dst:
+            raise InputError(f"--src and --dst must be different GPUs, got {args.src} twice")
         members = [args.src, args.dst]
         done = fabric.transfer(args.src, args.dst, args.bytes)
         payload = args.bytes
@@ -53,9 +68,9 @@ def run_collective(args) -> dict:
         routing = MoERouting(ep=args.ep, gpus_per_node=graph.graph.get("gpus_per_node", 8),
                              num_experts=args.experts, topk=args.topk, tokens_per_gpu=args.tokens,
                              node_limit=args.node_limit, skew=args.skew, seed=args.seed)
-        groups = n // args.ep if args.groups == "all" else int(args.groups)
+        groups = n // args.ep if args.groups == "all" else args.groups
         if groups < 1 or groups * args.ep > n:
-            raise ValueError(f"--groups {args.groups} x --ep {args.ep} needs {max(groups, 1) * args.ep} GPUs; "
+            raise InputError(f"--groups {args.groups} x --ep {args.ep} needs {max(groups, 1) * args.ep} GPUs; "
                              f"topology {args.topology!r} has {n}")
         traffic = route_tokens(routing)
         members = list(range(groups * args.ep))
@@ -66,7 +81,7 @@ def run_collective(args) -> dict:
         payload = float(off_diag.mean() * tb)
     else:
         if args.ranks is None or args.bytes is None:
-            raise ValueError(f"collective {args.kind} needs --ranks and --bytes")
+            raise InputError(f"collective {args.kind} needs --ranks and --bytes")
         members = parse_ranks(args.ranks, n)
         op = {"all-reduce": ring_all_reduce, "reduce-scatter": ring_reduce_scatter,
               "all-gather": ring_all_gather}[args.kind]
@@ -80,8 +95,9 @@ def run_collective(args) -> dict:
               "algbw_gbps": payload / t / 1e9 if t > 0 else float("inf"),
               "busiest_links": busiest_links(fabric, 5, t), "recomputations": fabric.recomputations}
     if args.links_csv:
-        from ..io import write_csv_atomic
-        write_csv_atomic(link_stats(fabric, t), args.links_csv)
+        from ..io import overwriting, write_csv_atomic
+        with overwriting(args.force):
+            write_csv_atomic(link_stats(fabric, t), args.links_csv)
     return result
 
 
@@ -90,7 +106,8 @@ def cmd_collective(args) -> int:
     with gc_paused():
         res = run_collective(args)
     if args.json:
-        print(json.dumps(res))
+        from ..io import json_text
+        print(json_text(res))
         return 0
     print(f"{res['kind']} on {res['topology']} ({res['gpus']} GPUs): {res['time_s'] * 1e6:.1f} us")
     print(f"bytes sent per GPU: mean {res['bytes_per_gpu'] / 1e6:.3f} MB, max {res['max_bytes_per_gpu'] / 1e6:.3f} MB;"
@@ -102,34 +119,52 @@ def cmd_collective(args) -> int:
     return 0
 
 
+def _groups(text: str):
+    import argparse
+    if text == "all":
+        return text
+    try:
+        return number(int(text), "groups", integer=True, low=1, high=1_000_000)
+    except (ValueError, InputError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {text!r}") from None
+
+
 def add_arguments(p) -> None:
+    gpu = arg(integer=True, low=0, high=100_000_000)
+    count = arg(integer=True, low=1, high=100_000_000)
     p.add_argument("kind", choices=KINDS, help="which collective")
     p.add_argument("--topology", required=True, help="preset name or a YAML file")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--links-csv", help="write every used link's statistics to this CSV")
-    p.add_argument("--completion-window", type=float, default=1e-3,
+    p.add_argument("--force", action="store_true", help="replace --links-csv even if this tool did not write it")
+    p.add_argument("--completion-window", type=arg(low=0, high=1, high_open=True), default=1e-3,
                    help="flows due within this fraction of the elapsed busy time finish together "
                         "(default 1e-3; 0 = exact, slower under skew)")
     g = p.add_argument_group("p2p")
-    g.add_argument("--src", type=int, help="source GPU (global index)")
-    g.add_argument("--dst", type=int, help="destination GPU")
-    g.add_argument("--bytes", type=float, help="bytes per GPU buffer (p2p, ring collectives)")
+    g.add_argument("--src", type=gpu, help="source GPU (global index)")
+    g.add_argument("--dst", type=gpu, help="destination GPU")
+    g.add_argument("--bytes", type=arg(low=0, high=1e15), help="bytes per GPU buffer (p2p, ring collectives)")
     g = p.add_argument_group("all-to-all (MoE dispatch / combine)")
-    g.add_argument("--ep", type=int, default=64, help="expert-parallel group size (default 64)")
-    g.add_argument("--tokens", type=float, default=4096, help="tokens per GPU (default 4096)")
-    g.add_argument("--hidden", type=int, default=7168, help="hidden size (default 7168)")
-    g.add_argument("--topk", type=int, default=8, help="routed experts per token (default 8)")
-    g.add_argument("--experts", type=int, default=256, help="routed experts in the group (default 256)")
-    g.add_argument("--bytes-per-elem", type=float, default=1, help="1 = FP8 (default), 2 = BF16")
-    g.add_argument("--scale-bytes", type=float, default=None,
+    g.add_argument("--ep", type=count, default=64, help="expert-parallel group size (default 64)")
+    g.add_argument("--tokens", type=arg(low=0, high=1e9), default=4096, help="tokens per GPU (default 4096)")
+    g.add_argument("--hidden", type=arg(integer=True, low=1, high=10_000_000), default=7168,
+                   help="hidden size (default 7168)")
+    g.add_argument("--topk", type=count, default=8, help="routed experts per token (default 8)")
+    g.add_argument("--experts", type=count, default=256, help="routed experts in the group (default 256)")
+    g.add_argument("--bytes-per-elem", type=arg(low=0, low_open=True, high=16), default=1,
+                   help="1 = FP8 (default), 2 = BF16")
+    g.add_argument("--scale-bytes", type=arg(low=0, high=1e9), default=None,
                    help="extra bytes per token copy (default: FP8 1x128 fp32 scales, 0 for BF16)")
-    g.add_argument("--node-limit", type=int, default=4, help="max nodes per token (default 4)")
+    g.add_argument("--node-limit", type=count, default=4, help="max nodes per token (default 4)")
     g.add_argument("--algorithm", choices=("hierarchical", "flat"), default="hierarchical")
     g.add_argument("--direction", choices=("dispatch", "combine"), default="dispatch")
-    g.add_argument("--chunks", type=int, default=4, help="pieces per hierarchical message (default 4)")
-    g.add_argument("--groups", default="1", help="EP groups running at once, or 'all' (default 1)")
-    g.add_argument("--skew", type=float, default=0.0, help="Zipf exponent of expert popularity (0 = uniform)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the skewed routing sample")
+    g.add_argument("--chunks", type=arg(integer=True, low=1, high=1_000), default=4,
+                   help="pieces per hierarchical message (default 4)")
+    g.add_argument("--groups", type=_groups, default=1, help="EP groups running at once, or 'all' (default 1)")
+    g.add_argument("--skew", type=arg(low=0, high=100), default=0.0,
+                   help="Zipf exponent of expert popularity (0 = uniform)")
+    g.add_argument("--seed", type=arg(integer=True, low=0, high=2 ** 63 - 1), default=0,
+                   help="seed of the skewed routing sample")
     g = p.add_argument_group("all-reduce / reduce-scatter / all-gather")
     g.add_argument("--ranks", help="GPUs, e.g. 0-7 or 0,8,16,24")
 

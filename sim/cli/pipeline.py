@@ -5,35 +5,77 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..pipeline import compare_frame, parse_costs, simulate_pipeline
+from ..checks import InputError, arg
+from ..pipeline import compare_frame, parse_costs, simulate_pipeline, simulate_schedule
 from ..schedules import SCHEDULE_NAMES, make_schedule, validate
 from ..textgrid import render
+
+COUNT = arg(integer=True, low=1, high=100_000_000)
 
 
 def _add_pipeline_args(p: argparse.ArgumentParser, positional_name: bool) -> None:
     if positional_name:
         p.add_argument("name", metavar="NAME", help=f"schedule: {', '.join(SCHEDULE_NAMES)}")
+        required = True
     else:
-        p.add_argument("--schedule", required=True, help=f"schedule: {', '.join(SCHEDULE_NAMES)}")
-    p.add_argument("--pp", type=int, required=True, help="pipeline ranks P")
-    p.add_argument("--microbatches", type=int, required=True, help="micro-batches M per step")
-    p.add_argument("--chunks", type=int, default=None, help="model chunks per rank v (interleaved-1f1b only)")
+        p.add_argument("--schedule", required=True,
+                       help=f"schedule: {', '.join(SCHEDULE_NAMES)}, or a JSON file in the format of "
+                            "`schedule --json` (your own schedule; --pp and --microbatches then come from it)")
+        required = False
+    p.add_argument("--pp", type=COUNT, required=required, help="pipeline ranks P")
+    p.add_argument("--microbatches", type=COUNT, required=required, help="micro-batches M per step")
+    p.add_argument("--chunks", type=COUNT, default=None, help="model chunks per rank v (interleaved-1f1b only)")
 
 
 def cmd_schedule(args) -> int:
     sched = validate(make_schedule(args.name, args.pp, args.microbatches, args.chunks))
     if args.json:
-        print(json.dumps(sched.to_json()))
+        from ..io import json_text
+        print(json_text(sched.to_json()))
         return 0
     run = simulate_pipeline(args.name, args.pp, args.microbatches, args.chunks, check=False)
     print(render(run.result))
     return 0
 
 
+def load_schedule_file(path: str):
+    """A user's schedule from a JSON file (the format of ``schedule --json``), checked field by
+    field (:meth:`Schedule.from_json`)."""
+    from ..schedules import Schedule
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid JSON: nested too deeply") from None
+    return Schedule.from_json(obj, path)
+
+
 def cmd_simulate(args) -> int:
+    from ..io import overwriting
+    with overwriting(args.force):
+        return _simulate(args)
+
+
+def _simulate(args) -> int:
+    from ..io import check_output, json_text
     costs = parse_costs(args.cost)
-    run = simulate_pipeline(args.schedule, args.pp, args.microbatches, args.chunks, cost_per=args.cost_per,
-                            **costs)
+    for path in (args.csv, args.plot, args.trace):
+        if path:
+            check_output(path)                      # before the run, not after it
+    if args.schedule.endswith(".json"):
+        sched = load_schedule_file(args.schedule)
+        for flag, given, own in (("--pp", args.pp, sched.pp), ("--microbatches", args.microbatches, sched.microbatches)):
+            if given is not None and given != own:
+                raise InputError(f"{flag} {given} differs from the schedule file's {own}; leave it out")
+        run = simulate_schedule(sched, cost_per=args.cost_per, **costs)
+    else:
+        for flag, given in (("--pp", args.pp), ("--microbatches", args.microbatches)):
+            if given is None:
+                raise InputError(f"simulate needs {flag} with a named schedule")
+        run = simulate_pipeline(args.schedule, args.pp, args.microbatches, args.chunks, cost_per=args.cost_per,
+                                **costs)
     m = run.metrics
     if args.csv:
         from ..io import write_csv_atomic
@@ -49,7 +91,7 @@ def cmd_simulate(args) -> int:
         out = {"makespan": m.makespan, "bubble_fraction": m.bubble_fraction,
                "ranks": [{"rank": r.rank, "busy": r.busy, "idle": r.idle, "utilization": r.utilization,
                           "peak_activations": r.peak_activations} for r in m.ranks]}
-        print(json.dumps(out))
+        print(json_text(out))
         return 0
     print(f"{m.schedule}: P={m.pp}, M={m.microbatches}, costs F={costs['F']:g} I={costs['I']:g} W={costs['W']:g}")
     print(f"makespan {m.makespan:g}, bubble fraction {m.bubble_fraction:.4f}")
@@ -62,16 +104,21 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from ..io import check_output, json_text, overwriting
+    if args.csv:
+        with overwriting(args.force):
+            check_output(args.csv)
     df = compare_frame(args.pp, args.microbatches, args.chunks, parse_costs(args.cost))
     if args.json:
-        print(df.to_json(orient="records"))
+        print(json_text(df.to_dict("records")))
     else:
         print(f"P={args.pp}, M={args.microbatches} (interleaved v={args.chunks}); costs are per rank's 1/P "
               "share of the model; peak activations per rank in micro-batches of one 1F1B stage")
         print(df.fillna("").to_string(index=False))
     if args.csv:
         from ..io import write_csv_atomic
-        write_csv_atomic(df, args.csv)
+        with overwriting(args.force):
+            write_csv_atomic(df, args.csv)
     return 0
 
 
@@ -89,15 +136,18 @@ def _simulate_arguments(p) -> None:
     p.add_argument("--csv", help="write the op events (rank, kind, mb, stage, start, end) to this CSV")
     p.add_argument("--plot", help="write a timeline PNG to this path")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) to this path")
+    p.add_argument("--force", action="store_true", help="replace these files even if this tool did not write them")
 
 
 def _compare_arguments(p) -> None:
-    p.add_argument("--pp", type=int, required=True, help="pipeline ranks P")
-    p.add_argument("--microbatches", type=int, required=True, help="micro-batches M")
-    p.add_argument("--chunks", type=int, default=2, help="v for interleaved-1f1b (default 2)")
+    p.add_argument("--pp", type=COUNT, required=True, help="pipeline ranks P")
+    p.add_argument("--microbatches", type=COUNT, required=True, help="micro-batches M")
+    p.add_argument("--chunks", type=arg(integer=True, low=2, high=1_000), default=2,
+                   help="v for interleaved-1f1b (default 2)")
     p.add_argument("--cost", default="F=1,I=1,W=1", help="op costs, e.g. F=1,I=1,W=1")
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
     p.add_argument("--csv", help="also write the table to this CSV")
+    p.add_argument("--force", action="store_true", help="replace --csv even if this tool did not write it")
 
 
 COMMANDS = {

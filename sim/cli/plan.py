@@ -2,9 +2,10 @@
 simulated step time, and say why the winner wins (the search itself: :mod:`sim.planner`)."""
 from __future__ import annotations
 
-import json
+from dataclasses import fields
 from pathlib import Path
 
+from ..checks import arg
 from ..moe.specs import COMPARED_SCHEDULES, MEMORY_POLICIES
 from ..planner import PlanRequest
 
@@ -12,6 +13,7 @@ from ..planner import PlanRequest
 def cmd_plan(args) -> int:
     import pandas as pd
 
+    from ..io import check_output, json_text, overwriting
     from ..planner import candidates, evaluate
     from ..sweep import run_sweep
     req = PlanRequest(gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
@@ -19,9 +21,11 @@ def cmd_plan(args) -> int:
                       pps=tuple(args.pp), eps=tuple(args.ep), schedules=tuple(args.schedules),
                       gemm_precision=args.gemm_precision, node_limit=args.node_limit,
                       memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
+    with overwriting(args.force):
+        check_output(args.out)                      # before the search, not after it
     ok, refused = candidates(req)
     if not ok:
-        print(f"No candidate fits {args.gpu}'s HBM. Closest ({len(refused)} refused):")
+        print(f"No candidate can run on {args.gpus} {args.gpu} GPUs ({len(refused)} refused); the closest:")
         df = pd.DataFrame(refused)
         if "memory_gb" in df:
             df = df.sort_values("memory_gb", na_position="last")
@@ -29,12 +33,13 @@ def cmd_plan(args) -> int:
         print("Memory model: README 'Memory'; --memory-policy (none, selective, full, deepseek-v3) and "
               "--zero-stage (0-3) change what each GPU keeps.")
         return 1
-    df = run_sweep(evaluate, ok, Path(args.out), scheduler="serial" if args.serial else args.scheduler,
-                   progress=not args.json, desc="plan")
+    with overwriting(args.force):
+        df = run_sweep(evaluate, ok, Path(args.out), scheduler="serial" if args.serial else args.scheduler,
+                       progress=not args.json, desc="plan")
     df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
     if args.json:
-        print(json.dumps({"recommendation": df.iloc[0].to_dict() if len(df) else None,
-                          "candidates": df.head(args.top).to_dict("records"), "refused": refused}, default=str))
+        print(json_text({"recommendation": df.iloc[0].to_dict() if len(df) else None,
+                         "candidates": df.head(args.top).to_dict("records"), "refused": refused}))
         return 0
     cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
             "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
@@ -62,36 +67,61 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+def _ints(low: int):
+    """An argparse type: comma-separated integers >= ``low``."""
+    import argparse
+
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if not values or min(values) < low or max(values) > 100_000_000:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers in [{low}, 100,000,000], got {text!r}")
+        return values
+    parse.__name__ = "integers"
+    return parse
+
+
+def _names(text: str) -> list[str]:
+    import argparse
+
+    from ..schedules import SCHEDULE_NAMES
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in SCHEDULE_NAMES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"unknown schedule(s) {', '.join(bad) or repr(text)}; valid: "
+                                         f"{', '.join(SCHEDULE_NAMES)}")
+    return names
 
 
 def add_arguments(p) -> None:
-    d = PlanRequest(gpus=0, model="", topology="")
-    p.add_argument("--gpus", type=int, required=True, help="GPUs to plan for")
+    d = {f.name: f.default for f in fields(PlanRequest)}
+    count = arg(integer=True, low=1, high=100_000_000)
+    p.add_argument("--gpus", type=count, required=True, help="GPUs to plan for")
     p.add_argument("--model", required=True, help="model preset")
     p.add_argument("--topology", required=True, help="topology preset or YAML")
-    p.add_argument("--gpu", default=d.gpu, help=f"GPU preset (default {d.gpu})")
-    p.add_argument("--global-batch", type=int, default=d.global_batch, help=f"sequences per step (default {d.global_batch})")
-    p.add_argument("--seq-len", type=int, default=d.seq_len)
-    p.add_argument("--microbatch-size", type=int, default=d.microbatch_size)
-    p.add_argument("--pp", type=_ints, default=list(d.pps), help="PP sizes to try (default 8,16)")
-    p.add_argument("--ep", type=_ints, default=list(d.eps), help="EP sizes to try (default 8,16,32,64)")
-    p.add_argument("--schedules", type=lambda s: s.split(","), default=list(COMPARED_SCHEDULES))
-    p.add_argument("--gemm-precision", default=d.gemm_precision, choices=("fp8", "bf16"))
-    p.add_argument("--node-limit", type=int, default=d.node_limit)
-    p.add_argument("--memory-policy", default=d.memory_policy, choices=MEMORY_POLICIES,
-                   help=f"what layers store and recompute (default {d.memory_policy})")
-    p.add_argument("--zero-stage", type=int, default=d.zero_stage, choices=(0, 1, 2, 3),
-                   help=f"ZeRO stage (default {d.zero_stage})")
-    p.add_argument("--head-cuts", type=_ints, default=list(d.head_cuts),
+    p.add_argument("--gpu", default=d["gpu"], help=f"GPU preset (default {d['gpu']})")
+    p.add_argument("--global-batch", type=count, default=d["global_batch"],
+                   help=f"sequences per step (default {d['global_batch']})")
+    p.add_argument("--seq-len", type=count, default=d["seq_len"])
+    p.add_argument("--microbatch-size", type=count, default=d["microbatch_size"])
+    p.add_argument("--pp", type=_ints(1), default=list(d["pps"]), help="PP sizes to try (default 8,16)")
+    p.add_argument("--ep", type=_ints(1), default=list(d["eps"]), help="EP sizes to try (default 8,16,32,64)")
+    p.add_argument("--schedules", type=_names, default=list(COMPARED_SCHEDULES))
+    p.add_argument("--gemm-precision", default=d["gemm_precision"], choices=("fp8", "bf16"))
+    p.add_argument("--node-limit", type=arg(integer=True, low=0, high=100_000), default=d["node_limit"],
+                   help="max nodes per token (0 = no limit)")
+    p.add_argument("--memory-policy", default=d["memory_policy"], choices=MEMORY_POLICIES,
+                   help=f"what layers store and recompute (default {d['memory_policy']})")
+    p.add_argument("--zero-stage", type=int, default=d["zero_stage"], choices=(0, 1, 2, 3),
+                   help=f"ZeRO stage (default {d['zero_stage']})")
+    p.add_argument("--head-cuts", type=_ints(0), default=list(d["head_cuts"]),
                    help="layer splits to try: fewer layers than the even split on the stage with the heads and "
                         "MTP (default 0,1)")
-    p.add_argument("--top", type=int, default=8, help="rows to show")
+    p.add_argument("--top", type=count, default=8, help="rows to show")
     p.add_argument("--out", default="results/plan.csv", help="CSV of the simulated candidates (resumable)")
+    p.add_argument("--force", action="store_true", help="replace --out even if it is not a plan this tool wrote")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local cluster)")
     p.add_argument("--serial", action="store_true", help="no Dask")
     p.add_argument("--json", action="store_true")

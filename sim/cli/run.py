@@ -9,12 +9,11 @@ one F&B unit's two streams) there.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
+from ..checks import arg
 from ..moe.specs import COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
 
 if TYPE_CHECKING:
@@ -26,13 +25,17 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
     """Simulate scenario ``scenario`` (preset or YAML, fields replaced by ``overrides``) under each of
     ``schedules``, assembled once; write CSV and figures under ``out`` and a Chrome trace of the
     last schedule to ``trace`` when given."""
-    from ..moe.report import write_outputs
+    from ..io import check_output
+    from ..moe.report import planned_outputs, write_outputs
     from ..moe.scenario import Scenario
     from ..moe.step import simulate_schedules
+    stem = Path(scenario).stem.replace("-", "_")
+    for path in (planned_outputs(stem, out, schedules) if out else []) + ([Path(trace)] if trace else []):
+        check_output(path)                          # before the run, not after it
     base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
     results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers)
     if out:
-        write_outputs(results, Path(scenario).stem.replace("-", "_"), Path(out), title=scenario)
+        write_outputs(results, stem, Path(out), title=scenario)
     if trace:
         from ..trace import write_chrome_trace
         write_chrome_trace(results[-1], trace)
@@ -47,14 +50,16 @@ def cmd_run(args) -> int:
     schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
     if not args.schedule and own not in schedules:
         schedules.append(own)
-    results = run_scenario(args.scenario, schedules, overrides, args.mode, args.scope, args.out, args.trace,
-                           args.workers)
+    from ..io import json_text, overwriting
+    with overwriting(args.force):
+        results = run_scenario(args.scenario, schedules, overrides, args.mode, args.scope, args.out, args.trace,
+                               args.workers)
     if args.json:
         main = next(r for r in results if r.run.schedule == (args.schedule or own))
         out = main.to_json()
         if len(results) > 1:
             out["comparison"] = [{k: v for k, v in r.to_json().items() if k != "ranks"} for r in results]
-        print(json.dumps(out))
+        print(json_text(out))
     else:
         from ..moe.report import comparison_text
         print(comparison_text(results))
@@ -72,18 +77,22 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", choices=MODES, default="auto", help="representative pipeline or every rank")
     p.add_argument("--scope", choices=("stage", "cluster"), default="stage",
                    help="all-to-all contention measured per stage (default) or with every stage at once")
-    p.add_argument("--microbatches", type=int, help="override the scenario's micro-batches")
-    p.add_argument("--pp", type=int, help="override pipeline ranks")
-    p.add_argument("--ep", type=int, help="override the expert-parallel size")
-    p.add_argument("--dp", type=int, help="override data-parallel replicas")
+    count = arg(integer=True, low=1, high=100_000_000)
+    p.add_argument("--microbatches", type=count, help="override the scenario's micro-batches")
+    p.add_argument("--pp", type=count, help="override pipeline ranks")
+    p.add_argument("--ep", type=count, help="override the expert-parallel size")
+    p.add_argument("--dp", type=count, help="override data-parallel replicas")
     p.add_argument("--topology", help="override the topology (preset or YAML)")
-    p.add_argument("--skew", type=float, help="Zipf exponent of expert popularity (> 0 simulates every rank)")
-    p.add_argument("--seed", type=int, help="seed of the skewed routing")
+    p.add_argument("--skew", type=arg(low=0, high=100),
+                   help="Zipf exponent of expert popularity (> 0 simulates every rank)")
+    p.add_argument("--seed", type=arg(integer=True, low=0, high=2 ** 63 - 1), help="seed of the skewed routing")
     p.add_argument("--memory-policy", choices=MEMORY_POLICIES, help="override what layers store and recompute")
     p.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="override the ZeRO stage")
     p.add_argument("--dp-sync", choices=DP_SYNC, help="data-parallel sync as stages finish (overlap) or at the end")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--workers", type=arg(integer=True, low=1, high=1_024), default=os.cpu_count() or 1,
                    help="processes that sample skewed routing and measure skewed all-to-alls (default: one per core)")
+    p.add_argument("--force", action="store_true",
+                   help="replace files under --out and --trace even if this tool did not write them")
 
 
 COMMANDS = {"run": ("simulate one training step of a scenario", add_arguments, cmd_run)}

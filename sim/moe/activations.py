@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..checks import InputError
 from .specs import MEMORY_POLICIES, ModelSpec
 
 BF16, FP32, FP8, E5M6, MASK, IDS = 2.0, 4.0, 1.0 + 4.0 / 128, 1.5, 1.0, 8.0
@@ -141,7 +142,7 @@ def mlp_tensors(m: ModelSpec, moe: bool, policy: str, routed_pairs: float) -> li
 def layer_tensors(m: ModelSpec, moe: bool, policy: str, seq_len: int, routed_pairs: float) -> list[SavedTensor]:
     """One transformer layer under ``policy``."""
     if policy not in MEMORY_POLICIES:
-        raise ValueError(f"memory policy must be one of {', '.join(MEMORY_POLICIES)}, got {policy!r}")
+        raise InputError(f"memory policy must be one of {', '.join(MEMORY_POLICIES)}, got {policy!r}")
     return attention_tensors(m, policy, seq_len) + mlp_tensors(m, moe, policy, routed_pairs)
 
 

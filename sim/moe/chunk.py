@@ -41,8 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..network import token_bytes
 from ..checks import number
+from ..network import token_bytes
 from .params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
 from .specs import PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 

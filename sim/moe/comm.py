@@ -18,9 +18,9 @@ import dataclasses
 import numpy as np
 import simpy
 
+from ..checks import number
 from ..network import Fabric, LinkTable, MoERouting, all_to_all, link_stats, route_tokens
 from .layout import Layout
-from ..checks import number
 from .specs import ModelSpec, RunSpec, SpecError
 
 SCOPES = ("stage", "cluster")

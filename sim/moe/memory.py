@@ -36,8 +36,16 @@ from dataclasses import dataclass
 
 from ..schedules.base import Schedule
 from ..schedules.ops import parts
-from .activations import (bytes_per_token, embedding_tensors, head_tensors, head_weight_grad_bytes, layer_tensors,
-                          mtp_extra_tensors, mtp_weight_grad_bytes, weight_grad_bytes)
+from .activations import (
+    bytes_per_token,
+    embedding_tensors,
+    head_tensors,
+    head_weight_grad_bytes,
+    layer_tensors,
+    mtp_extra_tensors,
+    mtp_weight_grad_bytes,
+    weight_grad_bytes,
+)
 from .params import ParamCount, layer_params, rank_params
 from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
 

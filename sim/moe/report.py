@@ -136,6 +136,16 @@ def plot_rank_breakdown(ranks: pd.DataFrame, path: str | Path, title: str = "") 
     return save_figure(fig, path)
 
 
+def planned_outputs(stem: str, folder: str | Path, schedules: list[str]) -> list[Path]:
+    """Every file :func:`write_outputs` writes for these schedules (to check them before a run)."""
+    folder = Path(folder)
+    files = [folder / f"{stem}_summary.csv", folder / f"{stem}_ranks.csv", folder / f"{stem}_links.csv",
+             folder / "figures" / f"{stem}_ranks.png"]
+    for name in schedules:
+        files += [folder / "figures" / f"{stem}_fb_unit_{name}.png", folder / f"{stem}_events_{name}.csv"]
+    return files
+
+
 def write_outputs(results: list[StepResult], stem: str, folder: str | Path, title: str) -> None:
     """Under ``folder``: ``<stem>_summary.csv`` (a row per schedule), ``<stem>_ranks.csv`` (a row per
     schedule and rank), ``<stem>_events_<schedule>.csv`` (op events of pipeline 0),

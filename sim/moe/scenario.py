@@ -23,7 +23,7 @@ from ..schedules import Schedule, make_schedule, validate
 from .chunk import ChunkModel
 from .layout import Layout
 from .memory import RankMemory, memory_per_rank
-from .specs import RunSpec, load_gpu, load_model
+from .specs import RunSpec, SpecError, load_gpu, load_model
 
 SHAPES = ("dispatch", "combine")
 
@@ -66,6 +66,9 @@ class Scenario:
         self.run = run
         self.model = load_model(run.model)
         self.gpu = load_gpu(run.gpu)
+        if run.comm_sms >= self.gpu.sms:
+            raise SpecError(f"RunSpec.comm_sms must be below the {self.gpu.sms} SMs of {self.gpu.name} (the rest "
+                            f"compute), got {run.comm_sms}")
         if topology is not None:
             self.topology = topology
         elif links is not None:

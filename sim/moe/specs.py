@@ -10,7 +10,7 @@ from typing import Optional
 
 import yaml
 
-from ..checks import InputError, choice, number
+from ..checks import InputError, choice, number, read_yaml
 
 PRESETS = Path(__file__).with_name("presets")
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
@@ -185,7 +185,7 @@ class RunSpec:
     description: str = ""
 
     def __post_init__(self):
-        for name in ("model", "gpu", "topology", "schedule"):
+        for name in ("model", "gpu", "topology", "schedule", "description"):
             if not isinstance(getattr(self, name), str):
                 raise SpecError(f"RunSpec.{name} must be a name (text), got {getattr(self, name)!r}")
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
@@ -242,7 +242,7 @@ def _from_mapping(cls, name: str, mapping: dict, kind: str):
     allowed = {f.name for f in fields(cls)} - {"name"}
     unknown = set(mapping) - allowed
     if unknown:
-        raise SpecError(f"{kind} {name!r}: unknown field(s) {', '.join(sorted(unknown))}; "
+        raise SpecError(f"{kind} {name!r}: unknown field(s) {', '.join(sorted(map(str, unknown)))}; "
                         f"allowed: {', '.join(sorted(allowed))}")
     try:
         return cls(name=name, **mapping) if "name" in {f.name for f in fields(cls)} else cls(**mapping)
@@ -283,12 +283,16 @@ def load_scenario(name_or_path: str, **overrides) -> RunSpec:
     presets = _load("scenarios")
     if name_or_path in presets:
         mapping = dict(presets[name_or_path])
-    elif path.suffix in (".yaml", ".yml") and path.exists():
-        mapping = yaml.safe_load(path.read_text()) or {}
+    elif path.suffix in (".yaml", ".yml") and path.is_file():
+        mapping = read_yaml(path, SpecError) or {}
         if not isinstance(mapping, dict):
-            raise SpecError(f"{path}: expected a mapping of RunSpec fields")
+            raise SpecError(f"{path}: expected a mapping of RunSpec fields, got {type(mapping).__name__}")
     else:
         raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
                         "and not an existing .yaml file")
-    mapping.update({k: v for k, v in overrides.items() if v is not None})
+    changed = {k: v for k, v in overrides.items() if v is not None and mapping.get(k) != v}
+    mapping.update(changed)
+    if changed and isinstance(mapping.get("description"), str):
+        # The description was written for the file's values: say what the command line changed.
+        mapping["description"] += " [" + ", ".join(f"{k}={v}" for k, v in changed.items()) + "]"
     return _from_mapping(RunSpec, name_or_path, mapping, "scenario")

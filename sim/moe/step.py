@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
+from .. import limits
 from ..engine import EngineResult, start_schedule
 from ..network import Fabric
 from ..perf import gc_paused
@@ -177,9 +178,12 @@ class MoEStep:
         run = sc.run
         if comm is not None and not comm.serves(run, comm_scope):
             raise ValueError("comm: these all-to-all measurements are for another run or scope")
-        self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers)
         self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
         self.mode = "full" if self.full else "representative"
+        pipelines = sc.layout.groups_per_rank if self.full else 1
+        limits.check("max_parts", limits.step_parts(pipelines, run.microbatches, sc.model.layers + sc.model.mtp_modules),
+                     f"a {self.mode} step of {run.model} with M={run.microbatches:,} over {pipelines:,} pipeline(s)")
+        self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers)
         self.layer_collectives = LayerCollectives(sc) if run.zero_stage == 3 else None
 
     def runners(self, fabric: Fabric, trace: list | None = None, sync: GradientSync | None = None

@@ -1,7 +1,14 @@
 """The network side: link table and routes, a max-min fair flow-level fabric in SimPy, MoE
 traffic, collectives and link statistics. It knows nothing about pipeline schedules."""
-from .collectives import (all_to_all, hierarchical_all_gather, hierarchical_reduce_scatter, p2p, ring_all_gather,
-                          ring_all_reduce, ring_reduce_scatter)
+from .collectives import (
+                          all_to_all,
+                          hierarchical_all_gather,
+                          hierarchical_reduce_scatter,
+                          p2p,
+                          ring_all_gather,
+                          ring_all_reduce,
+                          ring_reduce_scatter,
+)
 from .fabric import Fabric
 from .links import LinkTable
 from .maxmin import max_min_rates

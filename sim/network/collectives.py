@@ -78,15 +78,15 @@ def all_to_all(fabric: Fabric, group: Sequence[int], traffic: Traffic, token_byt
     pieces so NVLink forwarding overlaps the IB transfer, as DeepSeek's kernels do (1 = plain
     store-and-forward)."""
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     number(chunks, "chunks", integer=True, low=1, high=1_000)
     if not isinstance(chunks, int):
         raise InputError(f"chunks must be an integer, got {chunks!r}")
     if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        raise InputError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     r = traffic.routing
     if len(group) != r.ep:
-        raise ValueError(f"group has {len(group)} GPUs but the routing is for ep={r.ep}")
+        raise InputError(f"group has {len(group)} GPUs but the routing is for ep={r.ep}")
     env = fabric.env
     g = r.gpus_in_node
     G, N = traffic.gpu_tokens, traffic.node_tokens
@@ -277,7 +277,7 @@ def _hierarchical(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_
         _phases(fabric, [[(op, list(ranks), nbytes)]], done)
         return done
     if len(sizes) != 1:
-        raise ValueError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
+        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
     g = sizes.pop()
     intra = [(op, members, nbytes) for members in nodes.values()]
     members = list(nodes.values())

@@ -23,6 +23,7 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
+from ..limits import check_deadline
 from . import flowcore
 from .links import LinkTable
 
@@ -48,8 +49,7 @@ class Fabric:
         """``incremental``: recompute only the rates of the flows connected (through shared links) to
         the flows that started or ended; the others keep theirs (the max-min allocation splits over
         the components of the flow-link graph). ``False`` recomputes every rate each time."""
-        if not 0 <= completion_window < 1:
-            raise ValueError(f"completion_window must be in [0, 1), got {completion_window}")
+        number(completion_window, "completion_window", low=0, high=1, high_open=True)
         self.env = env
         self.completion_window = completion_window
         self.incremental = incremental
@@ -233,6 +233,7 @@ class Fabric:
                 setattr(self, name, new)
 
     def _recompute(self, _event=None) -> None:
+        check_deadline()                        # a sweep's per-point time limit (sim.limits)
         self._batch_scheduled = False
         self._advance()
         self._complete_finished()

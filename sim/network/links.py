@@ -14,6 +14,8 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
+from ..checks import InputError
+
 
 class LinkTable:
     """Directed links of a graph, with ``route(src_gpu, dst_gpu) -> (link ids, path latency)``."""
@@ -108,7 +110,7 @@ class LinkTable:
         s, t = self.gpus[src_gpu], self.gpus[dst_gpu]
         dist = self._distances_to(t)
         if dist[s] < 0:
-            raise ValueError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
+            raise InputError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
         path = []
         u, hop = s, 0
         while u != t:

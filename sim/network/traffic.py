@@ -58,8 +58,11 @@ def token_bytes(hidden: int, bytes_per_elem: float, scale_bytes: float | None = 
     """Bytes of one token copy on the wire: ``hidden`` x bytes per element, plus, for 1-byte (FP8)
     elements, one fp32 scale per 1x128 tile (DeepSeek-V3's fine-grained quantization, report
     section 3.3), unless ``scale_bytes`` gives the extra bytes per copy."""
+    hidden = number(hidden, "hidden (hidden size)", integer=True, low=1, high=10_000_000, error=TrafficError)
+    number(bytes_per_elem, "bytes_per_elem", low=0, low_open=True, high=16, error=TrafficError)
     if scale_bytes is None:
         scale_bytes = 4 * -(-hidden // 128) if bytes_per_elem < 2 else 0
+    number(scale_bytes, "scale_bytes", low=0, high=1e9, error=TrafficError)
     return hidden * bytes_per_elem + scale_bytes
 
 

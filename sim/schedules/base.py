@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ops import AnyOp, FBOp, Op, parts
+from ..checks import InputError
+from .ops import AnyOp, FBOp, Op, op_from_json, parts
 
 PLACEMENTS = ("linear", "v", "bidirectional")
 
@@ -35,7 +36,7 @@ class Placement:
             return stage if stage < P else 2 * P - 1 - stage
         if self.kind == "bidirectional":
             return stage if mb < self.microbatches // 2 else P - 1 - stage
-        raise ValueError(f"unknown placement {self.kind!r}; valid: {', '.join(PLACEMENTS)}")
+        raise InputError(f"unknown placement {self.kind!r}; valid: {', '.join(PLACEMENTS)}")
 
     def stages_held(self, rank: int) -> int:
         """How many distinct stage weights ``rank`` holds (2 for DualPipe: one per direction)."""
@@ -66,8 +67,48 @@ class Schedule:
             "pp": self.pp,
             "num_stages": self.num_stages,
             "microbatches": self.microbatches,
+            "placement": self.placement.kind,
             "ranks": {str(r): [op.to_json() for op in ops] for r, ops in sorted(self.ranks.items())},
         }
+
+    @classmethod
+    def from_json(cls, obj, source: str = "schedule") -> "Schedule":
+        """Inverse of :meth:`to_json` (a user's own schedule): checks the fields, the placement's
+        stage count and the op count limit (:mod:`sim.limits`); :func:`~sim.schedules.validate`
+        then checks the ops themselves. Raises :class:`~sim.checks.InputError` naming ``source``."""
+        from .. import limits
+        from ..checks import choice, number
+        if not isinstance(obj, dict):
+            raise InputError(f"{source}: expected a JSON object with schedule, pp, num_stages, microbatches, "
+                             f"placement and ranks, got {type(obj).__name__}")
+        missing = [k for k in ("pp", "num_stages", "microbatches", "ranks") if k not in obj]
+        if missing:
+            raise InputError(f"{source}: missing field(s) {', '.join(missing)}")
+        P, S, M = (number(obj[k], f"{source}: {k}", integer=True, low=1, high=100_000_000)
+                   for k in ("pp", "num_stages", "microbatches"))
+        name = obj.get("schedule", "custom")
+        if not isinstance(name, str):
+            raise InputError(f"{source}: schedule must be a name (text), got {name!r}")
+        kind = choice(obj.get("placement", "linear"), f"{source}: placement", PLACEMENTS)
+        need = {"linear": S % P == 0, "v": S == 2 * P, "bidirectional": S == P and M % 2 == 0}[kind]
+        if not need:
+            raise InputError(f"{source}: placement {kind} needs " + {
+                "linear": "num_stages a multiple of pp", "v": "num_stages = 2 pp",
+                "bidirectional": "num_stages = pp and an even number of micro-batches"}[kind] +
+                f", got pp={P}, num_stages={S}, microbatches={M}")
+        ranks = obj["ranks"]
+        if not isinstance(ranks, dict) or sorted(ranks, key=str) != sorted(map(str, range(P)), key=str):
+            raise InputError(f"{source}: ranks must map each rank \"0\" .. \"{P - 1}\" to its list of ops")
+        if any(not isinstance(ops, list) for ops in ranks.values()):
+            raise InputError(f"{source}: each rank's ops must be a list")
+        limits.check("max_ops", sum(len(ops) for ops in ranks.values()), f"{source}")
+        parsed = {}
+        for r, ops in ranks.items():
+            try:
+                parsed[int(r)] = [op_from_json(op) for op in ops]
+            except InputError as exc:
+                raise InputError(f"{source}: rank {r}: {exc}") from None
+        return cls(name, P, S, M, parsed, Placement(kind, P, S, M))
 
     def num_ops(self) -> int:
         return sum(len(ops) for ops in self.ranks.values())

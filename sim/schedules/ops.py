@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Union
 
+from ..checks import InputError, number
+
 KINDS = ("F", "I", "W", "B")
 BACKWARD_KINDS = ("I", "B")
 
@@ -69,26 +71,28 @@ def parse_op(text: str) -> AnyOp:
     m = _FB.match(text)
     if m:
         return FBOp(Op("F", int(m.group(1)), int(m.group(2))), Op("B", int(m.group(3)), int(m.group(4))))
-    raise ValueError(
+    raise InputError(
         f"cannot parse op {text!r}: expected KIND MB@STAGE with KIND in F, I, W, B "
         "(e.g. 'F3@0', 'I2@1') or an overlapped unit '[F3@0&B5@3]'"
     )
 
 
 def op_from_json(obj: dict) -> AnyOp:
-    """Inverse of ``to_json``; raises ``ValueError`` naming the bad field."""
+    """Inverse of ``to_json``; raises :class:`~sim.checks.InputError` naming the bad field."""
     if not isinstance(obj, dict) or "kind" not in obj:
-        raise ValueError(f"op must be an object with a 'kind' field, got {obj!r}")
+        raise InputError(f"op must be an object with a 'kind' field, got {obj!r}")
     kind = obj["kind"]
-    try:
-        if kind == "FB":
-            return FBOp(Op("F", int(obj["f"]["mb"]), int(obj["f"]["stage"])),
-                        Op("B", int(obj["b"]["mb"]), int(obj["b"]["stage"])))
-        if kind in KINDS:
-            return Op(kind, int(obj["mb"]), int(obj["stage"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"op {obj!r} is missing or has a bad field: {exc}") from None
-    raise ValueError(f"op kind {kind!r} is not one of F, I, W, B, FB")
+
+    def index(where: dict, field: str) -> int:
+        if not isinstance(where, dict) or field not in where:
+            raise InputError(f"op {obj!r} is missing {field!r}")
+        return number(where[field], f"op {obj!r}: {field}", integer=True, low=0, high=1_000_000_000)
+    if kind == "FB":
+        f, b = obj.get("f"), obj.get("b")
+        return FBOp(Op("F", index(f, "mb"), index(f, "stage")), Op("B", index(b, "mb"), index(b, "stage")))
+    if isinstance(kind, str) and kind in KINDS:
+        return Op(kind, index(obj, "mb"), index(obj, "stage"))
+    raise InputError(f"op kind {kind!r} is not one of F, I, W, B, FB")
 
 
 def parts(op: AnyOp) -> tuple[Op, ...]:

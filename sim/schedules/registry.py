@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import chimera, classic, dualpipe, zerobubble
+from .. import limits
 from ..checks import InputError, number
+from . import chimera, classic, dualpipe, zerobubble
 from .base import Placement, Schedule
 
 
@@ -66,6 +67,8 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
                                       f"micro-batches through each chunk), got M={M}, P={P}")
     elif chunks not in (None, 1):
         raise ScheduleConfigError(f"chunks (v) applies only to interleaved-1f1b, got chunks={chunks} for {name}")
+    limits.check("max_ops", limits.schedule_ops(P, M, chunks if name == "interleaved-1f1b" else None),
+                 f"schedule {name} with P={P:,}, M={M:,}")
     if name == "dualpipe":
         if P % 2 or P < 2:
             raise ScheduleConfigError(f"dualpipe needs an even P >= 2 (ranks r and P-1-r mirror each other), got P={P}")

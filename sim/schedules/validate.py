@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..checks import InputError
 from .base import Schedule
 from .ops import AnyOp, FBOp, Op, parts
 
 
-class ScheduleError(ValueError):
+class ScheduleError(InputError):
     """A schedule breaks an invariant; the message shows where."""
 
 

@@ -1,0 +1,152 @@
+"""Running a sweep's points on Dask so that no worker failure stops it or loses a row.
+
+* Bounded submission: at most as many points are submitted as the cluster has threads, so a
+  submitted point is a running point and its time limit counts from when it started.
+* A worker that dies (out of memory, a crash, killed) while running a point: Dask runs the point
+  again on another worker; a point that kills its worker twice gets the row ``error`` /
+  ``worker died: ...``. The embedded cluster is started with Dask's
+  ``distributed.scheduler.allowed-failures`` set to :data:`RETRIES` (1: one retry); a cluster of
+  your own applies its scheduler's setting (set it to 1 there to match).
+* Per-point time limit: the engine and the fabric stop a point past its limit themselves (a
+  ``timeout`` row, the worker keeps working); a point that does not stop within a grace period
+  more (stuck outside the simulation loop) gets its ``timeout`` row here and its worker is
+  restarted.
+* A cluster with no worker for ``lost_after_s``, a scheduler that cannot be reached or is lost:
+  the sweep stops with :class:`ClusterLost`, one line naming what happened; the finished rows are
+  on disk and the next run resumes from them.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from .sweep import SweepTable, failed_row, run_point
+
+RETRIES = 1
+POLL_S = 0.5
+
+
+class ClusterLost(ConnectionError):
+    """The Dask cluster cannot run the sweep any more; the finished rows are kept."""
+
+
+def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, workers: int | None,
+                timeout_s: float | None, lost_after_s: float, bar=None) -> None:
+    """Run ``todo`` on a Dask cluster (``scheduler`` address, or an embedded one of ``workers``
+    processes), adding each row to ``table`` as it finishes."""
+    import dask
+    from dask.distributed import Client, LocalCluster
+    cluster = None
+    try:
+        if scheduler:
+            client = Client(scheduler, timeout=lost_after_s)
+        else:
+            with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
+                cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                       processes=True, dashboard_address=None)
+                client = Client(cluster)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterLost(f"cannot reach the Dask scheduler at {scheduler} within {lost_after_s:g} s "
+                          f"({type(exc).__name__}); nothing ran, rows so far are in {table.path}") from None
+    try:
+        _Runner(client, fn, table, timeout_s, lost_after_s, bar).run(todo)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+class _Runner:
+    def __init__(self, client, fn, table: SweepTable, timeout_s, lost_after_s: float, bar):
+        self.client, self.fn, self.table, self.bar = client, fn, table, bar
+        self.timeout_s, self.lost_after_s = timeout_s, lost_after_s
+        self.grace_s = max(10.0, 0.1 * timeout_s) if timeout_s else None
+        self.running: dict = {}                  # future -> (point, monotonic start)
+        self.no_workers_since: float | None = None
+
+    def run(self, todo: list[dict]) -> None:
+        from distributed import wait
+        queue = list(todo)
+        while queue or self.running:
+            threads = self._threads()
+            while queue and len(self.running) < max(threads, 1):
+                p = queue.pop(0)
+                self.running[self.client.submit(run_point, self.fn, p, self.timeout_s, pure=False)] = \
+                    (p, time.monotonic())
+            try:
+                done = wait(list(self.running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                done = ()
+            for fut in done:
+                p, _ = self.running.pop(fut)
+                row = self._outcome(fut, p)
+                if row is None:
+                    queue.insert(0, p)           # lost with its worker or the scheduler: run it again
+                else:
+                    self._add(row)
+            self._enforce_time_limit()
+
+    def _add(self, row: dict) -> None:
+        self.table.add(row)
+        if self.bar:
+            self.bar.update(1)
+
+    def _outcome(self, fut, point: dict) -> dict | None:
+        from distributed.scheduler import KilledWorker
+        try:
+            return fut.result()
+        except KilledWorker as exc:
+            return failed_row(point, "error", f"worker died: {' '.join(str(exc).split())}")
+        except Exception as exc:
+            if self.client.status not in ("running", "connecting"):
+                self._lost("lost the connection to the Dask scheduler")
+            if type(exc).__name__ in ("CancelledError", "FutureCancelledError"):
+                return None
+            return failed_row(point, "error", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+
+    def _threads(self) -> int:
+        """Threads of the live workers; stop when there have been none for ``lost_after_s``."""
+        try:
+            threads = sum(self.client.nthreads().values())
+        except (OSError, TimeoutError) as exc:
+            self._lost(f"lost the Dask scheduler ({type(exc).__name__})")
+        now = time.monotonic()
+        if threads:
+            self.no_workers_since = None
+        elif self.no_workers_since is None:
+            self.no_workers_since = now
+        elif now - self.no_workers_since > self.lost_after_s:
+            self._lost(f"no Dask worker for {self.lost_after_s:g} s")
+        return threads
+
+    def _lost(self, what: str):
+        left = len(self.table.order) - len(self.table.rows)
+        raise ClusterLost(f"{what}: the sweep stopped with {left} point(s) not run; the finished rows are in "
+                          f"{self.table.path} and the next run resumes from them")
+
+    def _enforce_time_limit(self) -> None:
+        """A point past its limit plus the grace did not stop by itself: record it, restart its worker."""
+        if not self.timeout_s:
+            return
+        now = time.monotonic()
+        late = [f for f, (_, t0) in self.running.items() if now - t0 > self.timeout_s + self.grace_s]
+        if not late:
+            return
+        try:
+            processing = self.client.processing()
+        except (OSError, TimeoutError):
+            processing = {}
+        for fut in late:
+            p, t0 = self.running.pop(fut)
+            holders = [w for w, keys in processing.items() if fut.key in keys]
+            fut.cancel()
+            if holders:
+                try:
+                    self.client.restart_workers(holders, raise_for_error=False)
+                except Exception:            # a worker without a nanny cannot restart; it stays busy
+                    pass
+            self._add(failed_row(p, "timeout", f"ran past the time limit of {self.timeout_s:g} s per point "
+                                               "and did not stop; its worker was restarted", now - t0))
+
+
+__all__ = ["ClusterLost", "RETRIES", "run_on_dask"]
