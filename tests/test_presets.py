@@ -37,7 +37,7 @@ def test_explicit_graph_yaml(tmp_path):
 @pytest.mark.parametrize("text,pattern", [
     ("kind: fat_tree\nnodes: 2\nnic_bandwidth_GBps: -5\n", r"nic_bandwidth_GBps \(GB/s\) must be a finite number in \(0, 1,000,000\], got -5"),
     ("kind: fat_tree\nnodes: 0\n", r"nodes must be an integer in \[1, 100,000,000\], got 0"),
-    ("kind: fat_tree\nnodes: 2\nfoo: 1\n", "unknown field\\(s\\) foo"),
+    ("kind: fat_tree\nnodes: 2\nfoo: 1\n", "unknown field\\(s\\) 'foo'"),
     ("kind: torus\n", "kind must be one of"),
     ("kind: fat_tree\n", "missing field 'nodes'"),
     ("kind: fat_tree\nnodes: 2\nplanes: 3\n", "planes must divide gpus_per_node"),

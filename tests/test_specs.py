@@ -45,7 +45,7 @@ def test_scenario_file_with_unknown_field(tmp_path):
     p = tmp_path / "s.yaml"
     p.write_text("model: tiny-moe\ngpu: h800\ntopology: h800-16\npp: 4\nep: 4\ndp: 4\nschedule: 1f1b\n"
                  "microbatches: 8\nseq_len: 256\nbogus: 3\n")
-    with pytest.raises(SpecError, match="unknown field\\(s\\) bogus"):
+    with pytest.raises(SpecError, match="unknown field\\(s\\) 'bogus'"):
         load_scenario(str(p))
 
 

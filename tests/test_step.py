@@ -62,9 +62,12 @@ def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
         MoEStep(Scenario(load_scenario("tiny", routing_skew=0.5)), comm=step.comm)
 
 
-def test_worker_processes_give_the_same_step():
+def test_worker_processes_give_the_same_step(monkeypatch):
     """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers."""
+    from sim.moe import comm
     from sim.moe.step import simulate_schedules
+    monkeypatch.setattr(comm, "PARALLEL_MIN_TOKENS", 0)      # the tiny run would otherwise stay here
+    monkeypatch.setattr(comm, "PARALLEL_MIN_FLOWS", 0)
     run = load_scenario("tiny", routing_skew=1.2, routing_seed=4)
     one, two = (simulate_schedules(Scenario(run), [run.schedule], workers=w)[0].to_json() for w in (1, 2))
     one.pop("wall_s"), two.pop("wall_s")

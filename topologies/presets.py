@@ -58,7 +58,7 @@ def build_from_spec(spec: dict) -> nx.Graph:
     kind = choice(spec.get("kind"), f"topology {spec.get('name')!r}: kind", tuple(FIELDS), error=TopologyError)
     unknown = set(spec) - COMMON - FIELDS[kind]
     if unknown:
-        raise TopologyError(f"topology {spec.get('name')!r}: unknown field(s) {', '.join(sorted(map(str, unknown)))}; "
+        raise TopologyError(f"topology {spec.get('name')!r}: unknown field(s) {', '.join(repr(k) for k in sorted(unknown, key=str))}; "
                             f"allowed for kind {kind}: {', '.join(sorted(FIELDS[kind] | COMMON))}")
     if kind == "graph":
         g = _explicit_graph(spec)

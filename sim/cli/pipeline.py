@@ -114,7 +114,7 @@ def cmd_compare(args) -> int:
     else:
         print(f"P={args.pp}, M={args.microbatches} (interleaved v={args.chunks}); costs are per rank's 1/P "
               "share of the model; peak activations per rank in micro-batches of one 1F1B stage")
-        print(df.fillna("").to_string(index=False))
+        print(df.astype(object).where(df.notna(), "").to_string(index=False))
     if args.csv:
         from ..io import write_csv_atomic
         with overwriting(args.force):

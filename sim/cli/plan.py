@@ -24,6 +24,9 @@ def cmd_plan(args) -> int:
     with overwriting(args.force):
         check_output(args.out)                      # before the search, not after it
     ok, refused = candidates(req)
+    if not ok and args.json:
+        print(json_text({"recommendation": None, "candidates": [], "refused": refused}))
+        return 1
     if not ok:
         print(f"No candidate can run on {args.gpus} {args.gpu} GPUs ({len(refused)} refused); the closest:")
         df = pd.DataFrame(refused)
@@ -36,11 +39,17 @@ def cmd_plan(args) -> int:
     with overwriting(args.force):
         df = run_sweep(evaluate, ok, Path(args.out), scheduler="serial" if args.serial else args.scheduler,
                        progress=not args.json, desc="plan")
+    failed = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
     if args.json:
         print(json_text({"recommendation": df.iloc[0].to_dict() if len(df) else None,
-                         "candidates": df.head(args.top).to_dict("records"), "refused": refused}))
-        return 0
+                         "candidates": df.head(args.top).to_dict("records"), "refused": refused,
+                         "failed": failed.to_dict("records")}))
+        return 0 if len(df) else 1
+    if df.empty:
+        print(f"None of the {len(failed)} candidates that fit in memory could be simulated; the first error: "
+              f"{failed['error'].iloc[0]} (every row: {args.out})")
+        return 1
     cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
             "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
             "min_headroom_gb"]

@@ -24,6 +24,10 @@ from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
 
 SCOPES = ("stage", "cluster")
+# Worker processes pay about 1-3 s each to start (imports, compiled kernels loaded from numba's
+# cache); below these sizes one process is faster, so the work stays here (same numbers either way).
+PARALLEL_MIN_TOKENS = 2_000_000     # routed tokens sampled at start
+PARALLEL_MIN_FLOWS = 20_000         # GPU-to-GPU pairs of the all-to-alls measured together
 
 
 class CommModel:
@@ -32,7 +36,8 @@ class CommModel:
     def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, layout: Layout,
                  token_bytes: dict[str, float], scope: str = "stage", workers: int = 1):
         """``workers`` > 1: sample skewed routing and measure skewed all-to-alls in that many
-        processes (the same numbers as one process; uniform routing needs no workers)."""
+        processes when the work is large enough to pay for starting them (``PARALLEL_MIN_TOKENS``,
+        ``PARALLEL_MIN_FLOWS``); the same numbers as one process; uniform routing needs no workers."""
         if scope not in SCOPES:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -46,7 +51,8 @@ class CommModel:
         self._traffic = {}
         if model.is_moe:
             routings = [self._routing(g) for g in range(layout.groups_per_rank * run.pp)]
-            with _pool(self.workers) as pool:
+            tokens = sum(r.tokens_per_gpu * r.ep for r in routings)
+            with _pool(self.workers if tokens >= PARALLEL_MIN_TOKENS else 1) as pool:
                 self._traffic = dict(enumerate((pool.map if pool else map)(route_tokens, routings)))
         self._load = self._load_factors() if model.is_moe and run.routing_skew > 0 else None
 
@@ -138,7 +144,9 @@ class CommModel:
             parts[key] = sets
             for i, members in enumerate(sets):
                 jobs[(key, i)] = ([groups[g] for g in members], *rest)
-        with _pool(self.workers if len(jobs) > 1 else 1, self.links) as pool:
+        flows = sum(len(gpus) ** 2 for job in jobs.values() for gpus, _ in job[0])
+        parallel = len(jobs) > 1 and flows >= PARALLEL_MIN_FLOWS
+        with _pool(self.workers if parallel else 1, self.links) as pool:
             if pool is None:
                 results = {k: measure_all_to_alls(self.links, *job) for k, job in jobs.items()}
             else:

@@ -242,7 +242,7 @@ def _from_mapping(cls, name: str, mapping: dict, kind: str):
     allowed = {f.name for f in fields(cls)} - {"name"}
     unknown = set(mapping) - allowed
     if unknown:
-        raise SpecError(f"{kind} {name!r}: unknown field(s) {', '.join(sorted(map(str, unknown)))}; "
+        raise SpecError(f"{kind} {name!r}: unknown field(s) {', '.join(repr(k) for k in sorted(unknown, key=str))}; "
                         f"allowed: {', '.join(sorted(allowed))}")
     try:
         return cls(name=name, **mapping) if "name" in {f.name for f in fields(cls)} else cls(**mapping)

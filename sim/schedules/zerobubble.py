@@ -53,29 +53,36 @@ def zbv(P: int, M: int) -> dict[int, list[Op]]:
     for r in range(P):
         c0, c1 = r, S - 1 - r
         ops: list[Op] = []
-        f0 = f1 = b0 = b1 = 0
-        for _ in range(2 * (P - r) - 1):
-            ops.append(Op("F", f0, c0)); f0 += 1
-        for _ in range(r):
-            ops.append(Op("F", f1, c1)); f1 += 1
-            ops.append(Op("F", f0, c0)); f0 += 1
-        for _ in range(P - r):
-            ops.append(Op("F", f1, c1)); f1 += 1
-            ops += [Op("I", b1, c1), Op("W", b1, c1)]; b1 += 1
-        while f1 < f0 or f0 < n:
+
+        def emit(kind: str, mb: int, chunk: int) -> None:
+            if mb < M:                      # the padding's ops are dropped as they are made
+                ops.append(Op(kind, mb, chunk))
+        # Loops stop at the last iteration that still makes an op of a real micro-batch (< M), then
+        # advance the counters by the iterations left: the same ops, in O(M) per rank, not O(P).
+        warm = 2 * (P - r) - 1
+        for mb in range(min(warm, M)):
+            emit("F", mb, c0)
+        f0, f1, b0, b1 = warm, 0, 0, 0
+        for k in range(min(r, M)):                      # f1 <= f0: beyond M nothing more is made
+            emit("F", f1 + k, c1); emit("F", f0 + k, c0)
+        f0 += r; f1 += r
+        for k in range(min(P - r, M)):                  # b1 <= f1
+            emit("F", f1 + k, c1); emit("I", b1 + k, c1); emit("W", b1 + k, c1)
+        f1 += P - r; b1 += P - r
+        while (f1 < f0 or f0 < n) and min(f0, f1, b0, b1) < M:
             if f0 < n:
-                ops.append(Op("F", f0, c0)); f0 += 1
-            ops += [Op("I", b0, c0), Op("W", b0, c0)]; b0 += 1
-            ops.append(Op("F", f1, c1)); f1 += 1
-            ops += [Op("I", b1, c1), Op("W", b1, c1)]; b1 += 1
+                emit("F", f0, c0); f0 += 1
+            emit("I", b0, c0); emit("W", b0, c0); b0 += 1
+            emit("F", f1, c1); f1 += 1
+            emit("I", b1, c1); emit("W", b1, c1); b1 += 1
         w0, w1 = b0, b1
-        for _ in range(r):
-            ops.append(Op("I", b0, c0)); b0 += 1
-            ops.append(Op("I", b1, c1)); b1 += 1
-        for _ in range(P - r):
-            ops.append(Op("I", b0, c0)); b0 += 1
-            ops.append(Op("W", w0, c0)); w0 += 1
-        ops += [Op("W", mb, c1) for mb in range(w1, b1)]
-        ops += [Op("W", mb, c0) for mb in range(w0, b0)]
-        ranks[r] = [op for op in ops if op.mb < M]
+        for k in range(min(r, M)):                      # once b0, b1 >= M nothing more is made
+            emit("I", b0 + k, c0); emit("I", b1 + k, c1)
+        b0 += r; b1 += r
+        for k in range(min(P - r, M)):                  # w0 <= b0
+            emit("I", b0 + k, c0); emit("W", w0 + k, c0)
+        b0 += P - r; w0 += P - r
+        ops += [Op("W", mb, c1) for mb in range(w1, min(b1, M))]
+        ops += [Op("W", mb, c0) for mb in range(w0, min(b0, M))]
+        ranks[r] = ops
     return ranks
