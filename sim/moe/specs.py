@@ -4,6 +4,8 @@ Every error names the field, the value and what is allowed (:class:`SpecError`).
 """
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
@@ -24,7 +26,14 @@ class SpecError(InputError):
 
 
 def _load(kind: str) -> dict:
-    return yaml.safe_load((PRESETS / f"{kind}.yaml").read_text())
+    """The presets of ``kind`` (a fresh copy: callers may change it), parsed once per file version."""
+    path = PRESETS / f"{kind}.yaml"
+    return copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: Path, mtime_ns: int) -> dict:
+    return yaml.safe_load(path.read_text())
 
 
 def _pos(obj, name: str, integer: bool = True, allow_zero: bool = False, high: float | None = None) -> None:
