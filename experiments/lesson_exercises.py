@@ -30,6 +30,14 @@ from sim.moe.streams import COMPUTE
 from sim.pipeline import simulate_pipeline
 from sim.textgrid import op_label
 
+EXERCISES = {
+    1: "P=8, M=16: DualPipe vs 1F1B utilization, as GPU-hours freed per million tokens",
+    2: "draw DualPipe for P=4, M=8; find the first slot after which the bubble is gone for good",
+    3: "the window in which the dispatch all-to-all of a DualPipe forward chunk is hidden, and by what",
+    4: "the cost of DualPipe's doubled parameters for a dense 70B at P=8 and the 671B MoE at P=16",
+    5: "DualPipe vs Chimera: what DualPipe adds",
+}
+
 
 def gpu_hours_per_million_tokens(res) -> float:
     tokens = res.run.dp * res.run.microbatches * res.run.tokens_per_microbatch
@@ -66,8 +74,14 @@ def exercise_2(rows: list, out: Path) -> None:
                           "direction": "up" if m >= 4 else "down", "label": op_label(run.schedule, knd, m, s)})
     write_csv_atomic(pd.DataFrame(table).sort_values(["rank", "slot"]), out / "lesson_dualpipe_p4_m8_table.csv")
     first = next(t for t in range(span) if all(busy[r][t] for r in range(4)))
+    # A rank's idle slots before its own last op (after it, the rank has finished the step).
+    idle = {r: [t for t in range(max(t for t in range(span) if busy[r][t])) if not busy[r][t]] for r in range(4)}
+    settled = max((slots[-1] + 1 for slots in idle.values() if slots), default=0)
     rows.append((2, "first slot with every rank busy", first, "slot (unit costs)",
                  "table in lesson_dualpipe_p4_m8_table.csv"))
+    rows.append((2, "first slot after which no rank idles again before its last op", settled, "slot (unit costs)",
+                 "idle slots per rank: " + "; ".join(f"rank {r}: {' '.join(map(str, s)) or 'none'}"
+                                                     for r, s in idle.items())))
     rows.append((2, "makespan", span, "slots", "bubble per rank 2 = (P/2-1)(FB+B-3W)"))
 
 

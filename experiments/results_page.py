@@ -1,0 +1,160 @@
+"""One results page, ``results/index.html``, from the CSVs and figures under ``results/`` only.
+
+Self-contained: plain HTML with its style inline and the figures beside it (``figures/*.png``,
+linked relatively), so it opens from disk in any browser, no server needed. Sections appear for the
+CSVs and figures that exist: the DeepSeek-V3 summary, per-rank utilization and memory, timelines,
+the F&B unit, the schedule comparison, the lesson check and every sweep. Each figure has one
+sentence saying what to look at.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.common import script_main
+from sim.io import write_text_atomic
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 6px;
+text-align:right;vertical-align:top}th{background:#f3f3f3}td.text{text-align:left;max-width:520px}
+figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #ddd}figcaption{font-size:14px;color:#444}
+nav a{margin-right:1em}.verdict-holds{color:#176117}.verdict-does{color:#a11}.verdict-only{color:#8a5a00}"""
+
+# (section id, title, [(figure file, what to look at)], [(csv file, columns or None, what it is)])
+SECTIONS = [
+    ("deepseek", "DeepSeek-V3 on 2,048 H800 (PP16 x DP128, EP64, 120 micro-batches)",
+     [("deepseek_v3_ranks.png", "Per rank: where the step goes (stacked seconds) and memory against the 80 GB HBM; "
+                                "look at the last rank, which carries the output heads and the MTP module."),
+      ("utilization_stacked.png", "Compute, exposed all-to-all and bubble per rank: DualPipe's bars are mostly "
+                                  "compute, 1F1B's mostly waiting.")],
+     [("deepseek_v3_summary.csv", ["schedule", "step_time_s", "tokens_per_s", "mfu", "mean_utilization",
+                                   "bubble_share", "exposed_comm_share", "comm_hidden_fraction", "max_memory_gb",
+                                   "fits_hbm", "bound"], "one step per schedule")]),
+    ("timelines", "Timelines",
+     [("timeline_deepseek_v3_dualpipe.png", "One DeepSeek-V3 step under DualPipe, every rank: the diagonal fill "
+                                            "and drain are the bubble; the dense middle is F&B units."),
+      ("timeline_1f1b_p8_m16.png", "1F1B at P=8, M=16 with equal costs: the idle triangles at both ends are its "
+                                   "(P-1)(F+B) bubble."),
+      ("timeline_zb-h1_p8_m16.png", "ZB-H1: weight gradients (W) fill the cool-down triangle."),
+      ("timeline_dualpipe_p8_m16.png", "DualPipe: two directions fed from both ends; the overlapped F&B units in "
+                                       "the middle."),
+      ("timeline_dualpipev_p8_m16.png", "DualPipeV: the V placement, one parameter copy, the same kind of units."),
+      ("timeline_zbv_p8_m16.png", "ZB-V: the V placement with split backwards."),
+      ("timeline_interleaved-1f1b_p8_m16.png", "Interleaved 1F1B: v=2 chunks per rank shrink the bubble by v."),
+      ("timeline_chimera_p8_m16.png", "Chimera: two pipelines in opposite directions, no F&B overlap."),
+      ("timeline_gpipe_p8_m16.png", "GPipe: all forwards, then all backwards; the largest activation peak."),
+      ("timeline_zb-h2_p8_m16.png", "ZB-H2: more warm-up forwards buy a parallelogram with no inner bubble.")],
+     []),
+    ("fb", "The F&B unit",
+     [("deepseek_v3_fb_unit_dualpipe.png", "One overlapped unit of a middle rank: each all-to-all of one "
+                                           "direction runs while the other direction computes."),
+      ("deepseek_v3_fb_unit_dualpipev.png", "The same unit under DualPipeV.")],
+     []),
+    ("network", "Network",
+     [("link_utilization.png", "The busiest links during the all-to-alls: which tier (NVLink, NIC, spine) "
+                               "saturates first.")],
+     [("deepseek_v3_links.csv", None, "link statistics of the measured all-to-alls (the busiest first)")]),
+    ("comparison", "Schedules side by side (P=8, M=16, no communication)",
+     [("utilization_p8_m16.png", "Per-rank utilization of every schedule: the spread between ranks is where "
+                                 "schedules differ most.")],
+     [("schedule_comparison.csv", ["schedule", "makespan", "bubble_fraction", "mean_utilization",
+                                   "parameter_copies", "note"], "every schedule at the same model size")]),
+    ("lesson", "The DualPipe lesson's claims, checked",
+     [], [("lesson_check.csv", ["id", "claim", "verdict", "explanation", "figures"], "claims L1-L15 and the "
+                                                                                     "exercises")]),
+    ("sweeps", "Sweeps",
+     [("bubble_vs_microbatches.png", "Bubble against micro-batches at P=8 and 16: every schedule's bubble "
+                                     "fraction falls as 1/M; the gap between schedules is a constant."),
+      ("sweep_ep.png", "Step time and exposed all-to-all against EP size: where the all-to-all stops hiding."),
+      ("sweep_topology.png", "Step time across network variants: which fabric changes move the step."),
+      ("benchmark_scaling.png", "Simulator wall time against GPUs and ops: how the cost grows.")],
+     [("sweep_ep.csv", ["schedule", "ep", "step_time_s", "exposed_comm_share", "status"], "EP sweep"),
+      ("sweep_topology.csv", None, "topology sweep"),
+      ("benchmark.csv", None, "simulator speed")]),
+]
+
+
+MAX_ROWS = 30
+
+
+def _table(df: pd.DataFrame, columns: list[str] | None) -> str:
+    """An HTML table of ``columns`` (all if None), the first :data:`MAX_ROWS` rows (the busiest
+    first where a ``mean_util`` column exists); the CSV link above it has every row."""
+    if columns:
+        df = df[[c for c in columns if c in df.columns]]
+    if "mean_util" in df.columns:
+        df = df.sort_values("mean_util", ascending=False)
+    more = len(df) - MAX_ROWS
+    df = df.head(MAX_ROWS)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for _, row in df.iterrows():
+        cells = []
+        for c, v in row.items():
+            if isinstance(v, float):
+                text, cls = ("" if pd.isna(v) else f"{v:.4g}"), ""
+            else:
+                text, cls = str(v), ' class="text"'
+            if c == "verdict":
+                kind = "holds" if text == "holds" else ("only" if "only" in text else "does")
+                cls = f' class="text verdict-{kind}"'
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = f"<p>... and {more} more rows in the CSV.</p>" if more > 0 else ""
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{note}"
+
+
+def build_page(results: Path) -> str:
+    """The page's HTML for what exists under ``results``."""
+    parts, nav = [], []
+    for sid, title, figures, tables in SECTIONS:
+        body = []
+        for name, columns, what in tables:
+            path = results / name
+            if path.is_file() and path.stat().st_size > 0:
+                body.append(f'<p><a href="{html.escape(name)}">{html.escape(name)}</a>: {html.escape(what)}</p>')
+                body.append(_table(pd.read_csv(path), columns))
+        for name, caption in figures:
+            if (results / "figures" / name).is_file():
+                src = html.escape(f"figures/{name}")
+                body.append(f'<figure><a href="{src}"><img src="{src}" alt="{html.escape(name)}"></a>'
+                            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        if body:
+            nav.append(f'<a href="#{sid}">{html.escape(title.split(" (")[0])}</a>')
+            parts.append(f'<section id="{sid}"><h2>{html.escape(title)}</h2>{"".join(body)}</section>')
+    listed = {name for _, _, figures, _ in SECTIONS for name, _ in figures}
+    others = sorted(p.name for p in (results / "figures").glob("*.png") if p.name not in listed) \
+        if (results / "figures").is_dir() else []
+    if others:
+        nav.append('<a href="#other">Other figures</a>')
+        parts.append('<section id="other"><h2>Other figures</h2>' + "".join(
+            f'<figure><a href="figures/{html.escape(n)}"><img src="figures/{html.escape(n)}" alt="{html.escape(n)}">'
+            f"</a><figcaption>{html.escape(n)}</figcaption></figure>" for n in others) + "</section>")
+    if not parts:
+        parts.append("<p>No results yet: run <code>make run</code>.</p>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>moe-pipesim results</title>"
+            f"<style>{STYLE}</style></head><body><h1>moe-pipesim results</h1>"
+            "<p>Generated from the CSVs and figures in this folder by <code>python -m experiments.results_page"
+            "</code>; columns and units: " + ('<a href="README.md">README.md</a>' if (results / "README.md").is_file()
+                                         else "the project's results/README.md") + ".</p>"
+            f"<nav>{''.join(nav)}</nav>{''.join(parts)}</body></html>\n")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--results", default="results", help="folder with the CSVs and figures/ (default results)")
+
+
+def run(args) -> int:
+    path = write_text_atomic(build_page(Path(args.results)), Path(args.results) / "index.html")
+    print(f"wrote {path}")
+    return 0
+
+
+def main(argv=None) -> int:
+    return script_main(__doc__, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
