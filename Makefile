@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench sweeps setup clean
+.PHONY: run test bench sweeps mutation setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_topology
 	$(PY) -m experiments.lesson_exercises
 	$(PY) -m experiments.plots
+
+mutation: $(STAMP)
+	$(PY) -m pip install -q -e '.[mutation]'
+	$(PY) -m experiments.mutation
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmark

@@ -46,3 +46,39 @@ def reference_times(schedule, F, I, W):
                 moved = True
     assert all(pos[r] == len(ops) for r, ops in schedule.ranks.items()), "reference evaluator deadlocked"
     return max(free.values()), busy
+
+
+def zbv_padded(P: int, M: int) -> dict:
+    """PyTorch's ``ScheduleZBVZeroBubble._calculate_single_rank_operations`` as written there: pad M
+    up to 2P-1, run every loop in full, drop the padding's ops at the end. O(P) per rank; the
+    simulator's generator stops each loop early and must give the same ops."""
+    from sim.schedules.ops import Op
+    S, n, ranks = 2 * P, max(2 * P - 1, M), {}
+    for r in range(P):
+        c0, c1 = r, S - 1 - r
+        ops, f0, f1, b0, b1 = [], 0, 0, 0, 0
+        for _ in range(2 * (P - r) - 1):
+            ops.append(Op("F", f0, c0)); f0 += 1
+        for _ in range(r):
+            ops.append(Op("F", f1, c1)); f1 += 1
+            ops.append(Op("F", f0, c0)); f0 += 1
+        for _ in range(P - r):
+            ops.append(Op("F", f1, c1)); f1 += 1
+            ops += [Op("I", b1, c1), Op("W", b1, c1)]; b1 += 1
+        while f1 < f0 or f0 < n:
+            if f0 < n:
+                ops.append(Op("F", f0, c0)); f0 += 1
+            ops += [Op("I", b0, c0), Op("W", b0, c0)]; b0 += 1
+            ops.append(Op("F", f1, c1)); f1 += 1
+            ops += [Op("I", b1, c1), Op("W", b1, c1)]; b1 += 1
+        w0, w1 = b0, b1
+        for _ in range(r):
+            ops.append(Op("I", b0, c0)); b0 += 1
+            ops.append(Op("I", b1, c1)); b1 += 1
+        for _ in range(P - r):
+            ops.append(Op("I", b0, c0)); b0 += 1
+            ops.append(Op("W", w0, c0)); w0 += 1
+        ops += [Op("W", mb, c1) for mb in range(w1, b1)]
+        ops += [Op("W", mb, c0) for mb in range(w0, b0)]
+        ranks[r] = [op for op in ops if op.mb < M]
+    return ranks

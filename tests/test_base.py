@@ -84,3 +84,46 @@ def test_fifo_weights_complete_the_oldest_pending_input_gradient():
     assert [str(op) for op in fifo_weights(ops)] == ["I2@0", "I5@1", "W2@0", "I7@0", "W5@1", "W7@0"]
     with pytest.raises(ValueError, match="no pending I"):
         fifo_weights([W])
+
+
+def test_schedule_json_round_trip_keeps_every_field():
+    for name, v in (("dualpipe", None), ("zbv", None), ("interleaved-1f1b", 2), ("chimera", None)):
+        sched = make_schedule(name, 4, 8, v)
+        back = Schedule.from_json(json.loads(json.dumps(sched.to_json())))
+        assert back.to_json() == sched.to_json()
+        assert (back.pp, back.num_stages, back.microbatches) == (sched.pp, sched.num_stages, sched.microbatches)
+
+
+def test_schedule_from_json_defaults_and_python_keys():
+    js = make_schedule("1f1b", 1, 2).to_json()                  # pp = 1: the smallest allowed
+    del js["schedule"], js["placement"]
+    js["ranks"] = {0: js["ranks"]["0"]}                         # a Python caller's int keys
+    back = Schedule.from_json(js)
+    assert back.name == "custom" and back.placement.kind == "linear" and back.pp == 1
+
+
+def test_schedule_from_json_messages_in_full():
+    from sim import limits
+    js = make_schedule("1f1b", 2, 2).to_json()
+    cases = [(dict(pp=0), "schedule: pp must be an integer in [1, 100,000,000], got 0"),
+             (dict(pp=100_000_001), "schedule: pp must be an integer in [1, 100,000,000], got 100000001"),
+             (dict(schedule=3), "schedule: schedule must be a name (text), got 3")]
+    for change, message in cases:
+        with pytest.raises(InputError) as caught:
+            Schedule.from_json({**js, **change})
+        assert str(caught.value) == message
+    with pytest.raises(InputError) as caught:
+        Schedule.from_json([1], "mine.json")
+    assert str(caught.value) == ("mine.json: expected a JSON object with schedule, pp, num_stages, microbatches, "
+                                 "placement and ranks, got list")
+    with pytest.raises(InputError) as caught:
+        Schedule.from_json({"schedule": "x"}, "mine.json")
+    assert str(caught.value) == "mine.json: missing field(s) pp, num_stages, microbatches, ranks"
+    for kind, need in (("linear", "num_stages a multiple of pp"), ("v", "num_stages = 2 pp"),
+                       ("bidirectional", "num_stages = pp and an even number of micro-batches")):
+        with pytest.raises(InputError) as caught:
+            Schedule.from_json({**js, "placement": kind, "num_stages": 3}, "mine.json")
+        assert str(caught.value) == f"mine.json: placement {kind} needs {need}, got pp=2, num_stages=3, microbatches=2"
+    with limits.raised(max_ops=3), pytest.raises(InputError) as caught:
+        Schedule.from_json(js, "mine.json")
+    assert str(caught.value).startswith("mine.json needs about 8 ops, over the limit of 3")

@@ -121,3 +121,25 @@ def test_hierarchical_reduce_scatter_by_hand():
     env, fab = fabric("h800-16")
     env.run(hierarchical_reduce_scatter(fab, [0, 8], N, 8))           # one GPU per node: a plain ring
     assert env.now == pytest.approx(N / 2 / 50e9 + 2.8e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["flat", "hierarchical"])
+def test_skewed_combine_mirrors_dispatch_per_gpu(algorithm):
+    """Per GPU, not in total: combine sends what dispatch received and receives what it sent; and
+    the flat dispatch conserves each GPU's bytes exactly (row and column sums of the matrix)."""
+    r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=6, tokens_per_gpu=500, node_limit=2,
+                   skew=1.2, seed=5)
+    tr = route_tokens(r)
+    tb = 1000.0
+    out = {}
+    for direction in ("dispatch", "combine"):
+        env, fab = fabric("h800-16")
+        env.run(all_to_all(fab, list(range(16)), tr, tb, algorithm, direction))
+        out[direction] = (fab.bytes_sent, fab.bytes_received)
+    assert not np.allclose(out["dispatch"][0], out["dispatch"][1])        # skewed: sent != received
+    np.testing.assert_allclose(out["combine"][0], out["dispatch"][1], rtol=1e-12)
+    np.testing.assert_allclose(out["combine"][1], out["dispatch"][0], rtol=1e-12)
+    if algorithm == "flat":
+        G = tr.gpu_tokens * (1 - np.eye(16))
+        np.testing.assert_allclose(out["dispatch"][0], G.sum(axis=1) * tb, rtol=1e-12)
+        np.testing.assert_allclose(out["dispatch"][1], G.sum(axis=0) * tb, rtol=1e-12)

@@ -139,8 +139,10 @@ def test_engine_reports_deadlock():
     P, M = 2, 1
     ranks = {0: [Op("B", 0, 0), Op("F", 0, 0)], 1: [Op("F", 0, 1), Op("B", 0, 1)]}
     sched = Schedule("broken", P, P, M, ranks, Placement("linear", P, P, M))
-    with pytest.raises(DeadlockError, match="rank 0 waits at step 0"):
+    with pytest.raises(DeadlockError) as caught:
         run_schedule(sched, ZeroCommRunner(2))
+    assert str(caught.value) == ("schedule 'broken' deadlocks: rank 0 waits at step 0 (B0@0); "
+                                 "rank 1 waits at step 0 (F0@1)")
 
 
 def test_same_inputs_same_outputs():
@@ -154,6 +156,8 @@ def test_non_positive_costs_refused():
         ZeroCommRunner(4, F=0)
     with pytest.raises(ValueError, match=r"cost I at stage 1 must be a finite number.*got nan"):
         ZeroCommRunner(4, I=[1, float("nan"), 1, 1])
+    with pytest.raises(ValueError, match=r"cost W at stage 3 must be a finite number.*got -1"):
+        ZeroCommRunner(4, W=[1, 1, 1, -1])
     with pytest.raises(ValueError, match="per-stage values"):
         ZeroCommRunner(4, F=[1, 2])
 
@@ -176,3 +180,9 @@ def test_runner_can_delay_handover():
     sched = make_schedule("1f1b", 2, 1)
     res = run_schedule(sched, DelayRunner(2, 0.5), simpy.Environment())
     assert res.makespan == pytest.approx(7.0)
+
+
+def test_an_empty_schedule_has_makespan_zero():
+    sched = Schedule("empty", 2, 2, 1, {0: [], 1: []}, Placement("linear", 2, 2, 1))
+    result = run_schedule(sched, ZeroCommRunner(2))
+    assert result.makespan == 0.0 and isinstance(result.makespan, float) and result.records == []

@@ -113,3 +113,33 @@ def test_memory_accounting_and_warning():
 def test_reserve_must_leave_room():
     with pytest.raises(SpecError, match="memory_reserve_gb \\(90\\) must be below the 80 GB"):
         Scenario(load_scenario("tiny", memory_reserve_gb=90)).memory
+
+
+@pytest.mark.parametrize("zero_stage", [0, 1, 2, 3])
+def test_deepseek_v3_model_states_are_sharded_over_the_right_groups(zero_stage):
+    """DP128, EP64: dense parameters are replicated over the 128 GPUs of a stage, each expert over
+    dp / ep = 2 of them; ZeRO-1 shards optimizer states over those groups, ZeRO-2 also gradients,
+    ZeRO-3 also weights (plus two gathered layers). Pinned by hand for every rank of DualPipe."""
+    from sim.moe.memory import stages_held
+    from sim.moe.params import layer_params
+    sc = Scenario(load_scenario("deepseek-v3", zero_stage=zero_stage))
+    run = sc.run
+    assert (run.dp, run.ep) == (128, 64)
+    for mem, (rank, stages) in zip(sc.memory, sorted(stages_held(sc.schedule).items())):
+        count = rank_params(sc.model, sc.chunk.layers_per_stage, stages, 64)
+        shard = (count.dense / 128 + count.expert / 2)
+        full = count.dense + count.expert
+        w = run.weight_bytes * (shard if zero_stage >= 3 else full)
+        if zero_stage == 3:
+            w += 2 * run.weight_bytes * max(layer_params(sc.model, moe, 64).total for moe in (False, True))
+        assert mem.params_gb == pytest.approx(w / 1e9, rel=1e-12)
+        assert mem.grads_gb == pytest.approx(run.grad_bytes * (shard if zero_stage >= 2 else full) / 1e9, rel=1e-12)
+        assert mem.optimizer_gb == pytest.approx(run.optimizer_bytes * (shard if zero_stage >= 1 else full) / 1e9,
+                                                 rel=1e-12)
+
+
+def test_sm_sharing_stretch_is_sms_over_the_sms_left():
+    """A compute part overlapping a communication kernel runs SMs / (SMs - comm_sms) longer."""
+    assert Scenario(load_scenario("deepseek-v3")).sm_slowdown == 132 / (132 - 20)
+    assert Scenario(load_scenario("deepseek-v3", comm_sms=0)).sm_slowdown == 1.0
+    assert Scenario(load_scenario("deepseek-v3", comm_sms=66)).sm_slowdown == 2.0

@@ -31,3 +31,12 @@ def test_parts():
     fb = FBOp(Op("F", 3, 0), Op("B", 5, 3))
     assert parts(fb) == (Op("F", 3, 0), Op("B", 5, 3))
     assert parts(Op("W", 1, 1)) == (Op("W", 1, 1),)
+
+
+def test_parse_op_error_shows_the_notation():
+    from sim.checks import InputError
+    from sim.schedules import parse_op
+    with pytest.raises(InputError) as caught:
+        parse_op("Q1@0")
+    assert str(caught.value) == ("cannot parse op 'Q1@0': expected KIND MB@STAGE with KIND in F, I, W, B "
+                                 "(e.g. 'F3@0', 'I2@1') or an overlapped unit '[F3@0&B5@3]'")

@@ -97,7 +97,7 @@ class Schedule:
                 "bidirectional": "num_stages = pp and an even number of micro-batches"}[kind] +
                 f", got pp={P}, num_stages={S}, microbatches={M}")
         ranks = obj["ranks"]
-        if not isinstance(ranks, dict) or sorted(ranks, key=str) != sorted(map(str, range(P)), key=str):
+        if not isinstance(ranks, dict) or sorted(map(str, ranks)) != sorted(map(str, range(P))):
             raise InputError(f"{source}: ranks must map each rank \"0\" .. \"{P - 1}\" to its list of ops")
         if any(not isinstance(ops, list) for ops in ranks.values()):
             raise InputError(f"{source}: each rank's ops must be a list")
