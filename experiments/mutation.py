@@ -48,6 +48,11 @@ EQUIVALENT = {
     "sim.schedules.zerobubble.x_zbv__mutmut_129": "an extra iteration at b0 = M makes no op of a real micro-batch",
     "sim.schedules.zerobubble.x_zbv__mutmut_245": "b0 ends >= M, so min(b0, M) = M for both",
     "sim.schedules.ops.x_op_from_json__mutmut_26": "bound 1e9 -> 1e9 + 1: no op lies between",
+    "sim.schedules.dualpipe.x_eight_step_program__mutmut_32": "ops is empty there: = and += give the same list",
+    "sim.schedules.dualpipe.x_eight_step_program__mutmut_119": "deferred is only tested for truth: None is False",
+    "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
+    "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
+    "sim.moe.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
 }
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutant the suite notices
 NOT_KILLED = {"survived", "no tests", "suspicious"}                     # ... and one it does not

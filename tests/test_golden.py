@@ -25,7 +25,8 @@ def figures(schedule: str) -> dict:
             "comm_hidden_fraction": res.comm_hidden_fraction, "exposed_comm_s": res.exposed_comm_s,
             "mean_utilization": res.mean_utilization, "bubble_share": res.bubble_share,
             "a2a_dispatch_s": res.a2a_dispatch_s, "a2a_combine_s": res.a2a_combine_s,
-            "ranks": [{"compute_s": r.compute_s, "recompute_s": r.recompute_s, "exposed_comm_s": r.exposed_comm_s,
+            "ranks": [{"rank": r.rank, "peak_microbatches": r.memory.peak_microbatches,
+                       "memory_rank": r.memory.rank, "compute_s": r.compute_s, "recompute_s": r.recompute_s, "exposed_comm_s": r.exposed_comm_s,
                        "bubble_s": r.bubble_s, "dp_sync_s": r.dp_sync_s, "optimizer_s": r.optimizer_s,
                        "params_gb": r.memory.params_gb, "grads_gb": r.memory.grads_gb,
                        "optimizer_gb": r.memory.optimizer_gb, "activations_gb": r.memory.activations_gb,
@@ -35,7 +36,8 @@ def figures(schedule: str) -> dict:
 def split_memory() -> list[dict]:
     """ZB-H1 keeps each backward's weight-gradient inputs from I to its deferred W: memory only."""
     from sim.moe.scenario import Scenario
-    return [{"activations_gb": m.activations_gb, "memory_gb": m.total_gb}
+    return [{"rank": m.rank, "activations_gb": m.activations_gb, "memory_gb": m.total_gb,
+             "peak_microbatches": m.peak_microbatches}
             for m in Scenario(load_scenario("deepseek-v3", schedule="zb-h1")).memory]
 
 

@@ -113,6 +113,8 @@ def test_memory_accounting_and_warning():
 def test_reserve_must_leave_room():
     with pytest.raises(SpecError, match="memory_reserve_gb \\(90\\) must be below the 80 GB"):
         Scenario(load_scenario("tiny", memory_reserve_gb=90)).memory
+    with pytest.raises(SpecError, match="memory_reserve_gb \\(80\\) must be below the 80 GB"):
+        Scenario(load_scenario("tiny", memory_reserve_gb=80)).memory
 
 
 @pytest.mark.parametrize("zero_stage", [0, 1, 2, 3])
@@ -143,3 +145,8 @@ def test_sm_sharing_stretch_is_sms_over_the_sms_left():
     assert Scenario(load_scenario("deepseek-v3")).sm_slowdown == 132 / (132 - 20)
     assert Scenario(load_scenario("deepseek-v3", comm_sms=0)).sm_slowdown == 1.0
     assert Scenario(load_scenario("deepseek-v3", comm_sms=66)).sm_slowdown == 2.0
+
+
+def test_a_reserve_equal_to_hbm_is_refused():
+    with pytest.raises(SpecError, match=r"memory_reserve_gb \(80\) must be below the 80 GB"):
+        Scenario(load_scenario("tiny", memory_reserve_gb=80)).memory
