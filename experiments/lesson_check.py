@@ -127,8 +127,10 @@ def l5() -> dict:
                "lesson's (P-1)F drops the backward's half of the warm-up and cool-down.")
 
 
+@lru_cache(maxsize=None)
 def bubble_table(P: int = 8, Ms=(16, 32, 64)) -> dict:
-    """{schedule: {M: (idle time per rank, bubble fraction)}} at equal per-rank costs."""
+    """{schedule: {M: (idle time per rank, bubble fraction)}} at equal per-rank costs (computed once:
+    L6 and L10 both read it)."""
     out = {}
     for s in ("1f1b", "zb-h1", "zbv", "dualpipe", "dualpipev"):
         out[s] = {}

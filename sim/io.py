@@ -92,7 +92,8 @@ def _record(path: Path, data: bytes) -> None:
         os.close(fd)                               # closing releases the lock
 
 
-def _remove_stale_temporaries(path: Path) -> None:
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove ``.NAME.*.tmp`` files an interrupted write of ``path`` left behind."""
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -123,7 +124,7 @@ def write_bytes_atomic(data: bytes, path: str | Path) -> Path:
     path = Path(path)
     _claim(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
+    remove_stale_temporaries(path)
     _replace(path, data)
     _record(path, data)
     return path
@@ -152,7 +153,7 @@ def write_figure_atomic(fig, path: str | Path, dpi: int = 110) -> Path:
         raise InputError(f"{path}: cannot write a figure as .{fmt}; use .png, .pdf or .svg")
     _claim(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
+    remove_stale_temporaries(path)
     _replace(path, b"", write=lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt))
     _record(path, path.read_bytes())
     return path
@@ -181,5 +182,5 @@ def json_text(obj, indent: int | None = None) -> str:
     return json.dumps(plain(obj), indent=indent, allow_nan=False)
 
 
-__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "write_bytes_atomic", "write_csv_atomic",
+__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "remove_stale_temporaries", "write_bytes_atomic", "write_csv_atomic",
            "write_figure_atomic", "write_json_atomic", "write_text_atomic"]

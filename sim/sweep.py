@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from .checks import number
-from .io import check_output, overwriting, write_csv_atomic
+from .io import check_output, overwriting, remove_stale_temporaries, write_csv_atomic
 from .limits import DeadlineExceeded, deadline
 
 STATUS_COLUMNS = ("status", "error", "wall_s", "sim_code")
@@ -147,8 +147,7 @@ def run_sweep(fn: Callable[[dict], dict], points: list[dict], out_csv: str | Pat
         number(point_timeout_s, "point time limit (s)", low=0, low_open=True)
     with overwriting(force):
         check_output(out)
-        for tmp in out.parent.glob(f".{out.name}.*.tmp"):       # left by an interrupted run
-            tmp.unlink(missing_ok=True)
+        remove_stale_temporaries(out)                           # left by an interrupted run
         table = SweepTable(out, points, _finished_rows(out, list(points[0]) if points else [], code_fingerprint()))
         todo = [p for p in points if p not in table]
         bar = _progress(len(points), len(points) - len(todo), desc) if progress else None

@@ -18,7 +18,6 @@ import dataclasses
 import numpy as np
 import simpy
 
-from ..checks import number
 from ..network import Fabric, LinkTable, MoERouting, all_to_all, link_stats, route_tokens
 from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
@@ -40,9 +39,8 @@ class CommModel:
         ``PARALLEL_MIN_FLOWS``); the same numbers as one process; uniform routing needs no workers."""
         if scope not in SCOPES:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise SpecError(f"workers must be a positive integer, got {workers!r}")
-        number(workers, "workers", integer=True, low=1, high=1024, error=SpecError)
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
+            raise SpecError(f"workers must be a positive integer up to 1024, got {workers!r}")
         self.run, self.model, self.links, self.layout, self.scope = run, model, links, layout, scope
         self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
         self.workers = workers if run.routing_skew > 0 else 1
