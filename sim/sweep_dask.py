@@ -96,8 +96,6 @@ class _Runner:
         try:
             return fut.result()
         except KilledWorker as exc:
-            if self._no_workers():        # every worker went at once: the cluster's fault, not the point's
-                return None               # left unrun; the sweep stops as lost and a rerun computes it
             return failed_row(point, "error", f"worker died: {' '.join(str(exc).split())}")
         except Exception as exc:
             if self.client.status not in ("running", "connecting"):
@@ -105,12 +103,6 @@ class _Runner:
             if type(exc).__name__ in ("CancelledError", "FutureCancelledError"):
                 return None
             return failed_row(point, "error", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
-
-    def _no_workers(self) -> bool:
-        try:
-            return not self.client.nthreads()
-        except (OSError, TimeoutError):
-            return True
 
     def _threads(self) -> int:
         """Threads of the live workers; stop when there have been none for ``lost_after_s``."""
