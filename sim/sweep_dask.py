@@ -4,7 +4,8 @@
   submitted point is a running point and its time limit counts from when it started.
 * A worker that dies (out of memory, a crash, killed) while running a point: Dask runs the point
   again on another worker; a point that kills its worker twice gets the row ``error`` /
-  ``worker died: ...``. The embedded cluster is started with Dask's
+  ``worker died: ...``, written once a worker is alive again: when every worker went at once and
+  none comes back, the cluster was lost, not the point, and the point stays unrun for the resume. The embedded cluster is started with Dask's
   ``distributed.scheduler.allowed-failures`` set to :data:`RETRIES` (1: one retry); a cluster of
   your own applies its scheduler's setting (set it to 1 there to match).
 * Per-point time limit: the engine and the fabric stop a point past its limit themselves (a
@@ -24,6 +25,7 @@ from .sweep import SweepTable, failed_row, run_point
 
 RETRIES = 1
 POLL_S = 0.5
+_PARKED = object()        # _outcome's answer for a worker-died row held until a worker is seen alive
 
 
 class ClusterLost(ConnectionError):
@@ -63,28 +65,44 @@ class _Runner:
         self.grace_s = max(10.0, 0.1 * timeout_s) if timeout_s else None
         self.running: dict = {}                  # future -> (point, monotonic start)
         self.no_workers_since: float | None = None
+        self.parked: list[tuple[dict, float]] = []   # (worker-died row, monotonic time) awaiting a live worker
 
     def run(self, todo: list[dict]) -> None:
-        from distributed import wait
         queue = list(todo)
-        while queue or self.running:
+        while queue or self.running or self.parked:
             threads = self._threads()
+            if threads:
+                self._release_parked()
             while queue and len(self.running) < max(threads, 1):
                 p = queue.pop(0)
                 self.running[self.client.submit(run_point, self.fn, p, self.timeout_s, pure=False)] = \
                     (p, time.monotonic())
-            try:
-                done = wait(list(self.running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
-            except TimeoutError:
-                done = ()
-            for fut in done:
+            for fut in self._wait():
                 p, _ = self.running.pop(fut)
                 row = self._outcome(fut, p)
                 if row is None:
                     queue.insert(0, p)           # lost with its worker or the scheduler: run it again
-                else:
+                elif row is not _PARKED:
                     self._add(row)
             self._enforce_time_limit()
+
+    def _wait(self):
+        """The futures that finished within :data:`POLL_S` (none when nothing runs)."""
+        from distributed import wait
+        if not self.running:
+            time.sleep(POLL_S)
+            return ()
+        try:
+            return wait(list(self.running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+        except TimeoutError:
+            return ()
+
+    def _release_parked(self) -> None:
+        """Workers are alive a poll after a point's workers died: the point, not the cluster, killed them."""
+        now = time.monotonic()
+        for item in [i for i in self.parked if now - i[1] >= POLL_S]:
+            self.parked.remove(item)
+            self._add(item[0])
 
     def _add(self, row: dict) -> None:
         self.table.add(row)
@@ -96,7 +114,9 @@ class _Runner:
         try:
             return fut.result()
         except KilledWorker as exc:
-            return failed_row(point, "error", f"worker died: {' '.join(str(exc).split())}")
+            row = failed_row(point, "error", f"worker died: {' '.join(str(exc).split())}")
+            self.parked.append((row, time.monotonic()))
+            return _PARKED
         except Exception as exc:
             if self.client.status not in ("running", "connecting"):
                 self._lost("lost the connection to the Dask scheduler")

@@ -15,8 +15,8 @@ import psutil
 import pytest
 from sweep_points import spin, square
 
-from sim.sweep import grid, run_sweep
-from sim.sweep_dask import ClusterLost
+from sim.sweep import SweepTable, grid, run_sweep
+from sim.sweep_dask import ClusterLost, _Runner
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -151,3 +151,57 @@ def test_serial_time_limit_is_a_row(tmp_path):
     points = grid(x=range(3), spin_at=(1,))
     df = run_sweep(spin, points, tmp_path / "s.csv", scheduler="serial", progress=False, point_timeout_s=0.2)
     assert df["status"].tolist() == ["ok", "timeout", "ok"]
+
+
+class ScriptedClient:
+    """A stand-in Dask client: every submitted point's future raises ``KilledWorker`` (its workers
+    died), and the live-worker count follows ``threads(t)`` of the seconds since the start."""
+
+    status = "running"
+
+    def __init__(self, threads):
+        self.threads, self.t0 = threads, time.monotonic()
+
+    def nthreads(self):
+        return {"w": 1} if self.threads(time.monotonic() - self.t0) else {}
+
+    def submit(self, run, fn, point, timeout_s, pure):
+        return KilledFuture(point)
+
+
+class KilledFuture:
+    def __init__(self, point):
+        self.point = point
+
+    def result(self):
+        from types import SimpleNamespace
+
+        from distributed.scheduler import KilledWorker
+        raise KilledWorker(task=f"point-{self.point['x']}", last_worker=SimpleNamespace(address="tcp://w"),
+                           allowed_failures=1)
+
+
+class ScriptedRunner(_Runner):
+    def _wait(self):
+        return list(self.running)
+
+
+def scripted_run(tmp_path, threads, lost_after_s=1.0):
+    points = grid(x=range(2))
+    table = SweepTable(tmp_path / "s.csv", points, [])
+    ScriptedRunner(ScriptedClient(threads), None, table, None, lost_after_s, None).run(points)
+    return table
+
+
+def test_a_point_whose_workers_died_is_a_row_once_workers_are_back(tmp_path):
+    """Workers gone when the points fail, back 0.3 s later (their nannies restarted them): the points
+    killed them, so each gets its ``worker died`` row."""
+    table = scripted_run(tmp_path, lambda t: t > 0.3)
+    rows_ = list(table.rows.values())
+    assert len(rows_) == 2 and all(r["status"] == "error" and r["error"].startswith("worker died: ") for r in rows_)
+
+
+def test_a_killed_worker_with_no_worker_left_is_the_clusters_loss_not_the_points(tmp_path):
+    """Every worker gone for good: the sweep stops as lost and writes no ``worker died`` row."""
+    with pytest.raises(ClusterLost, match=r"no Dask worker for 1 s: the sweep stopped with 2 point\(s\) not run"):
+        scripted_run(tmp_path, lambda t: False)
