@@ -9,7 +9,9 @@ Cases
 - moe: the full DeepSeek-V3 step (PP16, EP64, 120 micro-batches, dualpipe) with one
   representative pipeline (target < 5 s) and with every one of the 2,048 ranks simulated, balanced
   (target < 60 s and 4 GB) and skewed (Zipf 1.0: 32 distinct traffic matrices to sample and
-  measure, which is most of its time), in one process and in two worker processes.
+  measure, which is most of its time), in one process and in two worker processes; and with live
+  communication (every all-to-all on the step's fabric), representative (target < 10 s) and every
+  rank (target < 60 s and 4 GB).
 - network: one EP64 hierarchical all-to-all (DeepSeek-V3 dispatch: 4096 tokens per GPU, top-8
   of 256 experts, node limit 4, FP8) on 8 nodes (target < 0.2 s), and 1, 8 and all 32 EP64 groups
   of the 2,048-GPU cluster at once (target < 10 s and 2 GB), to show how cost grows with GPUs.
@@ -111,7 +113,7 @@ def _cli_case() -> dict:
             "wall_s": time.perf_counter() - t0}
 
 
-def _moe_case(mode: str, skew: float = 0.0, workers: int = 1) -> dict:
+def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str = "measured") -> dict:
     """Times the three phases of a step: set-up (specs, schedule, routing; skewed routing samples
     every token), all-to-all measurement on the fabric (per shape, and per stage under skew) and
     the simulation itself."""
@@ -119,20 +121,23 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1) -> dict:
     from sim.moe.specs import load_scenario
     from sim.moe.step import MoEStep
     t0 = time.perf_counter()
-    step = MoEStep(Scenario(load_scenario("deepseek-v3", routing_skew=skew)), mode=mode, workers=workers)
+    run = load_scenario("deepseek-v3", routing_skew=skew, communication=communication)
+    step = MoEStep(Scenario(run), mode=mode, workers=workers)
     t1 = time.perf_counter()
     step.comm.measure_all()
     t2 = time.perf_counter()
     res = step.simulate()
     t3 = time.perf_counter()
-    return {"case": f"DeepSeek-V3 step, dualpipe, {res.mode} mode, skew {skew}, {workers} worker(s)",
+    return {"case": f"DeepSeek-V3 step, dualpipe, {res.mode} mode, {communication} communication, skew {skew}, "
+                    f"{workers} worker(s)",
             "P": 16, "M": 120,
             "gpus": 2048 if res.mode == "full" else 16, "sim_time_us": res.step_time_s * 1e6,
             "generate_s": t1 - t0, "measure_s": t2 - t1, "simulate_s": t3 - t2, "wall_s": t3 - t0}
 
 
 CASES = {"moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
-                 (_moe_case, ("full", 1.0, 2))],
+                 (_moe_case, ("full", 1.0, 2)), (_moe_case, ("representative", 0.0, 1, "live")),
+                 (_moe_case, ("full", 0.0, 1, "live"))],
          "skewed": [(_skewed_case, (64, 1)), (_skewed_case, (128, 1)), (_skewed_case, (256, 1)),
                     (_skewed_case, (128, 4)), (_skewed_case, (128, 16))],
          "cli": [(_cli_case, ())],

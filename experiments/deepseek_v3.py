@@ -2,8 +2,10 @@
 pipeline, under 1f1b, zb-h1, dualpipe and dualpipev (representative pipeline, balanced routing).
 
 Writes ``results/deepseek_v3_summary.csv`` (one row per schedule), ``results/deepseek_v3_ranks.csv``
-(per rank: compute, exposed communication, bubble, utilization, memory) and figures under
-``results/figures/``: ``deepseek_v3_ranks.png`` and ``deepseek_v3_fb_unit_<schedule>.png``."""
+(per rank: compute, exposed communication, bubble, utilization, memory),
+``results/deepseek_v3_link_timeline.csv`` (the step fabric's 16 busiest links per time bin) and
+figures under ``results/figures/``: ``deepseek_v3_ranks.png``, ``deepseek_v3_fb_unit_<schedule>.png``
+and ``deepseek_v3_link_timeline.png``."""
 from __future__ import annotations
 
 from experiments.common import script_main
@@ -28,7 +30,7 @@ def run(args) -> int:
             ([args.trace] if args.trace else []):
         check_output(path)
     scenario = Scenario(load_scenario("deepseek-v3"))
-    results = simulate_schedules(scenario, list(COMPARED_SCHEDULES), progress=True)
+    results = simulate_schedules(scenario, list(COMPARED_SCHEDULES), progress=True, link_timeline=True)
     write_outputs(results, "deepseek_v3", args.out, title="deepseek-v3")
     if args.trace:
         from sim.trace import write_chrome_trace

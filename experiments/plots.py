@@ -58,12 +58,20 @@ def sweep_ep(df: pd.DataFrame, out: Path) -> None:
 
 
 def sweep_topology(df: pd.DataFrame, out: Path) -> None:
-    df = df[df["status"] == "ok"]
-    piv = df.pivot(index="variant", columns="schedule", values="step_time_s")
-    fig, ax = plt.subplots(figsize=(10, 4))
-    piv.plot.bar(ax=ax)
+    """Step time per topology variant, one bar per schedule and communication mode (measured once
+    per all-to-all shape, or live among the other traffic), variants in the sweep's order."""
+    df = df[df["status"] == "ok"].copy()
+    if "communication" not in df:
+        df["communication"] = "measured"
+    order = list(dict.fromkeys(df["variant"]))
+    piv = df.pivot_table(index="variant", columns=["schedule", "communication"], values="step_time_s").reindex(order)
+    piv.columns = [f"{s} ({c})" for s, c in piv.columns]
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    piv.plot.bar(ax=ax, width=0.8)
     ax.set_ylabel("step time (s)")
-    ax.set_title("DeepSeek-V3 step under topology variants of the 2,048-H800 cluster")
+    ax.legend(fontsize=8)
+    ax.set_title("DeepSeek-V3 step under topology variants of the 2,048-H800 cluster (live: all-to-alls among the "
+                 "other traffic)", fontsize=9)
     _save(fig, out / "sweep_topology.png")
 
 

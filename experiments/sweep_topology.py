@@ -1,13 +1,17 @@
-"""Topology variants of the 2,048-H800 cluster x schedule for the DeepSeek-V3 step: NVLink and IB
-bandwidth, leaf oversubscription, rail-optimized cabling or not, 8 planes or 1. All-to-all times
-are measured with every stage's EP groups on the fabric at once (scope "cluster"), so traffic of
-different stages can meet on spines. Each variant's graph is built from its fields in the worker
-(no files are written).
+"""Topology variants of the 2,048-H800 cluster x schedule x communication mode for the DeepSeek-V3
+step: NVLink and IB bandwidth, leaf oversubscription, rail-optimized cabling or not, 8 planes or 1,
+and their combinations (EP groups that straddle leaves, all-to-alls on oversubscribed spines).
 
-Writes ``results/sweep_topology.csv``: variant, schedule (config), then nvlink_GBps, nic_GBps,
-oversubscription, rail_optimized, planes, step_time_s (s), exposed_comm_s (s per rank),
-a2a_dispatch_ms, a2a_combine_ms (ms per layer), compute_comm_ratio, mean_utilization; status,
-error, wall_s (s), sim_code."""
+Communication ``measured``: all-to-all times measured once per shape with every stage's EP groups
+on the fabric at once (scope "cluster"); ``live``: every all-to-all on the step's fabric among the
+pipeline sends and the data-parallel gradient rings (sim.moe.live), the mode that sees the network.
+Each variant's graph is built from its fields in the worker (no files are written).
+
+Writes ``results/sweep_topology.csv``: variant, schedule, communication (config), then nvlink_GBps,
+nic_GBps, oversubscription, rail_optimized, planes, step_time_s (s), exposed_comm_s (s per rank),
+exposed_pp_s (s per rank), a2a_dispatch_ms, a2a_combine_ms (ms per layer, measured: with the
+stage's groups or the cluster; live: a group alone), a2a_slowdown (live / alone), compute_comm_ratio,
+mean_utilization; status, error, wall_s (s), sim_code."""
 from __future__ import annotations
 
 from experiments.common import sweep_main
@@ -26,8 +30,11 @@ VARIANTS = {
     "not-rail-optimized": {"rail_optimized": False},
     "one-plane": {"planes": 1},
     "one-plane-oversub-4": {"planes": 1, "oversubscription": 4},
+    "one-plane-not-rail": {"planes": 1, "rail_optimized": False},
+    "one-plane-oversub-4-not-rail": {"planes": 1, "oversubscription": 4, "rail_optimized": False},
 }
 SCHEDULES = ("1f1b", "dualpipe")
+COMMUNICATION = ("measured", "live")
 
 
 def variant_spec(name: str) -> dict:
@@ -41,18 +48,19 @@ def point(p: dict) -> dict:
     from sim.moe.step import simulate_step
     from topologies import build_from_spec
     spec = variant_spec(p["variant"])
-    run = load_scenario("deepseek-v3", topology=spec["name"], schedule=p["schedule"])
-    res = simulate_step(Scenario(run, graph=build_from_spec(dict(spec))), comm_scope="cluster")
+    run = load_scenario("deepseek-v3", topology=spec["name"], schedule=p["schedule"], communication=p["communication"])
+    scope = "cluster" if p["communication"] == "measured" else "stage"
+    res = simulate_step(Scenario(run, graph=build_from_spec(dict(spec))), comm_scope=scope)
     summary = res.summary()
     return {"nvlink_GBps": spec["nvlink_bandwidth_GBps"], "nic_GBps": spec["nic_bandwidth_GBps"],
             "oversubscription": spec["oversubscription"], "rail_optimized": spec["rail_optimized"],
             "planes": spec["planes"], **{k: summary[k] for k in (
-                "step_time_s", "exposed_comm_s", "a2a_dispatch_ms", "a2a_combine_ms", "compute_comm_ratio",
-                "mean_utilization")}}
+                "step_time_s", "exposed_comm_s", "a2a_dispatch_ms", "a2a_combine_ms", "a2a_slowdown",
+                "compute_comm_ratio", "mean_utilization")}, "exposed_pp_s": summary["mean_exposed_pp_s"]}
 
 
 def points() -> list[dict]:
-    return grid(variant=tuple(VARIANTS), schedule=SCHEDULES)
+    return grid(variant=tuple(VARIANTS), schedule=SCHEDULES, communication=COMMUNICATION)
 
 
 if __name__ == "__main__":

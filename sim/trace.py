@@ -2,7 +2,8 @@
 
 A process per rank ("rank r") with a thread per stream: ``ops`` (schedule ops), and for the
 traced (middle) rank of a MoE step ``compute`` and ``communication`` (the parts); a counter track per busiest link
-(mean utilization of the all-to-all measured on the fabric). Times in microseconds.
+of the step's fabric, its utilization per time bin (when the step recorded its link timeline), or
+else the mean utilization of the measured all-to-alls. Times in microseconds.
 """
 from __future__ import annotations
 
@@ -38,12 +39,19 @@ def write_chrome_trace(result, path: str | Path, busiest: int = 8) -> Path:
             events.append({"name": e.name, "cat": "compute" if e.stream == 0 else "comm", "ph": "X", "pid": pid,
                            "tid": 1 + e.stream, "ts": e.start * scale, "dur": (e.end - e.start) * scale,
                            "args": {"op": e.op}})
-    for shape, df in (getattr(result, "link_stats", None) or {}).items():
+    timeline = getattr(result, "link_timeline", None)
+    if timeline is not None and len(timeline):
+        top = list(dict.fromkeys(timeline["link"]))[:busiest]
+        for row in timeline[timeline["link"].isin(top)].itertuples():
+            events.append({"name": row.link, "ph": "C", "pid": -1, "ts": row.time_s * scale,
+                           "args": {"utilization": float(row.utilization)}})
+    for shape, df in ((getattr(result, "link_stats", None) or {}).items() if timeline is None else ()):
         for row in df.head(busiest).itertuples():
             events.append({"name": f"{shape} {row.link}", "ph": "C", "pid": -1, "ts": 0,
                            "args": {"mean_util": float(row.mean_util)}})
             events.append({"name": f"{shape} {row.link}", "ph": "C", "pid": -1, "ts": engine.makespan * scale,
                            "args": {"mean_util": float(row.mean_util)}})
     if any(e.get("pid") == -1 for e in events):
-        events.append({"name": "process_name", "ph": "M", "pid": -1, "args": {"name": "busiest links (all-to-all)"}})
+        label = "busiest links of the step" if timeline is not None else "busiest links (all-to-all)"
+        events.append({"name": "process_name", "ph": "M", "pid": -1, "args": {"name": label}})
     return write_json_atomic({"traceEvents": events, "displayTimeUnit": "ms"}, path)

@@ -2,6 +2,7 @@
 balanced, per stage under skew; expert loads; reuse across schedules."""
 import numpy as np
 import pytest
+import simpy
 
 from sim.moe.comm import CommModel, measure_all_to_alls
 from sim.moe.scenario import Scenario
@@ -39,3 +40,43 @@ def test_measurements_serve_the_same_run_under_another_schedule_only():
     assert not comm.serves(sc.run, "cluster")
     with pytest.raises(SpecError, match="comm scope"):
         CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes(), scope="rack")
+
+
+def test_same_flow_system_up_to_renaming_links():
+    """On h800-64 (8 planes, rails) a 16-GPU group on nodes 0-1 and one on nodes 2-3 send the same
+    messages over routes alike: the same flow system. On one oversubscribed plane with 12 hosts
+    per leaf, nodes 0-1 sit under leaves 0-1 and nodes 2-3 straddle leaves 1-2-... : not the same."""
+    from sim.moe.comm import same_flow_system
+    from sim.network import Fabric, MoERouting, route_tokens
+    from sim.network.loads import all_to_all_messages
+    from topologies import build_from_spec, load_topology
+    traffic = route_tokens(MoERouting(ep=16, gpus_per_node=8, num_experts=32, topk=4, tokens_per_gpu=64))
+    spec = {"kind": "fat_tree", "gpu": "h800", "nodes": 8, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 160,
+            "nic_bandwidth_GBps": 50, "switch_radix": 16, "oversubscription": 3, "rail_optimized": False,
+            "planes": 1, "name": "one-plane"}
+    for graph, same in ((load_topology("h800-64"), True), (build_from_spec(spec), False)):
+        links = Fabric(simpy.Environment(), graph).links
+        first, second = (all_to_all_messages(list(range(k, k + 16)), traffic, 100.0) for k in (0, 16))
+        assert same_flow_system(links, first, first)
+        assert same_flow_system(links, first, second) is same
+    more = [(s, d, x + 1) for s, d, x in first]
+    assert not same_flow_system(links, first, more) and not same_flow_system(links, first, first[:-1])
+
+
+def test_balanced_stages_placed_differently_are_measured_each():
+    """EP groups of 16 GPUs on one oversubscribed plane (12 hosts per leaf, NICs node by node):
+    stage 0's groups sit under their own leaves, stage 1's straddle leaves, so stage 0 cannot stand
+    for stage 1 and each is measured; on h800-64 every stage is alike and stage 0 stands for all."""
+    from topologies import build_from_spec
+    spec = {"kind": "fat_tree", "gpu": "h800", "nodes": 8, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 160,
+            "nic_bandwidth_GBps": 50, "switch_radix": 16, "oversubscription": 3, "rail_optimized": False,
+            "planes": 1, "name": "one-plane"}
+    for graph, topology in ((build_from_spec(spec), "one-plane"), (None, "h800-64")):
+        sc = Scenario(load_scenario("tiny", topology=topology, pp=4, dp=16, ep=16), graph=graph)
+        comm = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes())
+        times = [comm.time("dispatch", s, 0) for s in range(4)]
+        twins = [comm._twin_stage(s) for s in range(4)]
+        if graph is None:
+            assert twins == [0, 0, 0, 0] and len(set(times)) == 1
+        else:
+            assert twins[1] != 0 and times[1] != times[0]

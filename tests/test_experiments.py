@@ -26,3 +26,18 @@ def test_lesson_table_p4_m8(tmp_path):
     assert dict((q, v) for _, q, v, _, _ in rows)["makespan"] == 26
 
 
+
+
+def test_topology_sweep_grid_and_figure(tmp_path):
+    """Every variant runs both communication modes, and the figure draws one bar per schedule and
+    mode from such a CSV (values made up here: the figure only reads them)."""
+    import pandas as pd
+
+    from experiments import plots, sweep_topology
+    pts = sweep_topology.points()
+    assert {p["communication"] for p in pts} == {"measured", "live"}
+    assert len(pts) == len(sweep_topology.VARIANTS) * len(sweep_topology.SCHEDULES) * 2
+    rows = [{**p, "step_time_s": 10.0 + i, "status": "ok"} for i, p in enumerate(pts)]
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep_topology.csv", index=False)
+    plots.sweep_topology(pd.read_csv(tmp_path / "sweep_topology.csv"), tmp_path)
+    assert (tmp_path / "sweep_topology.png").stat().st_size > 10_000

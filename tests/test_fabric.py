@@ -6,7 +6,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import Fabric, link_stats
+from sim.network import Fabric, LinkLoad, link_stats, p2p_load
 from topologies import load_topology
 
 
@@ -178,3 +178,65 @@ def test_fabric_equals_an_independent_event_loop(transfers):
         if expected is None:
             expected = reference_completions(fab.links, transfers)
         assert ends == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_a_bundle_of_k_flows_on_one_route_takes_as_long_as_the_k_flows():
+    """k flows of 1 GB from GPU 0 to GPU 1 (h800-node, 160 GB/s NVLink, 3.3 us) end at
+    3.3 us + k GB / 160 GB/s; as one bundle (size 1 GB, k GB on each link of the route) the same."""
+    k = 5
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-node"))
+    load = p2p_load(fab.links, [(0, 1)] * k, 1e9)
+    assert load.size == 1e9 and load.latency == pytest.approx(3.3e-6)
+    env.run(fab.transfer_bundle(load))
+    assert env.now == pytest.approx(3.3e-6 + k * 1e9 / 160e9, rel=1e-12)
+    assert fab.link_bytes[load.links] == pytest.approx(k * 1e9)
+
+
+def test_a_bundle_shares_a_link_as_its_number_of_flows():
+    """A bundle of 3 flows of 1 GB and one plain 1 GB flow on the same link (160 GB/s): 4
+    flow-shares of 40 GB/s; all end together at 1 GB / 40 GB/s = 25 ms (latency 0 here)."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 160e9, "b"))
+    ends = []
+    fab.transfer_bundle(p2p_load(fab.links, [(0, 1)] * 3, 1e9), on_done=lambda: ends.append(env.now))
+    fab.transfer(0, 1, 1e9, on_done=lambda: ends.append(env.now))
+    env.run()
+    assert ends == pytest.approx([0.025, 0.025], rel=1e-12)
+
+
+def test_a_bundles_min_seconds_is_its_speed_alone_and_frees_its_private_link():
+    """A bundle of one 1 GB flow with min_seconds = 10 ms (no faster than 100 GB/s) and a plain
+    0.6 GB flow on one 160 GB/s link: 80 GB/s each (the limit does not bind) until the flow ends at
+    0.6 / 80 = 7.5 ms; the bundle then runs at its limit: 0.4 GB / 100 GB/s = 4 ms more, 11.5 ms.
+    Alone, the next bundle (limit 20 ms) takes 20 ms, on the private link the first one freed."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 160e9, "b"))
+    load = p2p_load(fab.links, [(0, 1)], 1e9)
+    ends = {}
+    fab.transfer_bundle(load, min_seconds=0.01, on_done=lambda: ends.setdefault("b", env.now))
+    fab.transfer(0, 1, 0.6e9, on_done=lambda: ends.setdefault("f", env.now))
+    env.run()
+    assert ends["b"] == pytest.approx(0.0115, rel=1e-12) and ends["f"] == pytest.approx(0.0075, rel=1e-12)
+    private = len(fab._capacity)
+    env.run(fab.transfer_bundle(load, min_seconds=0.02))
+    assert env.now == pytest.approx(0.0315, rel=1e-12) and len(fab._capacity) == private
+    assert fab.link_bytes.size == len(fab.links) and fab.link_bytes[load.links] == pytest.approx(2.6e9)
+
+
+def test_bad_bundles_are_one_line_errors():
+    from sim.checks import InputError
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
+    with pytest.raises(InputError, match="one byte count per link"):
+        LinkLoad(np.array([0]), np.array([1.0, 2.0]), 1.0, 1)
+    with pytest.raises(InputError, match="finite and > 0 on every link"):
+        LinkLoad(np.array([0, 1]), np.array([-1.0, 5.0]), 1.0, 1)
+    with pytest.raises(InputError, match="lists a link twice"):
+        LinkLoad(np.array([1, 1]), np.array([1.0, 5.0]), 1.0, 1)
+    with pytest.raises(InputError, match="needs injected bytes > 0 and messages > 0"):
+        LinkLoad(np.array([0]), np.array([1.0]), 1.0, 0)
+    with pytest.raises(InputError, match="bundle link out of range"):
+        fab.transfer_bundle(LinkLoad(np.array([99]), np.array([1.0]), 1.0, 1))
+    with pytest.raises(InputError, match="bundle min_seconds"):
+        fab.transfer_bundle(LinkLoad(np.array([0]), np.array([1.0]), 1.0, 1), min_seconds=float("nan"))

@@ -87,3 +87,39 @@ def test_touched_flows_are_the_seeds_components():
     link = np.array([0, 0, 1, 2, 3, 3])
     assert touched_flows(np.array([1]), flow, link, 5, 4).tolist() == [True, True, False, False, False]
     assert touched_flows(np.array([4, 2]), flow, link, 5, 4).tolist() == [False, False, True, True, True]
+
+
+def test_a_weighted_pair_counts_as_that_many_flows_textbook():
+    """Link 0 (12 B/s): flow 0 weighs 2 there, flow 1 weighs 1: the share is 12 / 3 = 4, flow 0
+    loads the link with 8 B/s and flow 1 with 4, as three equal flows would."""
+    flow, link, w = np.array([0, 1]), np.array([0, 0]), np.array([2.0, 1.0])
+    assert max_min_rates(flow, link, np.array([12.0]), 2, w).tolist() == [4.0, 4.0]
+
+
+@given(instances, st.lists(st.floats(0.05, 20), min_size=300, max_size=300))
+def test_weighted_compiled_rates_equal_the_numpy_oracle_and_fit_the_links(instance, weights):
+    from sim.network.maxmin import rates
+    flow, link, cap = arrays(*instance)
+    w = np.array(weights[:flow.size])
+    n = int(flow.max()) + 1
+    oracle = max_min_rates(flow, link, cap, n, w)
+    assert rates(flow, link, cap, n, w) == pytest.approx(oracle, rel=1e-9)
+    load = np.bincount(link, weights=w * oracle[flow], minlength=cap.size)
+    assert (load <= cap * (1 + 1e-9)).all()
+
+
+@given(st.lists(st.lists(st.integers(0, 59), min_size=33, max_size=45, unique=True), min_size=1, max_size=4),
+       st.lists(st.lists(st.integers(0, 59), min_size=1, max_size=6, unique=True), max_size=25),
+       st.integers(0, 2 ** 32 - 1), st.booleans())
+def test_wide_flows_fill_by_a_heap_of_flows_equal_to_the_oracle(wide, narrow, seed, integral):
+    """Bundles cross many links: a flow over more than WIDE_FLOW links switches the compiled fill to
+    the heap of flows; the rates equal the numpy oracle's (integral capacities and weights: ties)."""
+    from sim.network.maxmin import WIDE_FLOW, rates
+    rng = np.random.default_rng(seed)
+    routes = [r for pair in zip(wide + narrow, narrow + wide) for r in pair][:len(wide) + len(narrow)]
+    flow, link, cap = arrays(routes, list(rng.uniform(1, 100, 60)), integral)
+    w = rng.uniform(0.05, 20, flow.size)
+    w = np.round(w) + 1 if integral else w
+    n = int(flow.max()) + 1
+    assert rates(flow, link, cap, n, w) == pytest.approx(max_min_rates(flow, link, cap, n, w), rel=1e-9)
+    assert WIDE_FLOW < 45

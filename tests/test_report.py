@@ -46,3 +46,16 @@ def test_write_outputs(results, tmp_path):
     for name in ("tiny_ranks.csv", "tiny_events_dualpipe.csv", "tiny_links.csv", "figures/tiny_ranks.png",
                  "figures/tiny_fb_unit_dualpipe.png"):
         assert (tmp_path / name).exists(), name
+    assert not (tmp_path / "tiny_link_timeline.csv").exists()          # not recorded by these steps
+
+
+def test_write_outputs_with_link_timelines(tmp_path):
+    from sim.moe.scenario import Scenario
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import simulate_schedules
+    results = simulate_schedules(Scenario(load_scenario("tiny")), ["1f1b", "dualpipe"], link_timeline=True)
+    write_outputs(results, "tiny", tmp_path, "tiny")
+    timeline = pd.read_csv(tmp_path / "tiny_link_timeline.csv")
+    assert list(timeline.columns) == ["schedule", "time_s", "bin_s", "link", "kind", "utilization"]
+    assert timeline["schedule"].unique().tolist() == ["1f1b", "dualpipe"]
+    assert (tmp_path / "figures" / "tiny_link_timeline.png").stat().st_size > 10_000

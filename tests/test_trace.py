@@ -25,3 +25,20 @@ def test_chrome_trace_of_a_moe_step_has_the_traced_ranks_streams(tmp_path):
     assert len(parts) == len(res.part_trace)
     assert {e["cat"] for e in parts} == {"compute", "comm"}
     assert any(e["ph"] == "C" for e in events)          # link counters of the measured all-to-alls
+
+
+def test_a_step_with_its_link_timeline_traces_the_busiest_links_over_time(tmp_path):
+    """Recorded, the step fabric's busiest links become counter tracks with one value per time bin,
+    and every byte the timeline holds is a byte the fabric carried."""
+    from sim.moe.scenario import Scenario
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import MoEStep
+    from sim.trace import write_chrome_trace
+    res = MoEStep(Scenario(load_scenario("tiny", schedule="dualpipe", communication="live"))).simulate(link_timeline=True)
+    tl = res.link_timeline
+    assert set(tl.columns) == {"time_s", "bin_s", "link", "kind", "utilization"} and tl["link"].nunique() == 16
+    assert tl["utilization"].between(0, 1 + 1e-9).all() and tl["utilization"].max() > 0.2
+    assert tl["time_s"].max() < res.step_time_s
+    events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]
+    counters = [e for e in events if e["ph"] == "C"]
+    assert len({e["name"] for e in counters}) == 8 and len({e["ts"] for e in counters}) > 20

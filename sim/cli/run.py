@@ -4,8 +4,9 @@ Without ``--schedule`` the scenario runs under 1f1b, zb-h1, dualpipe and dualpip
 schedule if it is another) and prints them side by side (``--json``: the scenario's own schedule,
 with the others under ``comparison``); with ``--out`` it writes ``<name>_summary.csv``,
 ``<name>_ranks.csv``, ``<name>_events_<schedule>.csv`` (op events of pipeline 0),
-``<name>_links.csv`` (link statistics of the measured all-to-alls) and figures (per-rank breakdown,
-one F&B unit's two streams) there.
+``<name>_links.csv`` (link statistics of the measured all-to-alls), ``<name>_link_timeline.csv``
+(utilization of the step fabric's 16 busiest links per time bin, per schedule) and figures
+(per-rank breakdown, one F&B unit's two streams, the busiest links over time) there.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..checks import arg
-from ..moe.specs import COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
+from ..moe.specs import COMMUNICATION, COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
 
 if TYPE_CHECKING:
     from ..moe.step import StepResult
@@ -33,7 +34,8 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
     for path in (planned_outputs(stem, out, schedules) if out else []) + ([Path(trace)] if trace else []):
         check_output(path)                          # before the run, not after it
     base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
-    results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers)
+    results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers,
+                                 link_timeline=bool(out or trace))
     if out:
         write_outputs(results, stem, Path(out), title=scenario)
     if trace:
@@ -45,7 +47,8 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
 def cmd_run(args) -> int:
     overrides = {"microbatches": args.microbatches, "routing_skew": args.skew, "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
-                 "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync}
+                 "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
+                 "communication": args.communication}
     own = load_scenario(args.scenario, **overrides).schedule
     schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
     if not args.schedule and own not in schedules:
@@ -76,7 +79,11 @@ def add_arguments(p) -> None:
     p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) of the last run")
     p.add_argument("--mode", choices=MODES, default="auto", help="representative pipeline or every rank")
     p.add_argument("--scope", choices=("stage", "cluster"), default="stage",
-                   help="all-to-all contention measured per stage (default) or with every stage at once")
+                   help="measured communication: all-to-all contention measured per stage (default) or with every "
+                        "stage at once")
+    p.add_argument("--communication", choices=COMMUNICATION,
+                   help="all-to-alls measured once per shape (the scenario's default, fast) or live on the step's "
+                        "fabric among pipeline sends, data-parallel traffic and other stages' all-to-alls")
     count = arg(integer=True, low=1, high=100_000_000)
     p.add_argument("--microbatches", type=count, help="override the scenario's micro-batches")
     p.add_argument("--pp", type=count, help="override pipeline ranks")

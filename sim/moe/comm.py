@@ -8,7 +8,9 @@ the same collective at the same moment. So a collective's time is measured once 
 (dispatch or combine) by running the all-to-alls of every EP group of a stage (``scope="stage"``)
 or of every stage (``scope="cluster"``, an upper bound on cross-stage contention) at once on a
 fresh fabric of the run's topology, and then charged to each comm part. Under skewed routing each
-group has its own traffic (seed + group index) and its own time.
+group has its own traffic (seed + group index) and its own time. ``scope="group"`` measures each EP
+group alone: the live mode's speed of an all-to-all alone (:mod:`sim.moe.live`), which then meets
+the other traffic on the step's fabric.
 """
 from __future__ import annotations
 
@@ -18,11 +20,11 @@ import dataclasses
 import numpy as np
 import simpy
 
-from ..network import Fabric, LinkTable, MoERouting, all_to_all, link_stats, route_tokens
+from ..network import Fabric, LinkLoad, LinkTable, MoERouting, all_to_all, all_to_all_load, link_stats, route_tokens
 from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
 
-SCOPES = ("stage", "cluster")
+SCOPES = ("stage", "cluster", "group")
 # Worker processes pay about 1-3 s each to start (imports, compiled kernels loaded from numba's
 # cache); below these sizes one process is faster, so the work stays here (same numbers either way).
 PARALLEL_MIN_TOKENS = 2_000_000     # routed tokens sampled at start
@@ -34,23 +36,28 @@ class CommModel:
 
     def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, layout: Layout,
                  token_bytes: dict[str, float], scope: str = "stage", workers: int = 1):
-        """``workers`` > 1: sample skewed routing and measure skewed all-to-alls in that many
-        processes when the work is large enough to pay for starting them (``PARALLEL_MIN_TOKENS``,
-        ``PARALLEL_MIN_FLOWS``); the same numbers as one process; uniform routing needs no workers."""
+        """``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
+        topology where stages sit differently) in that many processes when the work is large enough
+        to pay for starting them (``PARALLEL_MIN_TOKENS``, ``PARALLEL_MIN_FLOWS``); the same numbers
+        as one process."""
         if scope not in SCOPES:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
             raise SpecError(f"workers must be a positive integer up to 1024, got {workers!r}")
         self.run, self.model, self.links, self.layout, self.scope = run, model, links, layout, scope
         self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
-        self.workers = workers if run.routing_skew > 0 else 1
+        self.workers = workers      # balanced routing uses them only when stages differ (several units)
         self._times: dict[tuple, np.ndarray] = {}
         self.link_frames = {}
         self._traffic = {}
+        self._loads: dict[tuple, LinkLoad] = {}
+        self._twins: dict[int, int] = {}
+        self._signatures: dict[int, tuple] = {}
         if model.is_moe:
             routings = [self._routing(g) for g in range(layout.groups_per_rank * run.pp)]
             tokens = sum(r.tokens_per_gpu * r.ep for r in routings)
-            with _pool(self.workers if tokens >= PARALLEL_MIN_TOKENS else 1) as pool:
+            sampled = run.routing_skew > 0 and tokens >= PARALLEL_MIN_TOKENS     # expected counts are cheap
+            with _pool(self.workers if sampled else 1) as pool:
                 self._traffic = dict(enumerate((pool.map if pool else map)(route_tokens, routings)))
         self._load = self._load_factors() if model.is_moe and run.routing_skew > 0 else None
 
@@ -62,6 +69,16 @@ class CommModel:
 
     def traffic(self, stage: int, group: int):
         return self._traffic[stage * self.layout.groups_per_rank + group]
+
+    def load(self, shape: str, stage: int, group: int) -> LinkLoad:
+        """The bytes per link of one dispatch- or combine-shaped all-to-all of EP group ``group``
+        at ``stage`` (:func:`~sim.network.all_to_all_load`), kept for later steps of the run."""
+        key = (shape, stage, group)
+        if key not in self._loads:
+            self._loads[key] = all_to_all_load(self.links, self.layout.ep_group(stage, group),
+                                               self.traffic(stage, group), self.token_bytes[shape],
+                                               self.run.a2a_algorithm, shape)
+        return self._loads[key]
 
     def _load_factors(self) -> np.ndarray:
         """[stage, replica]: tokens a GPU's experts receive relative to its group's mean."""
@@ -80,9 +97,10 @@ class CommModel:
     def time(self, shape: str, stage: int, group: int) -> float:
         """Seconds of one dispatch- or combine-shaped all-to-all of EP group ``group`` at ``stage``.
 
-        Measured once per (shape, unit): with balanced routing and stage scope every stage is
-        alike and stage 0 stands for all; otherwise each stage (stage scope) or the whole
-        cluster at once (cluster scope) is measured."""
+        Measured once per (shape, unit): with balanced routing one stage stands for every stage
+        whose all-to-alls are the same flow system on the network (all of them on the presets;
+        not when EP groups straddle leaves differently); under skew each stage is measured; the
+        cluster scope measures every stage at once."""
         unit, stages = self._unit(stage)
         if (shape, unit) not in self._times:
             self._measure({(shape, unit): stages})
@@ -92,9 +110,39 @@ class CommModel:
         """(cache unit, stages measured together) for an all-to-all at ``stage``."""
         if self.scope == "cluster":
             return -1, list(range(self.run.pp))
-        if self.run.routing_skew == 0:
-            return 0, [0]
+        if self.run.routing_skew == 0:                   # one measurement per class of alike stages
+            twin = self._twin_stage(stage)
+            return twin, [twin]
         return stage, [stage]
+
+    def _twin_stage(self, stage: int) -> int:
+        """The first stage whose all-to-alls (every EP group's at once) are the same flow system as
+        ``stage``'s: the same traffic per group, and routes between every two GPUs of each group
+        that are the same up to renaming links (:func:`same_routes`), so their measured times are
+        the same. On the presets every stage sits on the network alike and stage 0 stands for all;
+        not when EP groups straddle leaves differently."""
+        if stage not in self._twins:
+            self._twins[stage] = next(s for s in range(stage + 1) if s == stage or (
+                self._twins.get(s, s) == s and self._same_traffic(s, stage) and
+                same_routes(self.links, self._signature(s), self._signature(stage))))
+        return self._twins[stage]
+
+    def _same_traffic(self, a: int, b: int) -> bool:
+        return all(np.array_equal(self.traffic(a, g).gpu_tokens, self.traffic(b, g).gpu_tokens) and
+                   np.array_equal(self.traffic(a, g).node_tokens, self.traffic(b, g).node_tokens)
+                   for g in range(self.layout.groups_per_rank))
+
+    def _signature(self, stage: int) -> tuple:
+        """The routes between the GPUs of each EP group of ``stage`` that its all-to-alls may use
+        (every two of them: flat; within a node or between same-index GPUs: hierarchical, both
+        shapes), group after group."""
+        if stage not in self._signatures:
+            gpn, flat = self.layout.gpus_per_node, self.run.a2a_algorithm == "flat"
+            pairs = [(a, b) for g in range(self.layout.groups_per_rank) for a in self.layout.ep_group(stage, g)
+                     for b in self.layout.ep_group(stage, g)
+                     if a != b and (flat or a // gpn == b // gpn or a % gpn == b % gpn)]
+            self._signatures[stage] = route_signature(self.links, pairs)
+        return self._signatures[stage]
 
     def _job(self, shape: str, stages: list[int]) -> tuple:
         """The arguments of :func:`measure_all_to_alls` after ``links``."""
@@ -138,7 +186,8 @@ class CommModel:
         jobs, parts = {}, {}
         for key, stages in todo.items():
             groups, *rest = self._job(key[0], stages)
-            sets = disjoint_sets([self._group_links(gpus) for gpus, _ in groups])
+            sets = [[i] for i in range(len(groups))] if self.scope == "group" else \
+                disjoint_sets([self._group_links(gpus) for gpus, _ in groups])
             parts[key] = sets
             for i, members in enumerate(sets):
                 jobs[(key, i)] = ([groups[g] for g in members], *rest)
@@ -173,6 +222,37 @@ class CommModel:
                  (self.run.a2a_algorithm == "flat" or a // gpn == b // gpn or a % gpn == b % gpn)]
         return np.unique(np.concatenate([self.links.route(a, b)[0] for a, b in pairs])) if pairs else \
             np.zeros(0, dtype=np.int64)
+
+
+def route_signature(links: LinkTable, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(number of links of each pair's route, the routes' links one after the other)."""
+    routes = [links.route(a, b)[0] for a, b in pairs]
+    return np.array([r.size for r in routes]), (np.concatenate(routes) if routes else np.zeros(0, dtype=np.int64))
+
+
+def same_routes(links: LinkTable, a: tuple, b: tuple) -> bool:
+    """Whether two :func:`route_signature` s (of corresponding pairs) are the same routes up to
+    renaming links: equal lengths, corresponding links of equal bandwidth and latency, and one
+    consistent one-to-one renaming of ``a``'s links into ``b``'s (so the same pairs share links).
+    Messages of equal bytes over such pairs are the same flow system: they take the same time on
+    an empty fabric."""
+    (len_a, la), (len_b, lb) = a, b
+    if len_a.shape != len_b.shape or (len_a != len_b).any():
+        return False
+    if (links.capacity[la] != links.capacity[lb]).any() or (links.latency[la] != links.latency[lb]).any():
+        return False
+    pairs = np.unique(la * len(links) + lb)          # the renaming, one entry per (a link, b link)
+    return pairs.size == np.unique(la).size == np.unique(lb).size
+
+
+def same_flow_system(links: LinkTable, a: list, b: list) -> bool:
+    """Whether the messages ``a`` and ``b`` ([(source GPU, destination GPU, bytes)], in
+    corresponding order) are the same flow system up to renaming links (:func:`same_routes`, and
+    equal bytes)."""
+    if len(a) != len(b) or any(xa != xb for (_, _, xa), (_, _, xb) in zip(a, b)):
+        return False
+    return same_routes(links, route_signature(links, [(s, d) for s, d, _ in a]),
+                       route_signature(links, [(s, d) for s, d, _ in b]))
 
 
 def disjoint_sets(link_sets: list[np.ndarray]) -> list[list[int]]:

@@ -47,6 +47,9 @@ def comparison_text(results: list[StepResult]) -> str:
              f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
              f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
              f"{first.a2a_combine_s * 1e3:.2f} ms per layer)",
+             *([("live communication: every all-to-all ran on the step's fabric among the other traffic; "
+                 "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]
+               if first.run.communication == "live" else []),
              summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}"),
              "where the step goes (seconds, mean over ranks; the columns add up to the step time):",
              breakdown_frame(results).to_string(index=False, float_format=lambda v: f"{v:.3f}")]
@@ -113,6 +116,28 @@ BREAKDOWN_COLORS = {"compute_s": ("compute", "#3182bd"), "recompute_s": ("recomp
                     "bubble_s": ("bubble", "#d9d9d9")}
 
 
+def plot_link_timeline(timeline: pd.DataFrame, path: str | Path, title: str = "", k: int = 6) -> Path:
+    """Utilization over the step of the ``k`` busiest links (by mean utilization), one panel per
+    schedule; ``timeline``: the columns of ``*_link_timeline.csv`` (schedule, time_s, link, kind,
+    utilization)."""
+    names = list(dict.fromkeys(timeline["schedule"]))
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.2 * len(names)), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        g = timeline[timeline["schedule"] == name]
+        top = g.groupby("link", sort=False)["utilization"].mean().sort_values(ascending=False, kind="stable").index[:k]
+        for link in top:
+            h = g[g["link"] == link]
+            ax.step(h["time_s"], h["utilization"], where="post", lw=0.9, label=f"{link} ({h['kind'].iloc[0]})")
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("utilization")
+        ax.set_title(name, fontsize=9)
+        ax.legend(fontsize=6, loc="upper right", ncol=2)
+    axes[-1][0].set_xlabel("time in the step (s)")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
 def plot_rank_breakdown(ranks: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     """Per-rank stacked bars (seconds per step) of the columns that add up to the step time:
     compute, recompute, exposed all-to-all, pipeline transfer, DP sync, optimizer, bubble; one panel
@@ -140,7 +165,8 @@ def planned_outputs(stem: str, folder: str | Path, schedules: list[str]) -> list
     """Every file :func:`write_outputs` writes for these schedules (to check them before a run)."""
     folder = Path(folder)
     files = [folder / f"{stem}_summary.csv", folder / f"{stem}_ranks.csv", folder / f"{stem}_links.csv",
-             folder / "figures" / f"{stem}_ranks.png"]
+             folder / f"{stem}_link_timeline.csv", folder / "figures" / f"{stem}_ranks.png",
+             folder / "figures" / f"{stem}_link_timeline.png"]
     for name in schedules:
         files += [folder / "figures" / f"{stem}_fb_unit_{name}.png", folder / f"{stem}_events_{name}.csv"]
     return files
@@ -149,8 +175,9 @@ def planned_outputs(stem: str, folder: str | Path, schedules: list[str]) -> list
 def write_outputs(results: list[StepResult], stem: str, folder: str | Path, title: str) -> None:
     """Under ``folder``: ``<stem>_summary.csv`` (a row per schedule), ``<stem>_ranks.csv`` (a row per
     schedule and rank), ``<stem>_events_<schedule>.csv`` (op events of pipeline 0),
-    ``<stem>_links.csv`` (link statistics of the measured all-to-alls) and under ``figures/`` the
-    per-rank breakdown and one F&B unit per schedule."""
+    ``<stem>_links.csv`` (link statistics of the measured all-to-alls), ``<stem>_link_timeline.csv``
+    (the step fabric's busiest links per time bin, per schedule, when recorded) and under
+    ``figures/`` the per-rank breakdown, one F&B unit per schedule and the busiest links over time."""
     folder = Path(folder)
     write_csv_atomic(summary_frame(results), folder / f"{stem}_summary.csv")
     ranks = pd.concat([ranks_frame(r) for r in results])
@@ -162,3 +189,9 @@ def write_outputs(results: list[StepResult], stem: str, folder: str | Path, titl
     links = [df.assign(shape=shape) for shape, df in results[-1].link_stats.items()]
     if links:
         write_csv_atomic(pd.concat(links), folder / f"{stem}_links.csv")
+    timelines = [r.link_timeline.assign(schedule=r.run.schedule) for r in results if r.link_timeline is not None]
+    if timelines:
+        timeline = pd.concat(timelines, ignore_index=True)
+        write_csv_atomic(timeline[["schedule", *timelines[0].columns[:-1]]], folder / f"{stem}_link_timeline.csv")
+        plot_link_timeline(timeline, folder / "figures" / f"{stem}_link_timeline.png",
+                           title=f"{title}: busiest links of the step fabric")

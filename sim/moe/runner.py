@@ -27,7 +27,7 @@ from .chunk import ChunkModel, LayerCost, StageEnds
 from .dpsync import GradientSync, LayerCollectives
 from .layout import Layout
 from .parts import backward_parts, forward_parts, overlapped_parts, weight_parts
-from .streams import Part, as_streams, compile_plan, compute_durations, run_op
+from .streams import Part, as_streams, compile_plan, compute_durations, run_op, walk_op
 
 
 class PartEvent(NamedTuple):
@@ -66,12 +66,16 @@ class GroupRunner:
     activations on ``fabric``. ``trace``: a list that receives a :class:`PartEvent` for every part
     of the traced rank (``layout.traced_rank``) of the first replica, or ``None``. ``sync``: told when
     each stage's last backward has finished on this group's replicas (it starts the data-parallel
-    gradient synchronisation), or ``None``."""
+    gradient synchronisation), or ``None``. ``live``: a :class:`~sim.moe.live.LiveComm` that runs
+    the all-to-alls (and, for a representative pipeline, every replica's sends) on ``fabric``
+    among the other traffic, instead of charging their measured times; ``None``: measured."""
 
     def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
                  replicas: list[int], sm_slowdown: float, trace: list | None = None,
-                 sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None):
+                 sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None,
+                 live=None):
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
+        self.live = live
         self.group = group
         self.replicas = np.asarray(replicas)
         pp, n = schedule.pp, len(replicas)
@@ -103,7 +107,10 @@ class GroupRunner:
         seq = self._seq[rank]
         self._seq[rank] += 1
         record = self.trace is not None and rank == self.layout.traced_rank
-        t = run_op(plan, start, durations, comm_times, record)
+        if self.live is None:
+            t = run_op(plan, start, durations, comm_times, record)
+        else:
+            t = yield from self._run_live(env, rank, plan, start, durations, comm_times, record)
         st = self.stats[rank]
         st.compute_s += t.compute_s
         st.recompute_s += t.recompute_s
@@ -126,15 +133,35 @@ class GroupRunner:
         if wait > 0:
             yield env.timeout(wait)
 
+    def _run_live(self, env, rank: int, plan, start, durations, comm_times, record: bool):
+        """:func:`~sim.moe.streams.walk_op` with each all-to-all started on the fabric at its
+        launch barrier and ended when its last byte lands; other communication parts (ZeRO-3's
+        per-layer gathers) keep their measured times."""
+        walk = walk_op(plan, start, durations, record)
+        try:
+            k, at = next(walk)
+            while True:
+                shape = plan.comm[k].shape
+                if shape not in ("dispatch", "combine"):
+                    k, at = walk.send(at + comm_times[k])
+                    continue
+                if at > env.now:
+                    yield env.timeout(at - env.now)
+                yield self.live.all_to_all(shape, rank, self.group)
+                k, at = walk.send(env.now)
+        except StopIteration as stop:
+            return stop.value
+
     def deliver(self, env, src, dst, key):
         """Each replica's send starts at its own end time. Only an op without any all-to-all
         (nothing makes its replicas wait for each other) can end on some replica before the
         moment the last replica's input arrived; such a send starts late, by at most that gap,
         which ``late_s`` records (0 whenever replicas receive their inputs at the same time)."""
-        return self._send(env, self.layout.gpus_of(src, self.replicas), self.layout.gpus_of(dst, self.replicas), key)
+        return self._send(env, src, dst, key)
 
-    def _send(self, env, srcs: np.ndarray, dsts: np.ndarray, key):
+    def _send(self, env, src: int, dst: int, key):
         fabric, nbytes = self.fabric, self.chunk.activation_bytes()
+        srcs, dsts = self.layout.gpus_of(src, self.replicas), self.layout.gpus_of(dst, self.replicas)
         sent = self.arrivals[key]
         arrived = np.empty_like(sent)
         done = env.event()
@@ -152,7 +179,10 @@ class GroupRunner:
                 yield env.timeout(wait)
             elif wait < -1e-12:                     # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
-            fabric.transfer(int(srcs[i]), int(dsts[i]), nbytes, on_done=lambda i=i: landed(i))
+            if self.live is not None and self.live.representative:     # every replica's send at once
+                self.live.send_all(src, dst, nbytes, on_done=lambda i=i: landed(i))
+            else:
+                fabric.transfer(int(srcs[i]), int(dsts[i]), nbytes, on_done=lambda i=i: landed(i))
         yield done
         self.arrivals[key] = arrived
 

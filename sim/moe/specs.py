@@ -17,6 +17,7 @@ from ..checks import InputError, choice, number, read_yaml
 PRESETS = Path(__file__).with_name("presets")
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
 DP_SYNC = ("overlap", "end")
+COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (sim.moe.live)
 MODES = ("auto", "representative", "full")                       # how a step is simulated (sim.moe.step)
 COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
 
@@ -155,7 +156,11 @@ class RunSpec:
     first and last stage (Megatron style) and the rest are even; by default all are even.
 
     ``dp_sync``: the data-parallel gradient synchronisation starts as each stage's last backward
-    finishes (``overlap``, as frameworks do) or after every rank's last op (``end``)."""
+    finishes (``overlap``, as frameworks do) or after every rank's last op (``end``).
+
+    ``communication``: ``measured`` (each all-to-all shape measured once on an empty fabric with
+    its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
+    step's fabric among the other traffic, :mod:`sim.moe.live`)."""
 
     model: str
     gpu: str
@@ -190,6 +195,7 @@ class RunSpec:
     first_stage_layers: Optional[int] = None
     last_stage_layers: Optional[int] = None
     dp_sync: str = "overlap"
+    communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
     description: str = ""
 
@@ -216,6 +222,7 @@ class RunSpec:
         try:
             choice(self.memory_policy, "RunSpec.memory_policy", MEMORY_POLICIES)
             choice(self.dp_sync, "RunSpec.dp_sync", DP_SYNC)
+            choice(self.communication, "RunSpec.communication", COMMUNICATION)
             number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name}", low=0, low_open=True)

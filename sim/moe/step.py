@@ -24,10 +24,11 @@ import simpy
 
 from .. import limits
 from ..engine import EngineResult, start_schedule
-from ..network import Fabric
+from ..network import Fabric, LinkTimeline
 from ..perf import gc_paused
 from .comm import CommModel
 from .dpsync import GradientSync, LayerCollectives
+from .live import LiveComm
 from .memory import RankMemory
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
@@ -89,6 +90,8 @@ class StepResult:
     warnings: list = field(default_factory=list)
     wall_s: float = 0.0
     late_send_s: float = 0.0    # lockstep lag of a pipeline send (see GroupRunner.deliver); 0 normally
+    a2a_slowdown: float = 1.0   # live communication: all-to-all seconds live / alone (1: measured mode)
+    link_timeline: object = field(repr=False, default=None)   # DataFrame of the busiest links over time, if recorded
 
     @property
     def mean_utilization(self) -> float:
@@ -152,6 +155,7 @@ class StepResult:
                 "min_headroom_gb": self.min_headroom_gb, "fits_hbm": self.fits_hbm,
                 "compute_spread": self.compute_spread, "busiest_rank": self.busiest_rank, "bound": self.bound,
                 "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
+                "communication": self.run.communication, "a2a_slowdown": self.a2a_slowdown,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
     def to_json(self) -> dict:
@@ -160,6 +164,7 @@ class StepResult:
                 "compute_comm_ratio": self.compute_comm_ratio, "exposed_comm_s": self.exposed_comm_s,
                 "comm_hidden_fraction": self.comm_hidden_fraction, "a2a_dispatch_s": self.a2a_dispatch_s,
                 "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
+                "communication": self.run.communication, "a2a_slowdown": self.a2a_slowdown,
                 "warnings": self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
 
 
@@ -176,15 +181,24 @@ class MoEStep:
             raise SpecError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.scenario = sc = scenario
         run = sc.run
+        self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
+        self.live = run.communication == "live"
+        if self.live:
+            if comm_scope == "cluster":
+                raise SpecError("comm scope 'cluster' is for measured communication; live all-to-alls meet "
+                                "every stage's traffic on the step's fabric (use the default scope)")
+            # An all-to-all's own speed, measured alone: one EP group's (full), or every group of its
+            # stage at once, which the representative's bundle carries (sim.moe.live).
+            comm_scope = "group" if self.full else "stage"
         if comm is not None and not comm.serves(run, comm_scope):
             raise ValueError("comm: these all-to-all measurements are for another run or scope")
-        self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
         self.mode = "full" if self.full else "representative"
         pipelines = sc.layout.groups_per_rank if self.full else 1
         limits.check("max_parts", limits.step_parts(pipelines, run.microbatches, sc.model.layers + sc.model.mtp_modules),
                      f"a {self.mode} step of {run.model} with M={run.microbatches:,} over {pipelines:,} pipeline(s)")
         self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers)
         self.layer_collectives = LayerCollectives(sc) if run.zero_stage == 3 else None
+        self._live: LiveComm | None = None
 
     def runners(self, fabric: Fabric, trace: list | None = None, sync: GradientSync | None = None
                 ) -> list[GroupRunner]:
@@ -192,23 +206,33 @@ class MoEStep:
         holding replica 0 records the traced rank's parts into ``trace``."""
         sc = self.scenario
         groups = range(sc.layout.groups_per_rank) if self.full else [0]
+        live = LiveComm(self.comm, sc.layout, fabric, representative=not self.full) if self.live else None
+        self._live = live
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
-                            trace if g == 0 else None, sync, self.layer_collectives) for g in groups]
+                            trace if g == 0 else None, sync, self.layer_collectives, live) for g in groups]
 
-    def simulate(self) -> StepResult:
+    def simulate(self, link_timeline: bool = False) -> StepResult:
+        """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step
+        fabric's busiest links over time (:class:`~sim.network.LinkTimeline`; the pipeline sends,
+        the data-parallel rings and, in live mode, the all-to-alls), in ``StepResult.link_timeline``."""
         t0 = time.perf_counter()
         trace: list[PartEvent] = []
         with gc_paused():
             env = simpy.Environment()
             fabric = Fabric(env, self.scenario.links)
+            timeline = LinkTimeline(fabric, bin_s=1e-6, max_bins=128) if link_timeline else None
             sync = GradientSync(self.scenario, fabric, self.scenario.layout.groups_per_rank if self.full else 1)
             runners = self.runners(fabric, trace, sync)
             finishers = [start_schedule(self.scenario.schedule, r, env) for r in runners]
             env.run()
             for finish in finishers:
                 finish()                    # raises DeadlockError if a rank got stuck
-        return self._summarize(runners, sync, trace, time.perf_counter() - t0)
+        result = self._summarize(runners, sync, trace, time.perf_counter() - t0)
+        if timeline is not None:
+            timeline.finish()
+            result.link_timeline = timeline.utilization(k=16)
+        return result
 
     def _summarize(self, runners: list[GroupRunner], sync: GradientSync, trace: list, wall: float) -> StepResult:
         sc = self.scenario
@@ -259,7 +283,8 @@ class MoEStep:
             comm_hidden_fraction=1 - exposed / total_comm if total_comm > 0 else 1.0,
             a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=engine, hbm_gb=sc.gpu.hbm_gb,
             traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
-            warnings=warnings, wall_s=wall, late_send_s=max(rn.late_s for rn in runners))
+            warnings=warnings, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
+            a2a_slowdown=self._live.slowdown if self._live is not None else 1.0)
 
 
 def simulate_step(run: RunSpec | Scenario, mode: str = "auto", comm_scope: str = "stage") -> StepResult:
@@ -269,15 +294,16 @@ def simulate_step(run: RunSpec | Scenario, mode: str = "auto", comm_scope: str =
 
 
 def simulate_schedules(scenario: Scenario, schedules: list[str], mode: str = "auto", comm_scope: str = "stage",
-                       progress: bool = False, workers: int = 1) -> list[StepResult]:
+                       progress: bool = False, workers: int = 1, link_timeline: bool = False) -> list[StepResult]:
     """Steps of one scenario under several schedules, sharing its topology, its link table and one
-    set of all-to-all measurements (they do not depend on the schedule)."""
+    set of all-to-all measurements (they do not depend on the schedule); ``link_timeline``: see
+    :meth:`MoEStep.simulate`."""
     results, comm = [], None
     for name in schedules:
         step = MoEStep(scenario.with_schedule(name), mode, comm_scope, comm, workers)
         step.comm.measure_all(progress)
         comm = step.comm
-        results.append(step.simulate())
+        results.append(step.simulate(link_timeline))
     return results
 
 

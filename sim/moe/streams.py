@@ -117,6 +117,20 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
     """Run ``plan`` on a group of GPUs that are free from ``start`` (a vector), with
     ``durations`` from :func:`compute_durations` and the all-to-all seconds of each
     communication part in ``comm_times``."""
+    walk = walk_op(plan, start, durations, record)
+    try:
+        k, at = next(walk)
+        while True:
+            k, at = walk.send(at + comm_times[k])
+    except StopIteration as stop:
+        return stop.value
+
+
+def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = False):
+    """:func:`run_op` as a generator that asks for each communication part's end: it yields
+    ``(k, at)`` (communication part ``k`` starts at ``at``, when the last GPU of the group has
+    launched it) and must be sent the time it ends; it returns the :class:`OpTiming`. Live
+    communication (:mod:`sim.moe.runner`) answers with the time its flows land on the fabric."""
     ends: tuple[list, list] = ([None] * len(plan.comp), [None] * len(plan.comm))
     free = [start, start]
     launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
@@ -144,7 +158,7 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
             if part.recompute:
                 recompute_s = recompute_s + d
         else:
-            finish = ready.max() + comm_times[k]
+            finish = yield k, float(ready.max())
             launched.append((ready, finish))
             comm_s = comm_s + (finish - ready)
             end = np.full_like(ready, finish)
@@ -156,4 +170,4 @@ def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[fl
 
 
 __all__ = ["COMM", "COMPUTE", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams", "compile_plan",
-           "compute_durations", "run_op"]
+           "compute_durations", "run_op", "walk_op"]

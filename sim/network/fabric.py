@@ -11,7 +11,13 @@ The model (SimGrid's "flow" fidelity, see README "Network model"):
 4. It completes when its last byte has drained: ``t_end = t_start + latency + time to drain``.
 
 So one flow alone takes ``latency + N / min(bandwidth on route)``; k equal flows on one link get
-``bandwidth / k`` each. Ignored: packets, headers, congestion control, PFC pauses and incast loss,
+``bandwidth / k`` each.
+
+A bundle (:meth:`Fabric.transfer_bundle`) is many flows that progress together, such as a whole
+all-to-all: one flow of the mean flow's size whose weight on each link is the number of its flows
+there (its bytes on that link / the mean flow's bytes), optionally no faster than a rate limit (a
+private link of that capacity). Alone it drains each link's bytes no faster than the link allows;
+beside other traffic it counts on a link as that many flows. Ignored: packets, headers, congestion control, PFC pauses and incast loss,
 switch buffers, NIC/PCIe message-rate limits, adaptive routing; latency is paid once per transfer.
 """
 from __future__ import annotations
@@ -31,10 +37,12 @@ _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
 
 
 class _Flow:
-    __slots__ = ("links", "size", "on_done")
+    __slots__ = ("links", "size", "on_done", "weights", "private")
 
-    def __init__(self, links: np.ndarray, size: float, on_done):
+    def __init__(self, links: np.ndarray, size: float, on_done, weights: np.ndarray | None = None,
+                 private: int = -1):
         self.links, self.size, self.on_done = links, size, on_done
+        self.weights, self.private = weights, private    # bundle: pair weights, its rate-limit link
 
 
 class Fabric:
@@ -55,10 +63,13 @@ class Fabric:
         self.incremental = incremental
         self._busy_since = None
         self.links = graph if isinstance(graph, LinkTable) else LinkTable(graph)
-        L = len(self.links)
-        self.link_bytes = np.zeros(L)
-        self.link_busy_s = np.zeros(L)
-        self.link_peak_util = np.zeros(L)
+        L = self._n_links = len(self.links)
+        # Per-link arrays hold the topology's links, then private links (bundles' rate limits).
+        self._capacity = self.links.capacity.astype(float).copy()
+        self._free_private: list[int] = []
+        self._link_bytes = np.zeros(L)
+        self._link_busy_s = np.zeros(L)
+        self._link_peak_util = np.zeros(L)
         self._n_gpus = len(self.links.gpus)
         self._sent = [0.0] * self._n_gpus
         self._received = [0.0] * self._n_gpus
@@ -74,6 +85,7 @@ class Fabric:
         self._flow_id = np.zeros(64, dtype=np.int64)
         self._pair_flow = np.zeros(256, dtype=np.int64)
         self._pair_link = np.zeros(256, dtype=np.int64)
+        self._pair_weight = np.ones(256)
         self._callbacks: dict[int, Callable] = {}
         self._next_id = 0
         self._link_rate = np.zeros(L)
@@ -92,6 +104,25 @@ class Fabric:
     @property
     def num_gpus(self) -> int:
         return self._n_gpus
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes each link of the topology has carried (up to the last update, see :meth:`sync`)."""
+        return self._link_bytes[:self._n_links]
+
+    @property
+    def link_busy_s(self) -> np.ndarray:
+        """Seconds each link of the topology carried any traffic."""
+        return self._link_busy_s[:self._n_links]
+
+    @property
+    def link_peak_util(self) -> np.ndarray:
+        """The highest carried rate / bandwidth each link of the topology has seen."""
+        return self._link_peak_util[:self._n_links]
+
+    def link_rates(self) -> np.ndarray:
+        """Bytes/s each link of the topology carries now."""
+        return self._link_rate[:self._n_links]
 
     @property
     def bytes_sent(self) -> np.ndarray:
@@ -122,7 +153,48 @@ class Fabric:
         nbytes = float(nbytes)
         self._sent[src] += nbytes
         self._received[dst] += nbytes
-        flow = _Flow(links, nbytes, on_done)
+        self._enqueue(_Flow(links, nbytes, on_done), latency)
+        return done
+
+    def transfer_bundle(self, load, latency: float | None = None, min_seconds: float = 0.0,
+                        on_done=None) -> simpy.Event | None:
+        """Start a bundle: the flows of ``load`` (a :class:`~sim.network.loads.LinkLoad`: bytes per
+        link, bytes injected by its messages) progressing together, as one flow of the mean
+        message's size (``load.size``) whose weight on each link is its bytes there / that size.
+        It pays ``latency`` first (default: the load's longest route latency), then drains no
+        faster than its links allow nor in less than ``min_seconds`` (its own speed alone, e.g. a
+        collective's measured time: a private link of ``size / min_seconds`` bytes/s). Returns an
+        event, or calls ``on_done()`` (as :meth:`transfer`)."""
+        latency = load.latency if latency is None else latency
+        if not 0 <= min_seconds < 1e9 or not 0 <= latency < 1e6:      # also refuses NaN
+            raise InputError(f"bundle min_seconds must be in [0, 1e9) and latency in [0, 1e6) seconds, "
+                             f"got {min_seconds!r} and {latency!r}")
+        if load.links.size and load.links[-1] >= self._n_links:
+            raise InputError(f"bundle link out of range: this fabric has links 0..{self._n_links - 1}")
+        done = None
+        if on_done is None:
+            done = simpy.Event(self.env)
+            on_done = done.succeed
+        if not load.links.size:
+            if latency > 0:
+                self.env.timeout(latency).callbacks.append(lambda _e: on_done())
+            else:
+                on_done()
+            return done
+        links, weights, private = load.links, load.weights, -1
+        if min_seconds > 0:
+            private = self._private_link(load.size / min_seconds)
+            links, weights = np.append(links, private), np.append(weights, 1.0)
+            inner = on_done
+
+            def on_done(private=private, inner=inner):
+                self._free_private.append(private)
+                inner()
+        self._enqueue(_Flow(links, load.size, on_done, weights, private), latency)
+        return done
+
+    def _enqueue(self, flow: _Flow, latency: float) -> None:
+        """``flow`` starts to send after ``latency`` (flows due at the same instant arrive together)."""
         if latency > 0:
             at = self.env.now + latency
             batch = self._arrivals.get(at)
@@ -133,7 +205,22 @@ class Fabric:
         else:
             self._pending.append(flow)
             self._request_batch()
-        return done
+
+    def _private_link(self, capacity: float) -> int:
+        """A link of ``capacity`` bytes/s that only one bundle uses (its rate limit)."""
+        if self._free_private:
+            link = self._free_private.pop()
+        else:
+            link = self._capacity.size
+            grow = max(16, link // 2)
+            for name in ("_capacity", "_link_bytes", "_link_busy_s", "_link_peak_util", "_link_rate"):
+                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow)]))
+            for name in ("_stamp", "_gen", "_local"):
+                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow, dtype=np.int64)]))
+            self._free_private.extend(range(link + grow - 1, link, -1))
+        self._capacity[link] = capacity
+        self._link_rate[link] = 0.0
+        return link
 
     def active_flows(self) -> int:
         return self._n + len(self._pending) + sum(len(b) for b in self._arrivals.values())
@@ -173,7 +260,7 @@ class Fabric:
         if dt > 0 and self._n:
             self._tick += 1
             flowcore.advance(dt, self._n, self._rate, self._remaining, self._n_pairs, self._pair_flow, self._pair_link,
-                             self.link_bytes, self.link_busy_s, self._stamp, self._tick)
+                             self._pair_weight, self._link_bytes, self._link_busy_s, self._stamp, self._tick)
         self._last = self.env.now
 
     def _complete_finished(self) -> None:
@@ -190,7 +277,7 @@ class Fabric:
             self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
         self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
             n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, window, self._pair_flow,
-            self._pair_link, self.link_bytes, self._link_rate, done, self._dirty[self._n_dirty:])
+            self._pair_link, self._pair_weight, self._link_bytes, self._link_rate, done, self._dirty[self._n_dirty:])
         self._n_dirty += n_dirty
         pop = self._callbacks.pop
         for flow_id in done[:n_done].tolist():
@@ -213,6 +300,8 @@ class Fabric:
         self._rate[n:n + m] = 0.0
         self._pair_flow[P:P + total] = n + np.repeat(np.arange(m), lengths)
         self._pair_link[P:P + total] = np.concatenate([f.links for f in flows])
+        self._pair_weight[P:P + total] = np.concatenate([np.ones(f.links.size) if f.weights is None else f.weights
+                                                         for f in flows])
         self._n, self._n_pairs = n + m, P + total
 
     def _grow(self, flows: int, pairs: int) -> None:
@@ -226,9 +315,9 @@ class Fabric:
                 setattr(self, name, new)
         if pairs > self._pair_flow.size:
             size = max(pairs, 2 * self._pair_flow.size)
-            for name in ("_pair_flow", "_pair_link"):
+            for name in ("_pair_flow", "_pair_link", "_pair_weight"):
                 old = getattr(self, name)
-                new = np.zeros(size, dtype=np.int64)
+                new = np.ones(size, dtype=old.dtype)
                 new[:self._n_pairs] = old[:self._n_pairs]
                 setattr(self, name, new)
 
@@ -247,16 +336,19 @@ class Fabric:
             self._link_rate[:] = 0
             self._n_dirty = 0
             self._timer_version += 1
+            for observe in self.observers:
+                observe(self.env.now, self._link_rate[:self._n_links])
             return
         if self._busy_since is None:
             self._busy_since = self.env.now
         self._tick += 1
-        nearest = flowcore.solve(n, kept, self._n_pairs, self._pair_flow, self._pair_link, self.links.capacity,
-                                 self._rate, self._remaining, self._dirty, self._n_dirty, self._link_rate,
-                                 self.link_peak_util, self.incremental, self._gen, self._local, self._tick)
+        nearest = flowcore.solve(n, kept, self._n_pairs, self._pair_flow, self._pair_link, self._pair_weight,
+                                 self._capacity, self._rate, self._remaining, self._dirty, self._n_dirty,
+                                 self._link_rate, self._link_peak_util, self.incremental, self._gen, self._local,
+                                 self._tick)
         self._n_dirty = 0
         for observe in self.observers:
-            observe(self.env.now, self._link_rate)
+            observe(self.env.now, self._link_rate[:self._n_links])
         self._timer_version += 1
         version = self._timer_version
         self.env.timeout(float(nearest)).callbacks.append(lambda _ev: self._on_timer(version))

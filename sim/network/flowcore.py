@@ -3,7 +3,8 @@ the same rules, where numba is missing) over the active flows kept in contiguous
 
 * flows are numbered 0..n-1 in order of arrival, with ``size``, ``remaining`` and ``rate``;
 * a flow's (flow, link) pairs are contiguous and in flow order (``pair_flow`` is non-decreasing),
-  so every pass over them is sequential in memory;
+  so every pass over them is sequential in memory; a pair's ``pair_weight`` (1 for a plain flow)
+  is how many times the flow's rate it puts on its link (:mod:`sim.network.maxmin`);
 * ``link_rate[l]`` is kept up to date as rates change.
 
 Kernels: :func:`advance` drains every flow for ``dt`` and credits link bytes and busy time;
@@ -17,24 +18,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maxmin import _fill, njit
+from .maxmin import WIDE_FLOW, _fill, _fill_flows, njit
 
 
-def advance(dt, n, rate, remaining, n_pairs, pair_flow, pair_link, link_bytes, link_busy, stamp, tick):
+def advance(dt, n, rate, remaining, n_pairs, pair_flow, pair_link, pair_weight, link_bytes, link_busy, stamp, tick):
     """Drain every flow for ``dt`` seconds; credit each link its flows' bytes and, once, ``dt`` of
     busy time (``stamp``: per-link scratch, ``tick`` a value it does not hold yet)."""
     for f in range(n):
         remaining[f] -= rate[f] * dt
     for p in range(n_pairs):
         l = pair_link[p]
-        link_bytes[l] += rate[pair_flow[p]] * dt
+        link_bytes[l] += rate[pair_flow[p]] * pair_weight[p] * dt
         if stamp[l] != tick:
             stamp[l] = tick
             link_busy[l] += dt
 
 
-def drop_finished(n, n_pairs, size, remaining, rate, flow_id, window, pair_flow, pair_link, link_bytes, link_rate,
-                  done_out, dirty_out):
+def drop_finished(n, n_pairs, size, remaining, rate, flow_id, window, pair_flow, pair_link, pair_weight, link_bytes,
+                  link_rate, done_out, dirty_out):
     """Remove the flows due now (``remaining <= rate x window``, with a byte of slack): credit the
     bytes each still had to its links, take its rate off them, compact the flow and pair arrays in
     place. Returns (flows left, pairs left, flows done, links they left); ``done_out`` gets the done
@@ -55,17 +56,18 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, window, pair_flow,
     k = 0
     n_dirty = 0
     for p in range(n_pairs):
-        f, l = pair_flow[p], pair_link[p]
+        f, l, w = pair_flow[p], pair_link[p], pair_weight[p]
         g = new_index[f]
         if g < 0:
             if remaining[f] > 0.0:
-                link_bytes[l] += remaining[f]
-            link_rate[l] -= rate[f]
+                link_bytes[l] += remaining[f] * w
+            link_rate[l] -= rate[f] * w
             dirty_out[n_dirty] = l
             n_dirty += 1
         else:
             pair_flow[k] = g
             pair_link[k] = l
+            pair_weight[k] = w
             k += 1
     for f in range(n):
         g = new_index[f]
@@ -77,8 +79,8 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, window, pair_flow,
     return n_keep, k, n_done, n_dirty
 
 
-def solve(n, kept, n_pairs, pair_flow, pair_link, capacity, rate, remaining, dirty, n_dirty, link_rate, peak,
-          incremental, gen, local, tick):
+def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, remaining, dirty, n_dirty, link_rate,
+          peak, incremental, gen, local, tick):
     """Recompute the rates of the flows connected to the new flows (``kept``..n-1) and to the links
     ``dirty`` (all of them when more than half of the flows are, or not ``incremental``); update the
     links' rates and peak utilisation. Returns the time to the next completion. The links in use are
@@ -167,15 +169,20 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, capacity, rate, remaining, dir
             links[u] = u
     flows = flows[:n_f]
     links = links[:n_l]
+    widest = 0
     for f in flows:                                      # their old rates leave their links
         if f < kept:
             for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-                link_rate[used[pl[q]]] -= rate[f]
+                link_rate[used[pl[q]]] -= rate[f] * pair_weight[q]
         rate[f] = np.inf
-    _fill(pf, pl, cap, rate, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
+        widest = max(widest, by_flow_ptr[f + 1] - by_flow_ptr[f])
+    if widest > WIDE_FLOW:                               # a bundle over many links: a heap of flows
+        _fill_flows(pf, pl, pair_weight, cap, rate, by_link_ptr, by_link, by_flow_ptr, by_flow, flows)
+    else:
+        _fill(pf, pl, pair_weight, cap, rate, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
     for f in flows:
         for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-            link_rate[used[pl[q]]] += rate[f]
+            link_rate[used[pl[q]]] += rate[f] * pair_weight[q]
     for u in links:
         l = used[u]
         if link_rate[l] < 1e-9 * capacity[l]:

@@ -5,6 +5,11 @@ that link (its bottleneck) are frozen at their current rate; the others keep ris
 link fills, and so on. The result is the unique max-min fair allocation: no flow's rate can grow
 without shrinking a flow whose rate is no larger.
 
+Weighted pairs: a pair may carry a weight ``w`` (default 1): a flow at rate ``r`` then loads that
+link with ``w x r`` bytes/s, and counts there as ``w`` flows of the fair share. A bundle of flows that
+progress together (a collective on the fabric, :meth:`~sim.network.Fabric.transfer_bundle`) is one
+flow whose weight on each link is the number of its flows there, in units of its mean flow.
+
 Two implementations of the same rounds: :func:`max_min_rates` in numpy (the oracle: a few vector
 operations per round over every flow-link pair) and a compiled one (numba, when installed: per
 round the bottleneck links popped from a heap of link shares, and each frozen flow's links once),
@@ -29,9 +34,10 @@ except ImportError:                      # pragma: no cover - depends on the env
 
 
 def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray,
-                  n_flows: int) -> np.ndarray:
+                  n_flows: int, weight_of_pair: np.ndarray | None = None) -> np.ndarray:
     """Rates (bytes/s) of ``n_flows`` flows; pair k says flow ``flow_of_pair[k]`` uses link
-    ``link_of_pair[k]``; ``capacity[l]`` is link l's bytes/s. A flow using no link gets ``inf``."""
+    ``link_of_pair[k]`` with weight ``weight_of_pair[k]`` (default 1); ``capacity[l]`` is link l's
+    bytes/s. A flow using no link gets ``inf``."""
     rates = np.full(n_flows, np.inf)
     if n_flows == 0 or flow_of_pair.size == 0:
         return rates
@@ -42,7 +48,8 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
     local[used] = np.arange(used.size)
     link_local = local[link_of_pair]
     remaining = capacity[used].astype(float)
-    users = count[used].astype(float)
+    weights = np.ones(flow_of_pair.size) if weight_of_pair is None else np.asarray(weight_of_pair, dtype=float)
+    users = np.bincount(link_local, weights=weights, minlength=used.size)
     flows = flow_of_pair
     links = link_local
     marked = np.zeros(n_flows, dtype=bool)
@@ -59,11 +66,12 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
             rates[newly] = step
             marked[newly] = True
             keep = ~marked[flows]
-            counts = np.bincount(links, weights=~keep, minlength=used.size)
+            counts = np.bincount(links, weights=weights * ~keep, minlength=used.size)
             remaining -= step * counts
             users -= counts
+            users[np.bincount(links, weights=keep, minlength=used.size) == 0] = 0.0
             np.maximum(remaining, 0.0, out=remaining)
-            flows, links = flows[keep], links[keep]
+            flows, links, weights = flows[keep], links[keep], weights[keep]
     return rates
 
 
@@ -97,18 +105,25 @@ def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return indptr, order
 
 
-def _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, links):
+def _fill(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow,
+          links):
     """Progressive filling of the flows on ``links`` (a closed set: every flow on them uses only
-    links in it), writing their ``rates``; shares in a heap, stale entries skipped when popped. A
-    round pops the bottleneck links, freezes their flows and pushes the new shares of the links
-    those flows leave, which never fall below the round's level."""
+    links in it), writing their ``rates``; shares (capacity left / weight of the unfrozen pairs) in
+    a heap, stale entries skipped when popped. A round pops the bottleneck links, freezes their
+    flows and pushes the new shares of the links those flows leave, which never fall below the
+    round's level."""
     L = capacity.size
-    users = np.zeros(L, dtype=np.int64)
+    count = np.zeros(L, dtype=np.int64)              # unfrozen pairs on the link
+    users = np.zeros(L)                              # their weight
     remaining = np.zeros(L)
     heap = [(0.0, 0)]
     heap.pop()
     for l in links:
-        users[l] = by_link_ptr[l + 1] - by_link_ptr[l]
+        count[l] = by_link_ptr[l + 1] - by_link_ptr[l]
+        w = 0.0
+        for q in range(by_link_ptr[l], by_link_ptr[l + 1]):
+            w += weight_of_pair[by_link[q]]
+        users[l] = w
         remaining[l] = capacity[l]
         heap.append((remaining[l] / users[l], l))
     heapq.heapify(heap)
@@ -119,7 +134,7 @@ def _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_
     rnd = 0
     while heap:
         share, l = heapq.heappop(heap)
-        if users[l] == 0 or share != remaining[l] / users[l]:
+        if count[l] == 0 or share != remaining[l] / users[l]:
             continue                                  # stale
         rnd += 1
         step = share
@@ -129,7 +144,7 @@ def _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_
         stamp[l] = rnd
         while heap and heap[0][0] <= threshold:
             share, l = heapq.heappop(heap)
-            if users[l] > 0 and stamp[l] != rnd and share == remaining[l] / users[l]:
+            if count[l] > 0 and stamp[l] != rnd and share == remaining[l] / users[l]:
                 bottlenecks[n_b] = l
                 stamp[l] = rnd
                 n_b += 1
@@ -146,9 +161,11 @@ def _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_
         for j in range(n_new):
             f = newly[j]
             for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-                l = link_of_pair[by_flow[q]]
-                users[l] -= 1
-                remaining[l] -= step
+                p = by_flow[q]
+                l = link_of_pair[p]
+                count[l] -= 1
+                users[l] -= weight_of_pair[p]
+                remaining[l] -= step * weight_of_pair[p]
                 if remaining[l] < 0.0:
                     remaining[l] = 0.0
         rnd += 1                                      # a new stamp for this round's pushes
@@ -156,19 +173,116 @@ def _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_
             f = newly[j]
             for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
                 l = link_of_pair[by_flow[q]]
-                if users[l] > 0 and stamp[l] != rnd:
+                if count[l] > 0 and stamp[l] != rnd:
                     stamp[l] = rnd
                     heapq.heappush(heap, (remaining[l] / users[l], l))
 
 
-def _rates_compiled(flow_of_pair, link_of_pair, capacity, n_flows):
+def _fill_flows(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr,
+                by_flow, flows):
+    """The same progressive filling as :func:`_fill` for the closed set ``flows``, with a heap of
+    flows instead of links: each unfrozen flow keeps its tightest link share and that link; a round
+    freezes the flows at the lowest share, takes their rates off their links, and recomputes only
+    the flows whose tightest link was one of those (shares never fall, so no other flow's can
+    change). Faster than a heap of links when a few flows (bundles) cross many links each."""
+    L = capacity.size
+    users = np.zeros(L)
+    remaining = np.zeros(L)
+    seen = np.zeros(L, dtype=np.bool_)
+    for f in flows:
+        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+            p = by_flow[q]
+            l = link_of_pair[p]
+            if not seen[l]:
+                seen[l] = True
+                remaining[l] = capacity[l]
+            users[l] += weight_of_pair[p]
+    n = rates.size
+    tight = np.full(n, np.inf)
+    argmin = np.full(n, -1, dtype=np.int64)
+    frozen = np.ones(n, dtype=np.bool_)
+    heap = [(0.0, 0)]
+    heap.pop()
+    for f in flows:
+        frozen[f] = False
+        t, a = np.inf, -1
+        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
+            l = link_of_pair[by_flow[q]]
+            share = remaining[l] / users[l]
+            if share < t:
+                t, a = share, l
+        tight[f], argmin[f] = t, a
+        heap.append((t, f))
+    heapq.heapify(heap)
+    newly = np.empty(n, dtype=np.int64)
+    changed = np.empty(L, dtype=np.int64)
+    mark = np.zeros(L, dtype=np.int64)
+    rnd = 0
+    while heap:
+        t, f = heapq.heappop(heap)
+        if frozen[f] or t != tight[f]:
+            continue                                   # stale
+        rnd += 1
+        step = t
+        threshold = step * (1 + 1e-12) + 1e-300
+        n_new = 1
+        newly[0] = f
+        frozen[f] = True
+        while heap and heap[0][0] <= threshold:
+            t, g = heapq.heappop(heap)
+            if not frozen[g] and t == tight[g]:
+                frozen[g] = True
+                newly[n_new] = g
+                n_new += 1
+        n_changed = 0
+        for j in range(n_new):
+            g = newly[j]
+            rates[g] = step
+            for q in range(by_flow_ptr[g], by_flow_ptr[g + 1]):
+                p = by_flow[q]
+                l = link_of_pair[p]
+                users[l] -= weight_of_pair[p]
+                remaining[l] -= step * weight_of_pair[p]
+                if remaining[l] < 0.0:
+                    remaining[l] = 0.0
+                if mark[l] != rnd:
+                    mark[l] = rnd
+                    changed[n_changed] = l
+                    n_changed += 1
+        for i in range(n_changed):                     # flows whose tightest link changed
+            l = changed[i]
+            for r in range(by_link_ptr[l], by_link_ptr[l + 1]):
+                g = flow_of_pair[by_link[r]]
+                if frozen[g] or argmin[g] != l:
+                    continue
+                t, a = np.inf, -1
+                for q in range(by_flow_ptr[g], by_flow_ptr[g + 1]):
+                    k = link_of_pair[by_flow[q]]
+                    share = remaining[k] / users[k]
+                    if share < t:
+                        t, a = share, k
+                argmin[g] = a
+                if t != tight[g]:
+                    tight[g] = t
+                    heapq.heappush(heap, (t, g))
+
+
+WIDE_FLOW = 32   # a flow over more links than this (a bundle): fill with a heap of flows (see _fill_flows)
+
+
+def _rates_compiled(flow_of_pair, link_of_pair, weight_of_pair, capacity, n_flows):
     rates = np.full(n_flows, np.inf)
     if n_flows == 0 or flow_of_pair.size == 0:
         return rates
     by_link_ptr, by_link = _csr(link_of_pair, capacity.size)
     by_flow_ptr, by_flow = _csr(flow_of_pair, n_flows)
     links = np.flatnonzero(by_link_ptr[1:] > by_link_ptr[:-1])
-    _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
+    if np.diff(by_flow_ptr).max() > WIDE_FLOW:
+        _fill_flows(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr,
+                    by_flow, np.unique(flow_of_pair))
+    else:
+        _fill(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow,
+              links)
     return rates
 
 
@@ -221,7 +335,8 @@ def _update_compiled(flow_of_pair, link_of_pair, capacity, rates, seeds, limit):
     else:
         for f in flows:
             rates[f] = np.inf
-    _fill(flow_of_pair, link_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, links)
+    _fill(flow_of_pair, link_of_pair, np.ones(flow_of_pair.size), capacity, rates, by_link_ptr, by_link, by_flow_ptr,
+          by_flow, links)
     return n_flows if flows.size == 0 else flows.size
 
 
@@ -282,6 +397,7 @@ def _drop_compiled(done, left, pair_flow, pair_link, link_bytes):
 if njit is not None:
     _csr = njit(cache=True)(_csr)
     _fill = njit(cache=True)(_fill)
+    _fill_flows = njit(cache=True)(_fill_flows)
     _rates_compiled = njit(cache=True)(_rates_compiled)
     _component = njit(cache=True)(_component)
     _update_compiled = njit(cache=True)(_update_compiled)
@@ -292,12 +408,15 @@ else:                                    # pragma: no cover - depends on the env
     COMPILED = False
 
 
-def rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray, n_flows: int) -> np.ndarray:
+def rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray, n_flows: int,
+          weight_of_pair: np.ndarray | None = None) -> np.ndarray:
     """:func:`max_min_rates`, compiled when numba is installed."""
     if COMPILED:
+        weights = np.ones(flow_of_pair.size) if weight_of_pair is None else weight_of_pair
         return _rates_compiled(flow_of_pair.astype(np.int64, copy=False), link_of_pair.astype(np.int64, copy=False),
-                               capacity.astype(np.float64, copy=False), int(n_flows))
-    return max_min_rates(flow_of_pair, link_of_pair, capacity, n_flows)
+                               np.asarray(weights, dtype=np.float64), capacity.astype(np.float64, copy=False),
+                               int(n_flows))
+    return max_min_rates(flow_of_pair, link_of_pair, capacity, n_flows, weight_of_pair)
 
 
 def touched_flows(seeds: np.ndarray, flow_of_pair: np.ndarray, link_of_pair: np.ndarray, n_flows: int,

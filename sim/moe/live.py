@@ -1,0 +1,99 @@
+"""Live communication: every all-to-all of a step as flows on the fabric, among the other traffic.
+
+In the measured mode (the fast path, :class:`~sim.moe.comm.CommModel`) an all-to-all takes the time
+measured once for its shape with its stage's other EP groups, whatever else is on the network at
+that moment. In the live mode (``RunSpec.communication: live``) each dispatch and combine is
+started on the step's fabric when its last GPU launches it, as a bundle
+(:meth:`~sim.network.Fabric.transfer_bundle`): one flow per all-to-all whose weight on each link is
+the number of its messages there (:mod:`sim.network.loads`), no faster than the all-to-all takes
+alone on an empty fabric (measured with the chunked IB-then-NVLink forwarding of the hierarchical
+algorithm, :func:`~sim.network.all_to_all`). It shares links max-min fairly with whatever is in
+flight: other stages' and EP groups' all-to-alls, pipeline sends, the data-parallel
+synchronisation. Alone it takes its measured time; beside other traffic it slows down by its
+bottleneck link's share.
+
+Representative mode simulates pipeline 0 only, so its all-to-all stands for every EP group of its
+stage: the bundle carries the messages of all of them (balanced routing: the groups run the same
+collective at the same moment), no faster than they take together on an empty fabric (the
+measured mode's time for the stage); each of its pipeline sends
+is sent by every replica (``dp`` flows), and the input has arrived when those of replica 0's EP
+group have (they meet at its next all-to-all). The data-parallel synchronisation is simulated
+whole in both modes. Full mode: each EP group's all-to-all is its own bundle and each replica's
+send its own flow.
+"""
+from __future__ import annotations
+
+from ..network import Fabric, LinkLoad, sum_loads
+from .layout import Layout
+from .specs import COMMUNICATION
+
+
+class LiveComm:
+    """Starts the all-to-alls (and, in representative mode, the pipeline sends) of a step as bundles
+    on ``fabric``, and keeps how much slower than alone they ran.
+
+    ``comm``: the step's :class:`~sim.moe.comm.CommModel` (its traffic and each group's time
+    alone, ``scope="group"``); ``representative``: one pipeline stands for all (see the module)."""
+
+    def __init__(self, comm, layout: Layout, fabric: Fabric, representative: bool):
+        self.comm, self.layout, self.fabric = comm, layout, fabric
+        self.representative = representative
+        self._loads: dict[tuple, tuple[LinkLoad, float]] = {}
+        self.count = 0
+        self.live_s = 0.0           # seconds the all-to-alls took, launch barrier to last byte
+        self.alone_s = 0.0          # seconds they take alone
+
+    def _bundle(self, shape: str, stage: int, group: int) -> tuple[LinkLoad, float]:
+        """(link load, seconds alone) of the all-to-all that ``group`` (all groups when
+        representative) runs at ``stage``."""
+        key = (shape, stage, -1 if self.representative else group)
+        if key not in self._loads:
+            groups = range(self.layout.groups_per_rank) if self.representative else [group]
+            load = sum_loads([self.comm.load(shape, stage, g) for g in groups])
+            self._loads[key] = load, max(self.comm.time(shape, stage, g) for g in groups)   # stage scope: all equal
+        return self._loads[key]
+
+    def all_to_all(self, shape: str, stage: int, group: int):
+        """Start the ``shape`` all-to-all of ``group`` at ``stage`` now; an event that fires when
+        its last byte lands."""
+        load, alone = self._bundle(shape, stage, group)
+        env, t0 = self.fabric.env, self.fabric.env.now
+        done = env.event()
+
+        def landed():
+            self.count += 1
+            self.live_s += env.now - t0
+            self.alone_s += alone
+            done.succeed()
+        if load.messages:
+            self.fabric.transfer_bundle(load, latency=0.0, min_seconds=alone, on_done=landed)
+        else:
+            env.timeout(alone).callbacks.append(lambda _e: landed())
+        return done
+
+    def send_all(self, src_rank: int, dst_rank: int, nbytes: float, on_done) -> None:
+        """Representative mode: the pipeline send from ``src_rank`` to ``dst_rank`` of every
+        replica, each its own flow; ``on_done()`` when those of replica 0's EP group have landed
+        (its next all-to-all waits for the last of them)."""
+        layout, first = self.layout, set(self.layout.group_replicas(0))
+        left = [len(first)]
+
+        def landed():
+            left[0] -= 1
+            if not left[0]:
+                on_done()
+        for d in range(layout.dp):
+            self.fabric.transfer(layout.gpu(src_rank, d), layout.gpu(dst_rank, d), nbytes,
+                                 on_done=landed if d in first else _ignore)
+
+    @property
+    def slowdown(self) -> float:
+        """Mean over the step's all-to-alls of time live / time on an empty fabric (1: nothing contended)."""
+        return self.live_s / self.alone_s if self.alone_s > 0 else 1.0
+
+
+def _ignore() -> None:
+    """The end of a send that only loads the fabric (another replica's, in representative mode)."""
+
+
+__all__ = ["COMMUNICATION", "LiveComm"]

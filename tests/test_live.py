@@ -1,0 +1,88 @@
+"""sim.moe.live: all-to-alls as bundles on the step's fabric among the other traffic."""
+import pytest
+import simpy
+
+from sim.moe.live import LiveComm
+from sim.moe.scenario import Scenario
+from sim.moe.specs import SpecError, load_scenario
+from sim.moe.step import MoEStep
+from sim.network import Fabric
+from topologies import build_from_spec
+
+# 8 nodes on one plane, NICs cabled node by node, leaves of 12 hosts with 4 uplinks (3:1): EP groups
+# of 16 GPUs cross the spines, where the pipeline sends and the data-parallel rings also go.
+OVERSUBSCRIBED = {"kind": "fat_tree", "gpu": "h800", "nodes": 8, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 160,
+                  "nic_bandwidth_GBps": 50, "switch_radix": 16, "oversubscription": 3, "rail_optimized": False,
+                  "planes": 1, "name": "small-oversubscribed"}
+
+
+def scenario(communication: str, ep: int = 8, oversubscribed: bool = True, seq_len: int = 512) -> Scenario:
+    run = load_scenario("tiny", topology="small-oversubscribed" if oversubscribed else "h800-64", pp=4, dp=16, ep=ep,
+                        communication=communication, seq_len=seq_len)
+    return Scenario(run, graph=build_from_spec(dict(OVERSUBSCRIBED)) if oversubscribed else None)
+
+
+def test_an_all_to_all_alone_takes_its_measured_time():
+    step = MoEStep(scenario("live"), "full")
+    env = simpy.Environment()
+    live = LiveComm(step.comm, step.scenario.layout, Fabric(env, step.scenario.links), representative=False)
+    for shape in ("dispatch", "combine"):
+        start = env.now
+        env.run(live.all_to_all(shape, 1, 0))
+        assert env.now - start == pytest.approx(step.comm.time(shape, 1, 0), rel=1e-9)
+    assert live.count == 2 and live.slowdown == pytest.approx(1.0, rel=1e-9)
+
+
+def test_an_all_to_all_beside_a_heavy_transfer_slows_down():
+    """Every GPU of an EP group (16 GPUs on 2 nodes) sends 1 GB off its node while the group
+    dispatches 8K-token micro-batches (bandwidth-bound: alone it takes about its busiest link's
+    bytes / bandwidth): the dispatch shares each NIC with a transfer and takes longer than alone."""
+    step = MoEStep(scenario("live", 16, seq_len=8192), "full")
+    env = simpy.Environment()
+    fabric = Fabric(env, step.scenario.links)
+    live = LiveComm(step.comm, step.scenario.layout, fabric, representative=False)
+    for gpu in step.scenario.layout.ep_group(1, 0):
+        fabric.transfer(gpu, (gpu + 32) % 64, 1e9)
+    env.run(live.all_to_all("dispatch", 1, 0))
+    assert live.slowdown > 1.02
+
+
+@pytest.mark.parametrize("ep", [8, 16])
+def test_representative_live_step_matches_the_every_rank_live_step(ep):
+    """Balanced routing: one pipeline whose all-to-alls carry every EP group's messages and whose
+    sends go with every replica's gives the step time of simulating every rank."""
+    rep = MoEStep(scenario("live", ep), "representative").simulate()
+    full = MoEStep(scenario("live", ep), "full").simulate()
+    assert rep.step_time_s == pytest.approx(full.step_time_s, rel=1e-4)
+
+
+def test_live_and_measured_differ_where_the_network_is_shared():
+    """On the oversubscribed fabric the measured fast path's representative pipeline misses the
+    other replicas' sends; live communication has them (and agrees with every rank, above)."""
+    measured = MoEStep(scenario("measured"), "representative").simulate()
+    live = MoEStep(scenario("live"), "representative").simulate()
+    full_measured = MoEStep(scenario("measured"), "full").simulate()
+    assert live.step_time_s > measured.step_time_s * 1.2
+    assert live.step_time_s == pytest.approx(full_measured.step_time_s, rel=0.01)
+    assert live.summary()["communication"] == "live" and measured.summary()["a2a_slowdown"] == 1.0
+
+
+def test_live_on_an_uncontended_fabric_is_the_measured_step():
+    """h800-64 with EP groups inside a node (ep 8): nothing shares an all-to-all's links."""
+    measured = MoEStep(scenario("measured", 8, oversubscribed=False)).simulate()
+    live = MoEStep(scenario("live", 8, oversubscribed=False)).simulate()
+    assert live.step_time_s == pytest.approx(measured.step_time_s, rel=1e-9)
+    assert live.a2a_slowdown == pytest.approx(1.0, rel=1e-9)
+
+
+def test_same_inputs_same_live_step_to_the_last_digit():
+    a = MoEStep(scenario("live", 16)).simulate().summary()
+    b = MoEStep(scenario("live", 16)).simulate().summary()
+    assert a == b
+
+
+def test_live_refuses_the_cluster_scope_and_unknown_modes():
+    with pytest.raises(SpecError, match="comm scope 'cluster' is for measured communication"):
+        MoEStep(scenario("live"), comm_scope="cluster")
+    with pytest.raises(SpecError, match="RunSpec.communication must be one of measured, live, got 'fast'"):
+        load_scenario("tiny", communication="fast")
