@@ -110,10 +110,29 @@ def test_a_point_that_kills_its_worker_is_retried_once_then_a_row(cluster, tmp_p
     pd.testing.assert_frame_equal(rows(ok), rows(reference), check_dtype=False)   # y: float beside the NaN row
 
 
+def when_rows(path: Path, rows: int, action, timeout_s: float = 60.0) -> threading.Thread:
+    """Run ``action`` once the CSV at ``path`` holds ``rows`` rows (or after ``timeout_s``): a kill
+    that waits for progress, not for a fixed time, so a slow or busy machine cannot make it come
+    before the first point has finished."""
+    def wait():
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            try:
+                if len(path.read_text().splitlines()) > rows:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        action()
+    t = threading.Thread(target=wait)
+    t.start()
+    return t
+
+
 def test_all_workers_lost_stops_within_the_grace_and_resumes(cluster, tmp_path):
     cluster.add_workers(2)
     out = tmp_path / "s.csv"
-    timer = later(1.5, cluster.kill_all_workers)
+    timer = when_rows(out, 2, cluster.kill_all_workers)
     t0 = time.monotonic()
     with pytest.raises(ClusterLost, match=r"no Dask worker for 3 s: the sweep stopped with \d+ point\(s\) not run"):
         run_sweep(square, POINTS, out, scheduler=cluster.address, progress=False, lost_after_s=3)
