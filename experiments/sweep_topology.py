@@ -2,9 +2,10 @@
 step: NVLink and IB bandwidth, leaf oversubscription, rail-optimized cabling or not, 8 planes or 1,
 and their combinations (EP groups that straddle leaves, all-to-alls on oversubscribed spines).
 
-Communication ``measured``: all-to-all times measured once per shape with every stage's EP groups
-on the fabric at once (scope "cluster"); ``live``: every all-to-all on the step's fabric among the
-pipeline sends and the data-parallel gradient rings (sim.moe.live), the mode that sees the network.
+Communication ``measured``: the fast path, all-to-all times measured once per shape with the EP
+groups of a stage on an empty fabric (each distinct stage on its own); ``live``: every all-to-all
+on the step's fabric among other stages' all-to-alls, the pipeline sends and the data-parallel
+gradient rings (sim.moe.live), the mode that sees the network.
 Each variant's graph is built from its fields in the worker (no files are written).
 
 Writes ``results/sweep_topology.csv``: variant, schedule, communication (config), then nvlink_GBps,
@@ -49,8 +50,7 @@ def point(p: dict) -> dict:
     from topologies import build_from_spec
     spec = variant_spec(p["variant"])
     run = load_scenario("deepseek-v3", topology=spec["name"], schedule=p["schedule"], communication=p["communication"])
-    scope = "cluster" if p["communication"] == "measured" else "stage"
-    res = simulate_step(Scenario(run, graph=build_from_spec(dict(spec))), comm_scope=scope)
+    res = simulate_step(Scenario(run, graph=build_from_spec(dict(spec))))
     summary = res.summary()
     return {"nvlink_GBps": spec["nvlink_bandwidth_GBps"], "nic_GBps": spec["nic_bandwidth_GBps"],
             "oversubscription": spec["oversubscription"], "rail_optimized": spec["rail_optimized"],
