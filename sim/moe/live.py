@@ -32,8 +32,10 @@ class LiveComm:
     """Starts the all-to-alls (and, in representative mode, the pipeline sends) of a step as bundles
     on ``fabric``, and keeps how much slower than alone they ran.
 
-    ``comm``: the step's :class:`~sim.moe.comm.CommModel` (its traffic and each group's time
-    alone, ``scope="group"``); ``representative``: one pipeline stands for all (see the module)."""
+    ``comm``: the step's :class:`~sim.moe.comm.CommModel` (its traffic, and the all-to-alls' times
+    on an empty fabric: each EP group alone, ``scope="group"``, in full mode; the stage's groups
+    together, ``scope="stage"``, in representative mode); ``representative``: one pipeline stands
+    for all (see the module)."""
 
     def __init__(self, comm, layout: Layout, fabric: Fabric, representative: bool):
         self.comm, self.layout, self.fabric = comm, layout, fabric
@@ -41,7 +43,7 @@ class LiveComm:
         self._loads: dict[tuple, tuple[LinkLoad, float]] = {}
         self.count = 0
         self.live_s = 0.0           # seconds the all-to-alls took, launch barrier to last byte
-        self.alone_s = 0.0          # seconds they take alone
+        self.alone_s = 0.0          # seconds they take on an empty fabric
 
     def _bundle(self, shape: str, stage: int, group: int) -> tuple[LinkLoad, float]:
         """(link load, seconds alone) of the all-to-all that ``group`` (all groups when
