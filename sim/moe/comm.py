@@ -134,13 +134,10 @@ class CommModel:
 
     def _signature(self, stage: int) -> tuple:
         """The routes between the GPUs of each EP group of ``stage`` that its all-to-alls may use
-        (every two of them: flat; within a node or between same-index GPUs: hierarchical, both
-        shapes), group after group."""
+        (:meth:`_a2a_pairs`), group after group."""
         if stage not in self._signatures:
-            gpn, flat = self.layout.gpus_per_node, self.run.a2a_algorithm == "flat"
-            pairs = [(a, b) for g in range(self.layout.groups_per_rank) for a in self.layout.ep_group(stage, g)
-                     for b in self.layout.ep_group(stage, g)
-                     if a != b and (flat or a // gpn == b // gpn or a % gpn == b % gpn)]
+            pairs = [pair for g in range(self.layout.groups_per_rank)
+                     for pair in self._a2a_pairs(self.layout.ep_group(stage, g))]
             self._signatures[stage] = route_signature(self.links, pairs)
         return self._signatures[stage]
 
@@ -214,14 +211,15 @@ class CommModel:
         if bar:
             bar.close()
 
+    def _a2a_pairs(self, gpus: list[int]) -> list[tuple[int, int]]:
+        """The GPU pairs an all-to-all of ``gpus`` may send between: every two of them (flat), or
+        within a node and to the same-index GPU of every other node (hierarchical, both shapes)."""
+        gpn, flat = self.layout.gpus_per_node, self.run.a2a_algorithm == "flat"
+        return [(a, b) for a in gpus for b in gpus if a != b and (flat or a // gpn == b // gpn or a % gpn == b % gpn)]
+
     def _group_links(self, gpus: list[int]) -> np.ndarray:
-        """The links an all-to-all of ``gpus`` may use: every route between two of them (flat), or
-        within a node and to the same-index GPU of every other node (hierarchical)."""
-        gpn = self.layout.gpus_per_node
-        pairs = [(a, b) for a in gpus for b in gpus if a != b and
-                 (self.run.a2a_algorithm == "flat" or a // gpn == b // gpn or a % gpn == b % gpn)]
-        return np.unique(np.concatenate([self.links.route(a, b)[0] for a, b in pairs])) if pairs else \
-            np.zeros(0, dtype=np.int64)
+        """The links an all-to-all of ``gpus`` may use."""
+        return np.unique(route_signature(self.links, self._a2a_pairs(gpus))[1])
 
 
 def route_signature(links: LinkTable, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

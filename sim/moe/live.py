@@ -41,6 +41,7 @@ class LiveComm:
         self.comm, self.layout, self.fabric = comm, layout, fabric
         self.representative = representative
         self._loads: dict[tuple, tuple[LinkLoad, float]] = {}
+        self._first_group = frozenset(layout.group_replicas(0))   # replica 0's EP group
         self.count = 0
         self.live_s = 0.0           # seconds the all-to-alls took, launch barrier to last byte
         self.alone_s = 0.0          # seconds they take on an empty fabric
@@ -77,7 +78,7 @@ class LiveComm:
         """Representative mode: the pipeline send from ``src_rank`` to ``dst_rank`` of every
         replica, each its own flow; ``on_done()`` when those of replica 0's EP group have landed
         (its next all-to-all waits for the last of them)."""
-        layout, first = self.layout, set(self.layout.group_replicas(0))
+        layout, first = self.layout, self._first_group
         left = [len(first)]
 
         def landed():

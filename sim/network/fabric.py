@@ -120,10 +120,6 @@ class Fabric:
         """The highest carried rate / bandwidth each link of the topology has seen."""
         return self._link_peak_util[:self._n_links]
 
-    def link_rates(self) -> np.ndarray:
-        """Bytes/s each link of the topology carries now."""
-        return self._link_rate[:self._n_links]
-
     @property
     def bytes_sent(self) -> np.ndarray:
         """Bytes each GPU has put on the wire (forwarded bytes count for the forwarder)."""
@@ -336,8 +332,7 @@ class Fabric:
             self._link_rate[:] = 0
             self._n_dirty = 0
             self._timer_version += 1
-            for observe in self.observers:
-                observe(self.env.now, self._link_rate[:self._n_links])
+            self._notify()
             return
         if self._busy_since is None:
             self._busy_since = self.env.now
@@ -347,11 +342,15 @@ class Fabric:
                                  self._link_rate, self._link_peak_util, self.incremental, self._gen, self._local,
                                  self._tick)
         self._n_dirty = 0
-        for observe in self.observers:
-            observe(self.env.now, self._link_rate[:self._n_links])
+        self._notify()
         self._timer_version += 1
         version = self._timer_version
         self.env.timeout(float(nearest)).callbacks.append(lambda _ev: self._on_timer(version))
+
+    def _notify(self) -> None:
+        """Tell the observers the links' rates, which hold until the next recomputation."""
+        for observe in self.observers:
+            observe(self.env.now, self._link_rate[:self._n_links])
 
     def _on_timer(self, version: int) -> None:
         if version != self._timer_version:
