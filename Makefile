@@ -24,6 +24,7 @@ test: $(STAMP)
 sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_ep
 	$(PY) -m experiments.sweep_topology
+	$(PY) -m experiments.sweep_comm_sms
 	$(PY) -m experiments.lesson_exercises
 	$(PY) -m experiments.plots
 

@@ -2,6 +2,7 @@
 
 * ``bubble_vs_microbatches.png`` from bubble_vs_microbatches.csv
 * ``sweep_ep.png`` (step time and exposed communication against EP size, per schedule) from sweep_ep.csv
+* ``sweep_comm_sms.png`` (step time and all-to-all time against the SMs given to communication) from sweep_comm_sms.csv
 * ``sweep_topology.png`` from sweep_topology.csv
 * ``utilization_stacked.png`` (per rank compute / exposed comm / bubble, s per step) from deepseek_v3_ranks.csv
 * ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
@@ -75,6 +76,23 @@ def sweep_topology(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "sweep_topology.png")
 
 
+def sweep_comm_sms(df: pd.DataFrame, out: Path) -> None:
+    """Step time and the dispatch's time against the SMs the all-to-all kernels hold, per schedule."""
+    df = df[df["status"] == "ok"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, g in df.groupby("schedule", sort=False):
+        a.plot(g["comm_sms"], g["step_time_s"], marker="o", label=name)
+    first = df.drop_duplicates("comm_sms")
+    b.plot(first["comm_sms"], first["a2a_dispatch_ms"], marker="o", label="dispatch")
+    b.plot(first["comm_sms"], first["a2a_combine_ms"], marker="o", label="combine")
+    for ax, label in ((a, "step time (s)"), (b, "all-to-all per layer (ms)")):
+        ax.set_xlabel("SMs of the all-to-all kernels (of 132)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    fig.suptitle("DeepSeek-V3 on 2,048 H800: SMs for communication vs compute", fontsize=10)
+    _save(fig, out / "sweep_comm_sms.png")
+
+
 def utilization_stacked(df: pd.DataFrame, out: Path) -> None:
     print(f"wrote {plot_rank_breakdown(df, out / 'utilization_stacked.png', 'DeepSeek-V3: per-rank time per step')}")
 
@@ -114,7 +132,8 @@ def run(args) -> int:
     res = Path(args.results)
     figs = res / "figures"
     jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),
-            ("sweep_topology.csv", sweep_topology), ("deepseek_v3_ranks.csv", utilization_stacked),
+            ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
+            ("deepseek_v3_ranks.csv", utilization_stacked),
             ("deepseek_v3_links.csv", link_utilization)]
     for name, fn in jobs:
         path = res / name

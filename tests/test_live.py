@@ -16,9 +16,10 @@ OVERSUBSCRIBED = {"kind": "fat_tree", "gpu": "h800", "nodes": 8, "gpus_per_node"
                   "planes": 1, "name": "small-oversubscribed"}
 
 
-def scenario(communication: str, ep: int = 8, oversubscribed: bool = True, seq_len: int = 512) -> Scenario:
+def scenario(communication: str, ep: int = 8, oversubscribed: bool = True, seq_len: int = 512,
+             kernels: str = "ideal") -> Scenario:
     run = load_scenario("tiny", topology="small-oversubscribed" if oversubscribed else "h800-64", pp=4, dp=16, ep=ep,
-                        communication=communication, seq_len=seq_len)
+                        communication=communication, seq_len=seq_len, kernels=kernels)
     return Scenario(run, graph=build_from_spec(dict(OVERSUBSCRIBED)) if oversubscribed else None)
 
 
@@ -47,18 +48,25 @@ def test_an_all_to_all_beside_a_heavy_transfer_slows_down():
     assert live.slowdown > 1.02
 
 
+@pytest.mark.parametrize("kernels", ["ideal", "deepep"])
 @pytest.mark.parametrize("ep", [8, 16])
-def test_representative_live_step_matches_the_every_rank_live_step(ep):
+def test_representative_live_step_matches_the_every_rank_live_step(ep, kernels):
     """Balanced routing: one pipeline whose all-to-alls carry every EP group's messages and whose
-    sends go with every replica's gives the step time of simulating every rank."""
-    rep = MoEStep(scenario("live", ep), "representative").simulate()
-    full = MoEStep(scenario("live", ep), "full").simulate()
-    assert rep.step_time_s == pytest.approx(full.step_time_s, rel=1e-4)
+    sends go with every replica's gives the step time of simulating every rank: exactly with one
+    EP group per stage (EP16); with two (EP8) the every-rank run's groups meet different traffic
+    on this non-rail fabric (group 1 ends about 9% after group 0) and the representative, which
+    stands for all of them, lands near the slowest (within 0.01% as pure link time, 1.3% with
+    the kernels' fixed launch and notify costs, which shift when each group's sends leave)."""
+    rep = MoEStep(scenario("live", ep, kernels=kernels), "representative").simulate()
+    full = MoEStep(scenario("live", ep, kernels=kernels), "full").simulate()
+    tolerance = {16: 1e-12, 8: 1e-4 if kernels == "ideal" else 0.02}[ep]
+    assert rep.step_time_s == pytest.approx(full.step_time_s, rel=tolerance)
 
 
 def test_live_and_measured_differ_where_the_network_is_shared():
     """On the oversubscribed fabric the measured fast path's representative pipeline misses the
-    other replicas' sends; live communication has them (and agrees with every rank, above)."""
+    other replicas' sends; live communication has them (and agrees with every rank, above).
+    Pure link time (the scenario's default ``ideal`` kernels): what differs is the network."""
     measured = MoEStep(scenario("measured"), "representative").simulate()
     live = MoEStep(scenario("live"), "representative").simulate()
     full_measured = MoEStep(scenario("measured"), "full").simulate()

@@ -4,7 +4,8 @@ command modules import the library; nothing in the library imports them.
 * :mod:`sim.cli.pipeline`: ``schedule``, ``simulate``, ``compare`` (schedules with fixed costs);
 * :mod:`sim.cli.collective`: ``collective`` (one collective on a topology's fabric);
 * :mod:`sim.cli.run`: ``run`` (one MoE training step of a scenario);
-* :mod:`sim.cli.plan`: ``plan`` (search PP, EP, schedule and micro-batches within HBM).
+* :mod:`sim.cli.plan`: ``plan`` (search PP, EP, schedule and micro-batches within HBM);
+* :mod:`sim.cli.calibrate`: ``calibrate`` (fit the communication kernels to measured collectives).
 
 Exit status: 0 done; 1 no answer (``plan``: no candidate can run); 2 bad input, one line on
 stderr naming the field, the value and what is allowed (a schedule that breaks a rule also shows
@@ -18,9 +19,9 @@ import sys
 
 from ..checks import InputError, arg
 from ..limits import FLAGS, Limits
-from . import collective, pipeline, plan, run
+from . import calibrate, collective, pipeline, plan, run
 
-COMMAND_MODULES = (pipeline, collective, run, plan)
+COMMAND_MODULES = (pipeline, collective, run, plan, calibrate)
 EXIT_NO_ANSWER, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 3, 130
 REPORT = ("this is a bug in the simulator, not a problem with your input; please report it with the command "
           "line and the traceback above")

@@ -48,7 +48,7 @@ def cmd_run(args) -> int:
     overrides = {"microbatches": args.microbatches, "routing_skew": args.skew, "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
-                 "communication": args.communication}
+                 "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms}
     own = load_scenario(args.scenario, **overrides).schedule
     schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
     if not args.schedule and own not in schedules:
@@ -84,6 +84,10 @@ def add_arguments(p) -> None:
     p.add_argument("--communication", choices=COMMUNICATION,
                    help="all-to-alls measured once per shape (the scenario's default, fast) or live on the step's "
                         "fabric among pipeline sends, data-parallel traffic and other stages' all-to-alls")
+    p.add_argument("--kernels", help="communication kernels: a preset (deepep, ideal) or a YAML file such as "
+                                     "`python -m sim calibrate` writes")
+    p.add_argument("--comm-sms", type=arg(integer=True, low=0, high=100_000),
+                   help="SMs an all-to-all kernel holds (bounds its throughput, slows compute beside it)")
     count = arg(integer=True, low=1, high=100_000_000)
     p.add_argument("--microbatches", type=count, help="override the scenario's micro-batches")
     p.add_argument("--pp", type=count, help="override pipeline ranks")

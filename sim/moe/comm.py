@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from ..network import Fabric, LinkLoad, LinkTable, MoERouting, all_to_all, all_to_all_load, link_stats, route_tokens
+from .kernels import KernelSpec
 from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
 
@@ -35,8 +36,10 @@ class CommModel:
     """All-to-all seconds per (shape, pipeline rank, EP group), and each GPU's expert load."""
 
     def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, layout: Layout,
-                 token_bytes: dict[str, float], scope: str = "stage", workers: int = 1):
-        """``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
+                 token_bytes: dict[str, float], scope: str = "stage", workers: int = 1,
+                 kernels: KernelSpec | None = None):
+        """``kernels``: the all-to-all kernels' launch and notify costs and SM throughput
+        (:mod:`sim.moe.kernels`; ``None``: pure link time). ``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
         topology where stages sit differently) in that many processes when the work is large enough
         to pay for starting them (``PARALLEL_MIN_TOKENS``, ``PARALLEL_MIN_FLOWS``); the same numbers
         as one process."""
@@ -47,6 +50,9 @@ class CommModel:
         self.run, self.model, self.links, self.layout, self.scope = run, model, links, layout, scope
         self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
         self.workers = workers      # balanced routing uses them only when stages differ (several units)
+        self.kernels = kernels
+        self._gpu_rate = kernels.a2a_gpu_rate(run.comm_sms) if kernels is not None else None
+        self._overheads: dict[tuple[int, int], float] = {}
         self._times: dict[tuple, np.ndarray] = {}
         self.link_frames = {}
         self._traffic = {}
@@ -95,7 +101,29 @@ class CommModel:
         return 1.0 if self._load is None else float(self._load[stage, replica])
 
     def time(self, shape: str, stage: int, group: int) -> float:
-        """Seconds of one dispatch- or combine-shaped all-to-all of EP group ``group`` at ``stage``.
+        """Seconds of one dispatch- or combine-shaped all-to-all of EP group ``group`` at ``stage``,
+        from the barrier to its last byte: the kernel's overhead (:meth:`overhead`) and its data
+        phase (:meth:`data_time`)."""
+        return self.overhead(stage, group) + self.data_time(shape, stage, group)
+
+    def overhead(self, stage: int, group: int) -> float:
+        """Seconds before an all-to-all's data phase: launch, notify and the count exchange's round
+        trip over the group's longest route (:meth:`~sim.moe.kernels.KernelSpec.a2a_overhead_s`;
+        0 without kernels)."""
+        if self.kernels is None:
+            return 0.0
+        key = (stage, group)
+        if key not in self._overheads:
+            gpus = self.layout.ep_group(stage, group)
+            first = gpus[0]
+            latency = max((max(self.links.route(first, g)[1], self.links.route(g, first)[1]) for g in gpus[1:]),
+                          default=0.0)
+            self._overheads[key] = self.kernels.a2a_overhead_s(latency)
+        return self._overheads[key]
+
+    def data_time(self, shape: str, stage: int, group: int) -> float:
+        """Seconds of the data phase of one dispatch- or combine-shaped all-to-all of EP group
+        ``group`` at ``stage``, on the fabric with each GPU's kernel bounded by its SMs.
 
         Measured once per (shape, unit): with balanced routing one stage stands for every stage
         whose all-to-alls are the same flow system on the network (all of them on the presets;
@@ -146,7 +174,7 @@ class CommModel:
         groups = [(self.layout.ep_group(s, g), self.traffic(s, g)) for s in stages
                   for g in range(self.layout.groups_per_rank)]
         return (groups, self.token_bytes[shape], self.run.a2a_algorithm, shape, self.run.a2a_chunks,
-                0.0 if self.run.routing_skew == 0 else 1e-3)
+                0.0 if self.run.routing_skew == 0 else 1e-3, self._gpu_rate)
 
     def _ends_array(self, stages: list[int], ends: list[float]) -> np.ndarray:
         out = np.zeros((self.run.pp, self.layout.groups_per_rank))
@@ -287,11 +315,13 @@ def merged_link_stats(frames: list, window_s: float):
 
 
 def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algorithm: str, shape: str,
-                        chunks: int, completion_window: float) -> tuple[list[float], object]:
-    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh fabric:
-    (seconds until each group's last byte lands, link statistics)."""
+                        chunks: int, completion_window: float, gpu_rate: float | None = None
+                        ) -> tuple[list[float], object]:
+    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh fabric whose
+    GPUs move at most ``gpu_rate`` bytes/s each way (``None``: no limit): (seconds until each
+    group's last byte lands, link statistics)."""
     env = simpy.Environment()
-    fabric = Fabric(env, links, completion_window=completion_window)
+    fabric = Fabric(env, links, completion_window=completion_window, gpu_rate=gpu_rate)
     ends = [0.0] * len(groups)
     for i, (gpus, traffic) in enumerate(groups):
         ev = all_to_all(fabric, gpus, traffic, token_bytes, algorithm, shape, chunks)

@@ -97,7 +97,7 @@ class LayerCollectives:
     def _measure(self, count: ParamCount, per_param: float, gather: bool) -> float:
         env = simpy.Environment()
         with gc_paused():
-            sync = GradientSync(self.sc, Fabric(env, self.sc.links), reports=1)
+            sync = GradientSync(self.sc, self.sc.step_fabric(env), reports=1)
             done = []
             sync.collective(0, count, per_param, gather, lambda: done.append(env.now))
             env.run()
@@ -168,18 +168,20 @@ class GradientSync:
 
     def collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
         """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups,
-        then call ``then()``."""
+        after an NCCL kernel launch (:mod:`sim.moe.kernels`), then call ``then()``."""
         op = hierarchical_all_gather if gather else hierarchical_reduce_scatter
         gpn = self.sc.layout.gpus_per_node
-        events = []
-        for gpus, kind in self._groups(rank):
-            n = count.dense if kind == "dense" else count.expert
-            if n > 0 and len(gpus) > 1:
-                events.append(op(self.fabric, gpus, n * per_param, gpn))
-        if not events:
+        jobs = [(gpus, (count.dense if kind == "dense" else count.expert) * per_param)
+                for gpus, kind in self._groups(rank)]
+        jobs = [(gpus, nbytes) for gpus, nbytes in jobs if nbytes > 0 and len(gpus) > 1]
+        if not jobs:
             then()
             return
-        simpy.AllOf(self.env, events).callbacks.append(lambda _e: then())
+
+        def start() -> None:
+            events = [op(self.fabric, gpus, nbytes, gpn) for gpus, nbytes in jobs]
+            simpy.AllOf(self.env, events).callbacks.append(lambda _e: then())
+        self._at(self.env.now + self.sc.kernels.nccl_launch_s, start)
 
     def _reduce(self, rank: int, stage: int) -> None:
         run, count = self.sc.run, self.counts[rank][stage]

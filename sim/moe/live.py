@@ -46,32 +46,34 @@ class LiveComm:
         self.live_s = 0.0           # seconds the all-to-alls took, launch barrier to last byte
         self.alone_s = 0.0          # seconds they take on an empty fabric
 
-    def _bundle(self, shape: str, stage: int, group: int) -> tuple[LinkLoad, float]:
-        """(link load, seconds alone) of the all-to-all that ``group`` (all groups when
-        representative) runs at ``stage``."""
+    def _bundle(self, shape: str, stage: int, group: int) -> tuple[LinkLoad, float, float]:
+        """(link load, kernel overhead, seconds of the data phase alone) of the all-to-all that
+        ``group`` (all groups when representative) runs at ``stage``."""
         key = (shape, stage, -1 if self.representative else group)
         if key not in self._loads:
             groups = range(self.layout.groups_per_rank) if self.representative else [group]
             load = sum_loads([self.comm.load(shape, stage, g) for g in groups])
-            self._loads[key] = load, max(self.comm.time(shape, stage, g) for g in groups)   # stage scope: all equal
+            self._loads[key] = (load, max(self.comm.overhead(stage, g) for g in groups),
+                                max(self.comm.data_time(shape, stage, g) for g in groups))   # stage scope: all equal
         return self._loads[key]
 
     def all_to_all(self, shape: str, stage: int, group: int):
-        """Start the ``shape`` all-to-all of ``group`` at ``stage`` now; an event that fires when
-        its last byte lands."""
-        load, alone = self._bundle(shape, stage, group)
+        """Start the ``shape`` all-to-all of ``group`` at ``stage`` now: its kernel's overhead
+        (launch, notify), then its data phase as a bundle; an event that fires when its last
+        byte lands."""
+        load, overhead, alone = self._bundle(shape, stage, group)
         env, t0 = self.fabric.env, self.fabric.env.now
         done = env.event()
 
         def landed():
             self.count += 1
             self.live_s += env.now - t0
-            self.alone_s += alone
+            self.alone_s += overhead + alone
             done.succeed()
         if load.messages:
-            self.fabric.transfer_bundle(load, latency=0.0, min_seconds=alone, on_done=landed)
+            self.fabric.transfer_bundle(load, latency=overhead, min_seconds=alone, on_done=landed)
         else:
-            env.timeout(alone).callbacks.append(lambda _e: landed())
+            env.timeout(overhead + alone).callbacks.append(lambda _e: landed())
         return done
 
     def send_all(self, src_rank: int, dst_rank: int, nbytes: float, on_done) -> None:

@@ -38,6 +38,16 @@ def breakdown_frame(results: list[StepResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def model_sources(run) -> str:
+    """One line: which parts of the model are calibrated from measurements and which are
+    first-principles defaults (compute: a profile CSV or the FLOPs model; communication kernels:
+    a calibrated preset or the defaults, :mod:`sim.moe.kernels`)."""
+    from .kernels import load_kernels
+    compute = f"compute: measured profile {run.profile}" if run.profile else \
+        "compute: FLOPs model (first-principles defaults)"
+    return f"model sources: {compute}; {load_kernels(run.kernels).provenance()}"
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
@@ -50,6 +60,7 @@ def comparison_text(results: list[StepResult]) -> str:
              *([("live communication: every all-to-all ran on the step's fabric among the other traffic; "
                  "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]
                if first.run.communication == "live" else []),
+             model_sources(first.run),
              summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}"),
              "where the step goes (seconds, mean over ranks; the columns add up to the step time):",
              breakdown_frame(results).to_string(index=False, float_format=lambda v: f"{v:.3f}")]

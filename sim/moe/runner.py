@@ -68,14 +68,17 @@ class GroupRunner:
     each stage's last backward has finished on this group's replicas (it starts the data-parallel
     gradient synchronisation), or ``None``. ``live``: a :class:`~sim.moe.live.LiveComm` that runs
     the all-to-alls (and, for a representative pipeline, every replica's sends) on ``fabric``
-    among the other traffic, instead of charging their measured times; ``None``: measured."""
+    among the other traffic, instead of charging their measured times; ``None``: measured.
+    ``send_launch_s``: each pipeline send starts that long after its producer ends (the launch of
+    its NCCL kernel, :mod:`sim.moe.kernels`)."""
 
     def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
                  replicas: list[int], sm_slowdown: float, trace: list | None = None,
                  sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None,
-                 live=None):
+                 live=None, send_launch_s: float = 0.0):
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
         self.live = live
+        self.send_launch_s = send_launch_s              # an NCCL kernel's launch before each pipeline send
         self.group = group
         self.replicas = np.asarray(replicas)
         pp, n = schedule.pp, len(replicas)
@@ -153,7 +156,7 @@ class GroupRunner:
             return stop.value
 
     def deliver(self, env, src, dst, key):
-        """Each replica's send starts at its own end time. Only an op without any all-to-all
+        """Each replica's send starts at its own end time (plus the send kernel's launch). Only an op without any all-to-all
         (nothing makes its replicas wait for each other) can end on some replica before the
         moment the last replica's input arrived; such a send starts late, by at most that gap,
         which ``late_s`` records (0 whenever replicas receive their inputs at the same time)."""
@@ -174,7 +177,7 @@ class GroupRunner:
                 done.succeed()
 
         for i in np.argsort(sent, kind="stable"):
-            wait = float(sent[i]) - env.now
+            wait = float(sent[i]) + self.send_launch_s - env.now
             if wait > 0:
                 yield env.timeout(wait)
             elif wait < -1e-12:                     # more than float rounding of the clock

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import networkx as nx
 
-from ..network import LinkTable
+from ..network import Fabric, LinkTable
 from ..schedules import Schedule, make_schedule, validate
 from .chunk import ChunkModel
+from .kernels import KernelSpec, load_kernels
 from .layout import Layout
 from .memory import RankMemory, memory_per_rank
 from .specs import RunSpec, SpecError, load_gpu, load_model
@@ -66,6 +67,7 @@ class Scenario:
         self.run = run
         self.model = load_model(run.model)
         self.gpu = load_gpu(run.gpu)
+        self.kernels: KernelSpec = load_kernels(run.kernels)
         if run.comm_sms >= self.gpu.sms:
             raise SpecError(f"RunSpec.comm_sms must be below the {self.gpu.sms} SMs of {self.gpu.name} (the rest "
                             f"compute), got {run.comm_sms}")
@@ -84,11 +86,16 @@ class Scenario:
         self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
         self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
 
-    @property
+    @cached_property
     def links(self) -> LinkTable:
         """Directed links and routes of the topology (built on first use, shared by the scenarios of
-        one topology)."""
-        return self.topology.links
+        one topology), bandwidths scaled by the kernels' link efficiencies."""
+        return self.kernels.scale_links(self.topology.links)
+
+    def step_fabric(self, env) -> Fabric:
+        """A fabric for pipeline sends and data-parallel collectives (NCCL kernels: each GPU's
+        bounded by ``nccl_sms x sm_GBps``)."""
+        return Fabric(env, self.links, gpu_rate=self.kernels.nccl_gpu_rate)
 
     @cached_property
     def memory(self) -> list[RankMemory]:

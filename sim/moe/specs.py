@@ -160,7 +160,11 @@ class RunSpec:
 
     ``communication``: ``measured`` (each all-to-all shape measured once on an empty fabric with
     its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
-    step's fabric among the other traffic, :mod:`sim.moe.live`)."""
+    step's fabric among the other traffic, :mod:`sim.moe.live`).
+
+    ``kernels``: the communication kernels' launch and notify costs, SM throughput and link
+    efficiencies (:mod:`sim.moe.kernels`): a preset name or a YAML file, such as the one
+    ``python -m sim calibrate`` writes."""
 
     model: str
     gpu: str
@@ -196,11 +200,12 @@ class RunSpec:
     last_stage_layers: Optional[int] = None
     dp_sync: str = "overlap"
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
+    kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.kernels)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
     description: str = ""
 
     def __post_init__(self):
-        for name in ("model", "gpu", "topology", "schedule", "description"):
+        for name in ("model", "gpu", "topology", "schedule", "kernels", "description"):
             if not isinstance(getattr(self, name), str):
                 raise SpecError(f"RunSpec.{name} must be a name (text), got {getattr(self, name)!r}")
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):

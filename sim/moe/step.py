@@ -155,7 +155,7 @@ class StepResult:
                 "min_headroom_gb": self.min_headroom_gb, "fits_hbm": self.fits_hbm,
                 "compute_spread": self.compute_spread, "busiest_rank": self.busiest_rank, "bound": self.bound,
                 "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
-                "communication": self.run.communication, "a2a_slowdown": self.a2a_slowdown,
+                "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
     def to_json(self) -> dict:
@@ -164,7 +164,7 @@ class StepResult:
                 "compute_comm_ratio": self.compute_comm_ratio, "exposed_comm_s": self.exposed_comm_s,
                 "comm_hidden_fraction": self.comm_hidden_fraction, "a2a_dispatch_s": self.a2a_dispatch_s,
                 "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
-                "communication": self.run.communication, "a2a_slowdown": self.a2a_slowdown,
+                "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "warnings": self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
 
 
@@ -196,7 +196,8 @@ class MoEStep:
         pipelines = sc.layout.groups_per_rank if self.full else 1
         limits.check("max_parts", limits.step_parts(pipelines, run.microbatches, sc.model.layers + sc.model.mtp_modules),
                      f"a {self.mode} step of {run.model} with M={run.microbatches:,} over {pipelines:,} pipeline(s)")
-        self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers)
+        self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers,
+                                      sc.kernels)
         self.layer_collectives = LayerCollectives(sc) if run.zero_stage == 3 else None
         self._live: LiveComm | None = None
 
@@ -210,7 +211,8 @@ class MoEStep:
         self._live = live
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
-                            trace if g == 0 else None, sync, self.layer_collectives, live) for g in groups]
+                            trace if g == 0 else None, sync, self.layer_collectives, live,
+                            sc.kernels.nccl_launch_s) for g in groups]
 
     def simulate(self, link_timeline: bool = False) -> StepResult:
         """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step
@@ -220,7 +222,7 @@ class MoEStep:
         trace: list[PartEvent] = []
         with gc_paused():
             env = simpy.Environment()
-            fabric = Fabric(env, self.scenario.links)
+            fabric = self.scenario.step_fabric(env)
             timeline = LinkTimeline(fabric, bin_s=1e-6, max_bins=128) if link_timeline else None
             sync = GradientSync(self.scenario, fabric, self.scenario.layout.groups_per_rank if self.full else 1)
             runners = self.runners(fabric, trace, sync)

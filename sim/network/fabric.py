@@ -53,24 +53,37 @@ class Fabric:
     and ``link_peak_util`` (max of carried rate / bandwidth)."""
 
     def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, completion_window: float = 0.0,
-                 incremental: bool = True):
+                 incremental: bool = True, gpu_rate: float | None = None):
         """``incremental``: recompute only the rates of the flows connected (through shared links) to
         the flows that started or ended; the others keep theirs (the max-min allocation splits over
-        the components of the flow-link graph). ``False`` recomputes every rate each time."""
+        the components of the flow-link graph). ``False`` recomputes every rate each time.
+
+        ``gpu_rate`` (bytes/s): the most a GPU's communication kernels move per direction, however
+        fast its links (the SMs they run on: :mod:`sim.moe.kernels`). Each GPU then has an outgoing
+        and an incoming engine, two more links of that capacity that every :meth:`transfer` from
+        or to it crosses (a forwarded message counts for its forwarder). ``None``: no limit."""
         number(completion_window, "completion_window", low=0, high=1, high_open=True)
+        if gpu_rate is not None:
+            number(gpu_rate, "gpu_rate (bytes/s)", low=0, low_open=True, high=1e18)
         self.env = env
         self.completion_window = completion_window
         self.incremental = incremental
         self._busy_since = None
         self.links = graph if isinstance(graph, LinkTable) else LinkTable(graph)
-        L = self._n_links = len(self.links)
-        # Per-link arrays hold the topology's links, then private links (bundles' rate limits).
+        self._n_links = len(self.links)
+        self._n_gpus = len(self.links.gpus)
+        # Per-link arrays hold the topology's links, then the GPUs' engines (out, then in) when
+        # ``gpu_rate`` is set, then private links (bundles' rate limits).
         self._capacity = self.links.capacity.astype(float).copy()
+        self.gpu_rate = gpu_rate
+        if gpu_rate is not None:
+            self._capacity = np.concatenate([self._capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
+        self._engine_routes: dict[tuple[int, int], np.ndarray] = {}
+        L = self._capacity.size
         self._free_private: list[int] = []
         self._link_bytes = np.zeros(L)
         self._link_busy_s = np.zeros(L)
         self._link_peak_util = np.zeros(L)
-        self._n_gpus = len(self.links.gpus)
         self._sent = [0.0] * self._n_gpus
         self._received = [0.0] * self._n_gpus
         self.recomputations = 0
@@ -146,6 +159,8 @@ class Fabric:
             on_done()
             return done
         links, latency = self.links.route(src, dst)
+        if self.gpu_rate is not None:
+            links = self._with_engines(src, dst, links)
         nbytes = float(nbytes)
         self._sent[src] += nbytes
         self._received[dst] += nbytes
@@ -188,6 +203,14 @@ class Fabric:
                 inner()
         self._enqueue(_Flow(links, load.size, on_done, weights, private), latency)
         return done
+
+    def _with_engines(self, src: int, dst: int, links: np.ndarray) -> np.ndarray:
+        """``links`` (the route from ``src`` to ``dst``) and the two GPUs' engines (kept per pair)."""
+        route = self._engine_routes.get((src, dst))
+        if route is None:
+            L, n = self._n_links, self._n_gpus
+            route = self._engine_routes[(src, dst)] = np.append(links, [L + src, L + n + dst])
+        return route
 
     def _enqueue(self, flow: _Flow, latency: float) -> None:
         """``flow`` starts to send after ``latency`` (flows due at the same instant arrive together)."""

@@ -60,6 +60,15 @@ class LinkTable:
         state["_dist"], state["_routes"] = {}, {}
         return state
 
+    def scaled(self, factors: dict[str, float]) -> "LinkTable":
+        """A table of the same links and routes (shared caches: routes do not depend on bandwidth)
+        whose bandwidths are scaled by ``factors[kind]`` (kinds not named keep theirs)."""
+        import copy
+        out = copy.copy(self)
+        scale = np.array([factors.get(kind, 1.0) for kind in self.kind])
+        out.capacity = self.capacity * scale
+        return out
+
     def link_name(self, link: int) -> str:
         return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
 
