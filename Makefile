@@ -25,6 +25,7 @@ sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_ep
 	$(PY) -m experiments.sweep_topology
 	$(PY) -m experiments.sweep_comm_sms
+	$(PY) -m experiments.sweep_faults
 	$(PY) -m experiments.lesson_exercises
 	$(PY) -m experiments.plots
 

@@ -4,6 +4,7 @@
 * ``sweep_ep.png`` (step time and exposed communication against EP size, per schedule) from sweep_ep.csv
 * ``sweep_comm_sms.png`` (step time and all-to-all time against the SMs given to communication) from sweep_comm_sms.csv
 * ``sweep_topology.png`` from sweep_topology.csv
+* ``sweep_faults.png`` (step time against jitter and a slow GPU's slowdown, link faults' cost) from sweep_faults.csv
 * ``utilization_stacked.png`` (per rank compute / exposed comm / bubble, s per step) from deepseek_v3_ranks.csv
 * ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
 * ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
@@ -93,6 +94,31 @@ def sweep_comm_sms(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "sweep_comm_sms.png")
 
 
+def sweep_faults(df: pd.DataFrame, out: Path) -> None:
+    """Step time against fault size per schedule: jitter, one slow GPU, and the link faults as bars
+    (each against the fault-free step of its schedule)."""
+    df = df[df["status"] == "ok"]
+    base = df[df["fault"] == "none"].set_index("schedule")["step_time_s"]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, fault, label in ((axes[0], "jitter", "kernel-time jitter (coefficient of variation)"),
+                             (axes[1], "slow_gpu", "one GPU's compute slowdown (x)")):
+        for name, g in df[df["fault"] == fault].groupby("schedule", sort=False):
+            x0 = 0.0 if fault == "jitter" else 1.0
+            ax.plot([x0, *g["fault_size"]], [base.get(name, float("nan")), *g["step_time_s"]], marker="o", label=name)
+        ax.set_xlabel(label)
+        ax.set_ylabel("step time (s)")
+        ax.legend(fontsize=8)
+    links = df[df["fault"].isin(["failed_nic", "degraded_spine"])].copy()
+    links["cost_s"] = links["step_time_s"] - links["schedule"].map(base)
+    piv = links.pivot_table(index="fault", columns="schedule", values="cost_s")
+    piv.plot.bar(ax=axes[2], rot=0)
+    axes[2].set_ylabel("step time - fault-free (s)")
+    axes[2].set_xlabel("")
+    fig.suptitle("DeepSeek-V3 on 2,048 H800: what stragglers and faults cost each schedule (every rank simulated)",
+                 fontsize=10)
+    _save(fig, out / "sweep_faults.png")
+
+
 def utilization_stacked(df: pd.DataFrame, out: Path) -> None:
     print(f"wrote {plot_rank_breakdown(df, out / 'utilization_stacked.png', 'DeepSeek-V3: per-rank time per step')}")
 
@@ -133,6 +159,7 @@ def run(args) -> int:
     figs = res / "figures"
     jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),
             ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
+            ("sweep_faults.csv", sweep_faults),
             ("deepseek_v3_ranks.csv", utilization_stacked),
             ("deepseek_v3_links.csv", link_utilization)]
     for name, fn in jobs:

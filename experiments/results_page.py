@@ -69,11 +69,14 @@ SECTIONS = [
                                      "fraction falls as 1/M; the gap between schedules is a constant."),
       ("sweep_ep.png", "Step time and exposed all-to-all against EP size: where the all-to-all stops hiding."),
       ("sweep_topology.png", "Step time across network variants: which fabric changes move the step."),
+      ("sweep_faults.png", "Step time under kernel jitter, one slow GPU and link faults: which schedule absorbs "
+                           "stragglers."),
       ("sweep_comm_sms.png", "Step time against the SMs given to the all-to-all kernels: communication speed vs "
                              "compute stretch."),
       ("benchmark_scaling.png", "Simulator wall time against GPUs and ops: how the cost grows.")],
      [("sweep_ep.csv", ["schedule", "ep", "step_time_s", "exposed_comm_share", "status"], "EP sweep"),
       ("sweep_topology.csv", None, "topology sweep"),
+      ("sweep_faults.csv", ["schedule", "fault", "fault_size", "step_time_s", "status"], "fault sweep"),
       ("sweep_comm_sms.csv", ["schedule", "comm_sms", "step_time_s", "a2a_dispatch_ms", "status"], "SM sweep"),
       ("benchmark.csv", None, "simulator speed")]),
 ]

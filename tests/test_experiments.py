@@ -41,3 +41,33 @@ def test_topology_sweep_grid_and_figure(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "sweep_topology.csv", index=False)
     plots.sweep_topology(pd.read_csv(tmp_path / "sweep_topology.csv"), tmp_path)
     assert (tmp_path / "sweep_topology.png").stat().st_size > 10_000
+
+
+def test_fault_sweep_grid_points_and_figure(tmp_path):
+    """Every fault of the grid is a valid FaultSpec, and the figure draws from such a CSV (made-up
+    step times: the figure only reads them)."""
+    import pandas as pd
+
+    from experiments import plots, sweep_faults
+    from sim.moe.faults import FaultSpec
+    pts = sweep_faults.points()
+    assert len(pts) == len(sweep_faults.SCHEDULES) * (1 + sum(map(len, sweep_faults.FAULTS.values())))
+    for p in pts:
+        spec = FaultSpec.of(sweep_faults.faults_of(p["fault"], p["fault_size"]))
+        assert (spec is None) == (p["fault"] == "none")
+    rows = [{**p, "step_time_s": 10.0 + i, "status": "ok"} for i, p in enumerate(pts)]
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep_faults.csv", index=False)
+    plots.sweep_faults(pd.read_csv(tmp_path / "sweep_faults.csv"), tmp_path)
+    assert (tmp_path / "sweep_faults.png").stat().st_size > 10_000
+
+
+def test_comm_sms_sweep_figure(tmp_path):
+    import pandas as pd
+
+    from experiments import plots, sweep_comm_sms
+    pts = sweep_comm_sms.points()
+    rows = [{**p, "step_time_s": 10.0 + i, "a2a_dispatch_ms": 2.0, "a2a_combine_ms": 4.0, "status": "ok"}
+            for i, p in enumerate(pts)]
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep_comm_sms.csv", index=False)
+    plots.sweep_comm_sms(pd.read_csv(tmp_path / "sweep_comm_sms.csv"), tmp_path)
+    assert (tmp_path / "sweep_comm_sms.png").stat().st_size > 10_000

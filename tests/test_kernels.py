@@ -121,3 +121,26 @@ def test_unknown_kernels_and_fields_are_one_line(tmp_path):
         load_kernels(str(f))
     with pytest.raises(SpecError, match="RunSpec.kernels"):
         Scenario(load_scenario("tiny", kernels="nccl2"))
+
+
+def test_engines_that_cannot_bind_are_left_out_with_the_same_times():
+    """A GPU's own flows leave over its own links, so an engine at least their capacity never binds:
+    the fabric leaves it out. Forcing it in gives the same completion times (an all-to-all of
+    16 GPUs on h800-16 at 210 GB/s = NVLink 160 + NIC 50)."""
+    from sim.network import MoERouting, all_to_all, route_tokens
+    links = LinkTable(load_topology("h800-16"))
+    traffic = route_tokens(MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=8, tokens_per_gpu=4096,
+                                      node_limit=2, skew=1.0, seed=3))
+
+    def ends(force: bool):
+        env = simpy.Environment()
+        fabric = Fabric(env, links, gpu_rate=210e9)
+        assert not fabric._engine_out.any()
+        if force:
+            fabric._engine_out[:] = fabric._engine_in[:] = True
+        done = all_to_all(fabric, list(range(16)), traffic, 7168.0, "hierarchical", "dispatch", 4)
+        env.run(done)
+        return env.now, fabric.link_bytes.copy()
+    (t_skip, bytes_skip), (t_force, bytes_force) = ends(False), ends(True)
+    assert t_skip == pytest.approx(t_force, rel=1e-12)
+    assert bytes_skip == pytest.approx(bytes_force, rel=1e-12)

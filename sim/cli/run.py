@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..checks import arg
+from ..checks import InputError, arg
 from ..moe.specs import COMMUNICATION, COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
 
 if TYPE_CHECKING:
@@ -36,6 +36,10 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
     base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
     results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers,
                                  link_timeline=bool(out or trace))
+    if base.run.faults is not None and base.run.faults.any:     # what the faults cost: the same run without
+        clean = Scenario(base.run.with_(faults=None))
+        for r, c in zip(results, simulate_schedules(clean, list(schedules), "full", scope, workers=workers)):
+            r.fault_free_s = c.step_time_s
     if out:
         write_outputs(results, stem, Path(out), title=scenario)
     if trace:
@@ -48,7 +52,8 @@ def cmd_run(args) -> int:
     overrides = {"microbatches": args.microbatches, "routing_skew": args.skew, "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
-                 "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms}
+                 "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
+                 "faults": fault_overrides(args)}
     own = load_scenario(args.scenario, **overrides).schedule
     schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
     if not args.schedule and own not in schedules:
@@ -69,6 +74,39 @@ def cmd_run(args) -> int:
         if args.out:
             print(f"wrote CSV and figures under {args.out}")
     return 0
+
+
+def _pair(text: str, sep: str, what: str) -> tuple[str, float]:
+    key, found, value = text.rpartition(sep)
+    try:
+        return key, float(value)
+    except ValueError:
+        found = ""
+    if not found or not key:
+        raise InputError(f"{what} must look like {'GPU:FACTOR' if sep == ':' else 'SELECTOR=FACTOR'}, got {text!r}")
+
+
+def fault_overrides(args) -> dict | None:
+    """The ``faults`` mapping (:mod:`sim.moe.faults`) the fault flags give, or ``None`` for none."""
+    faults: dict = {}
+    if args.slow_gpu:
+        slow = [_pair(t, ":", "--slow-gpu") for t in args.slow_gpu]
+        try:
+            faults["slow_gpus"] = {int(g): f for g, f in slow}
+        except ValueError:
+            raise InputError(f"--slow-gpu needs a GPU index before ':', got {args.slow_gpu!r}") from None
+    if args.slow_fraction is not None:
+        faults["slow_fraction"] = args.slow_fraction
+        faults["slow_factor"] = args.slow_factor
+    if args.jitter is not None:
+        faults["jitter_cv"] = args.jitter
+    links = dict(_pair(t, "=", "--degrade-link") for t in args.degrade_link or [])
+    links.update({t: 0.0 for t in args.fail_link or []})
+    if links:
+        faults["links"] = links
+    if faults and args.fault_seed is not None:
+        faults["seed"] = args.fault_seed
+    return faults or None
 
 
 def add_arguments(p) -> None:
@@ -100,6 +138,19 @@ def add_arguments(p) -> None:
     p.add_argument("--memory-policy", choices=MEMORY_POLICIES, help="override what layers store and recompute")
     p.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="override the ZeRO stage")
     p.add_argument("--dp-sync", choices=DP_SYNC, help="data-parallel sync as stages finish (overlap) or at the end")
+    g = p.add_argument_group("stragglers and faults (README: Stragglers and faults; every rank simulated)")
+    g.add_argument("--slow-gpu", action="append", metavar="GPU:FACTOR",
+                   help="GPU (global index) whose compute runs FACTOR (>= 1) times longer; repeatable")
+    g.add_argument("--slow-fraction", type=arg(low=0, high=1), help="fraction of GPUs drawn at random to slow down")
+    g.add_argument("--slow-factor", type=arg(low=1, high=1000), default=1.2,
+                   help="slowdown of the --slow-fraction GPUs (default 1.2)")
+    g.add_argument("--jitter", type=arg(low=0, high=10), metavar="CV",
+                   help="kernel-time jitter: coefficient of variation of every compute part (log-normal, mean 1)")
+    g.add_argument("--degrade-link", action="append", metavar="SELECTOR=FACTOR",
+                   help="keep FACTOR of the selected links' bandwidth (A--B, node:NAME, nics:N, uplinks:LEAF, plane:P)")
+    g.add_argument("--fail-link", action="append", metavar="SELECTOR", help="fail the selected links; routes avoid them")
+    g.add_argument("--fault-seed", type=arg(integer=True, low=0, high=2 ** 63 - 1),
+                   help="seed of --slow-fraction and --jitter")
     p.add_argument("--workers", type=arg(integer=True, low=1, high=1_024), default=os.cpu_count() or 1,
                    help="processes that sample skewed routing and measure skewed all-to-alls (default: one per core)")
     p.add_argument("--force", action="store_true",

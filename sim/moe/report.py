@@ -61,9 +61,16 @@ def comparison_text(results: list[StepResult]) -> str:
                  "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]
                if first.run.communication == "live" else []),
              model_sources(first.run),
+             *([f"faults: {first.run.faults.describe()}"] if first.run.faults is not None and first.run.faults.any
+               else []),
              summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}"),
              "where the step goes (seconds, mean over ranks; the columns add up to the step time):",
              breakdown_frame(results).to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+    for r in results:
+        if r.fault_free_s is not None:
+            lines.append(f"{r.run.schedule}: the faults cost {r.step_time_s - r.fault_free_s:+.4g} s "
+                         f"({100 * (r.step_time_s / r.fault_free_s - 1):+.2f}%) against the same run without them "
+                         f"({r.fault_free_s:.6g} s, every rank simulated)")
     for r in results:
         if base is not None and r is not base:
             lines.append(f"{r.run.schedule}: hides {100 * r.comm_hidden_fraction:.0f}% of its all-to-all time "
@@ -79,6 +86,12 @@ def comparison_text(results: list[StepResult]) -> str:
         lines.extend(f"{'':>10} warning: {w}" for w in r.warnings[:2])
         if len(r.warnings) > 2:
             lines.append(f"{'':>10} ... and {len(r.warnings) - 2} more ranks do not fit")
+        if r.mode == "full" and r.run.faults is not None and r.run.faults.any:
+            spread = " ".join(f"{x.compute_spread.median_s:.4g}/{x.compute_spread.max_s:.4g}"
+                              f"(r{x.compute_spread.max_replica})" for x in r.ranks if x.compute_spread)
+            lines.append(f"{'':>10} compute per replica, median/max s (slowest replica): {spread}")
+            waits = " ".join(f"{x.comm_spread.min_s:.4g}/{x.comm_spread.max_s:.4g}" for x in r.ranks if x.comm_spread)
+            lines.append(f"{'':>10} all-to-all incl. barrier waits per replica, min/max s: {waits}")
         if r.late_send_s > 0:
             lines.append(f"{'':>10} note: lockstep started some pipeline sends up to {r.late_send_s * 1e6:.3g} us "
                          "late (ops without all-to-all; README, 'Modes')")

@@ -70,12 +70,15 @@ class GroupRunner:
     the all-to-alls (and, for a representative pipeline, every replica's sends) on ``fabric``
     among the other traffic, instead of charging their measured times; ``None``: measured.
     ``send_launch_s``: each pipeline send starts that long after its producer ends (the launch of
-    its NCCL kernel, :mod:`sim.moe.kernels`)."""
+    its NCCL kernel, :mod:`sim.moe.kernels`). ``compute_factors`` (per GPU) and ``faults``
+    (:class:`~sim.moe.faults.FaultSpec`: its jitter) make compute parts of slow GPUs longer and
+    every compute part noisy."""
 
     def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
                  replicas: list[int], sm_slowdown: float, trace: list | None = None,
                  sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None,
-                 live=None, send_launch_s: float = 0.0):
+                 live=None, send_launch_s: float = 0.0, compute_factors: np.ndarray | None = None,
+                 faults=None):
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
         self.live = live
         self.send_launch_s = send_launch_s              # an NCCL kernel's launch before each pipeline send
@@ -96,6 +99,10 @@ class GroupRunner:
         self._slowdown = sm_slowdown
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
+        # Faults (sim.moe.faults): each replica's GPU's compute slowdown per rank, kernel jitter.
+        self._factor = None if compute_factors is None else {
+            r: compute_factors[layout.gpus_of(r, self.replicas)] for r in range(pp)}
+        self._jitter = faults if faults is not None and faults.jitter_cv else None
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
@@ -109,6 +116,8 @@ class GroupRunner:
         plan, durations, comm_times = self._plan(rank, op)
         seq = self._seq[rank]
         self._seq[rank] += 1
+        if self._factor is not None or self._jitter is not None:
+            durations = self._faulty(rank, seq, durations)
         record = self.trace is not None and rank == self.layout.traced_rank
         if self.live is None:
             t = run_op(plan, start, durations, comm_times, record)
@@ -135,6 +144,16 @@ class GroupRunner:
         wait = float(t.end.min()) - env.now
         if wait > 0:
             yield env.timeout(wait)
+
+    def _faulty(self, rank: int, seq: int, durations: list) -> list:
+        """``durations`` of op ``seq`` on ``rank`` on slow GPUs and with kernel jitter."""
+        factor = self._factor[rank] if self._factor is not None else 1.0
+        jitter = self._jitter.jitter(rank, seq, self.replicas, len(durations)) if self._jitter is not None else None
+        out = []
+        for k, (full, shared) in enumerate(durations):
+            x = factor if jitter is None else factor * jitter[k]
+            out.append((full * x, shared * x))
+        return out
 
     def _run_live(self, env, rank: int, plan, start, durations, comm_times, record: bool):
         """:func:`~sim.moe.streams.walk_op` with each all-to-all started on the fabric at its

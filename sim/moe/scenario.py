@@ -79,6 +79,8 @@ class Scenario:
             self.topology = Topology(graph)
         else:
             self.topology = named_topology(run.topology)
+        if run.faults is not None and run.faults.links and self.topology.graph.graph.get("faults") != run.faults.links:
+            self.topology = Topology(run.faults.apply_to(self.topology.graph))    # degraded or failed links
         graph = self.graph = self.topology.graph
         n_gpus = len(graph.graph["gpus"])
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
@@ -116,8 +118,15 @@ class Scenario:
 
     def with_schedule(self, name: str) -> "Scenario":
         """The same run under schedule ``name``, sharing this scenario's topology (graph and link
-        table)."""
+        table, link faults applied)."""
         return Scenario(self.run.with_(schedule=name), topology=self.topology)
+
+    def compute_factors(self):
+        """Each GPU's compute slowdown under the run's faults (an array; ``None``: all healthy)."""
+        f = self.run.faults
+        if f is None or not (f.slow_gpus or f.slow_fraction):
+            return None
+        return f.compute_factors(len(self.graph.graph["gpus"]))
 
 
 __all__ = ["SHAPES", "Scenario"]

@@ -13,6 +13,7 @@ from typing import Optional
 import yaml
 
 from ..checks import InputError, choice, number, read_yaml
+from .faults import FaultSpec
 
 PRESETS = Path(__file__).with_name("presets")
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
@@ -162,6 +163,9 @@ class RunSpec:
     its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
     step's fabric among the other traffic, :mod:`sim.moe.live`).
 
+    ``faults``: slow GPUs, kernel-time jitter, degraded or failed links (:mod:`sim.moe.faults`;
+    a mapping in YAML); any makes the step simulate every rank.
+
     ``kernels``: the communication kernels' launch and notify costs, SM throughput and link
     efficiencies (:mod:`sim.moe.kernels`): a preset name or a YAML file, such as the one
     ``python -m sim calibrate`` writes."""
@@ -201,6 +205,7 @@ class RunSpec:
     dp_sync: str = "overlap"
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
     kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.kernels)
+    faults: Optional[object] = None              # slow GPUs, jitter, degraded/failed links (sim.moe.faults)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
     description: str = ""
 
@@ -222,6 +227,10 @@ class RunSpec:
             _pos(self, "node_limit", high=100_000)
         if self.chunks is not None:
             _pos(self, "chunks", high=1_000)
+        try:
+            object.__setattr__(self, "faults", FaultSpec.of(self.faults))
+        except InputError as exc:
+            raise SpecError(f"RunSpec.{exc}") from None
         if self.profile is not None and not isinstance(self.profile, str):
             raise SpecError(f"RunSpec.profile must be a CSV file path, got {self.profile!r}")
         try:

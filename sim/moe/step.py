@@ -52,6 +52,8 @@ class RankResult:
     dp_sync_s: float = 0.0      # data-parallel synchronisation after the rank's last op
     optimizer_s: float = 0.0
     sync_start_s: float = 0.0   # when the rank's last gradient reduce-scatter started (since the step began)
+    compute_spread: "ReplicaSpread | None" = None   # compute (recomputation included) over the replicas
+    comm_spread: "ReplicaSpread | None" = None      # all-to-all time, barrier waits included, over the replicas
 
     def to_json(self) -> dict:
         m = self.memory
@@ -62,7 +64,28 @@ class RankResult:
                 "memory_gb": round(m.total_gb, 3), "params_gb": round(m.params_gb, 3),
                 "grads_gb": round(m.grads_gb, 3), "optimizer_gb": round(m.optimizer_gb, 3),
                 "activations_gb": round(m.activations_gb, 3), "reserve_gb": round(m.reserve_gb, 3),
-                "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches}
+                "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches,
+                **{f"{name}_{k}": v for name, spread in (("compute", self.compute_spread), ("comm", self.comm_spread))
+                   if spread is not None for k, v in spread.to_json().items()}}
+
+
+@dataclass(frozen=True)
+class ReplicaSpread:
+    """A per-GPU figure of one pipeline rank over its data-parallel replicas (seconds): min,
+    median, max and which replica has the max (one replica in representative mode)."""
+
+    min_s: float
+    median_s: float
+    max_s: float
+    max_replica: int
+
+    @classmethod
+    def of(cls, values: np.ndarray, replicas: np.ndarray) -> "ReplicaSpread":
+        i = int(np.argmax(values))
+        return cls(float(values.min()), float(np.median(values)), float(values[i]), int(replicas[i]))
+
+    def to_json(self) -> dict:
+        return {"min_s": self.min_s, "median_s": self.median_s, "max_s": self.max_s, "max_replica": self.max_replica}
 
 
 TIME_COLUMNS = ("compute_s", "recompute_s", "exposed_comm_s", "exposed_pp_s", "bubble_s", "dp_sync_s", "optimizer_s")
@@ -92,6 +115,7 @@ class StepResult:
     late_send_s: float = 0.0    # lockstep lag of a pipeline send (see GroupRunner.deliver); 0 normally
     a2a_slowdown: float = 1.0   # live communication: all-to-all seconds live / alone (1: measured mode)
     link_timeline: object = field(repr=False, default=None)   # DataFrame of the busiest links over time, if recorded
+    fault_free_s: float | None = None   # the same run's step without its faults (set by `run`), for their cost
 
     @property
     def mean_utilization(self) -> float:
@@ -156,6 +180,8 @@ class StepResult:
                 "compute_spread": self.compute_spread, "busiest_rank": self.busiest_rank, "bound": self.bound,
                 "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
+                "faults": self.run.faults.describe() if self.run.faults is not None else "",
+                "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else 0.0,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
     def to_json(self) -> dict:
@@ -165,6 +191,7 @@ class StepResult:
                 "comm_hidden_fraction": self.comm_hidden_fraction, "a2a_dispatch_s": self.a2a_dispatch_s,
                 "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
+                "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "warnings": self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
 
 
@@ -181,7 +208,11 @@ class MoEStep:
             raise SpecError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.scenario = sc = scenario
         run = sc.run
-        self.full = mode == "full" or (mode == "auto" and run.routing_skew > 0)
+        faulty = run.faults is not None and run.faults.any
+        if faulty and mode == "representative":
+            raise SpecError("faults break the symmetry one pipeline stands for: use mode 'auto' or 'full' "
+                            "(every rank simulated)")
+        self.full = mode == "full" or (mode == "auto" and (run.routing_skew > 0 or faulty))
         self.live = run.communication == "live"
         if self.live:
             if comm_scope == "cluster":
@@ -212,7 +243,7 @@ class MoEStep:
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
                             trace if g == 0 else None, sync, self.layer_collectives, live,
-                            sc.kernels.nccl_launch_s) for g in groups]
+                            sc.kernels.nccl_launch_s, sc.compute_factors(), sc.run.faults) for g in groups]
 
     def simulate(self, link_timeline: bool = False) -> StepResult:
         """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step
@@ -254,9 +285,11 @@ class MoEStep:
             dp_s = max(0.0, s.optimizer_start - max(float(last_end[worst]), s.launched)) + (s.end - s.optimizer_end)
             opt_s = s.optimizer_end - s.optimizer_start
             bubble = step - op_s - wait_s - dp_s - opt_s
+            replica_ids = np.concatenate([rn.replicas for rn in runners])
             ranks.append(RankResult(rank, busy - recompute_s, max(0.0, op_s - busy), comm_s, bubble,
                                     busy / step if step else 0.0, memory[rank], recompute_s, wait_s, dp_s, opt_s,
-                                    s.launched))
+                                    s.launched, ReplicaSpread.of(stats["compute_s"], replica_ids),
+                                    ReplicaSpread.of(stats["comm_s"], replica_ids)))
         engine = EngineResult.of(sc.schedule, runners[0].records)
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = sc.chunk.model_flops_per_microbatch() * run.microbatches * run.dp

@@ -79,6 +79,14 @@ class Fabric:
         if gpu_rate is not None:
             self._capacity = np.concatenate([self._capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
         self._engine_routes: dict[tuple[int, int], np.ndarray] = {}
+        if gpu_rate is not None:
+            # An engine that cannot bind is left out (the same rates, fewer pairs): a GPU's flows
+            # leave it over its own links, so their total rate is at most those links' capacity.
+            gpu_nodes = np.asarray(self.links.gpus)
+            out_cap = np.bincount(self.links.src, weights=self.links.capacity, minlength=len(self.links.names))
+            in_cap = np.bincount(self.links.dst, weights=self.links.capacity, minlength=len(self.links.names))
+            self._engine_out = out_cap[gpu_nodes] > gpu_rate
+            self._engine_in = in_cap[gpu_nodes] > gpu_rate
         L = self._capacity.size
         self._free_private: list[int] = []
         self._link_bytes = np.zeros(L)
@@ -150,7 +158,8 @@ class Fabric:
         n = self._n_gpus
         if not (0 <= src < n and 0 <= dst < n):
             raise InputError(f"GPU index out of range: src={src}, dst={dst}; this fabric has GPUs 0..{n - 1}")
-        nbytes = number(nbytes, "bytes", low=0, high=1e18)
+        if not (type(nbytes) is float and 0.0 <= nbytes <= 1e18):     # the common case, checked cheaply
+            nbytes = number(nbytes, "bytes", low=0, high=1e18)
         done = None
         if on_done is None:
             done = simpy.Event(self.env)
@@ -209,7 +218,8 @@ class Fabric:
         route = self._engine_routes.get((src, dst))
         if route is None:
             L, n = self._n_links, self._n_gpus
-            route = self._engine_routes[(src, dst)] = np.append(links, [L + src, L + n + dst])
+            engines = ([L + src] if self._engine_out[src] else []) + ([L + n + dst] if self._engine_in[dst] else [])
+            route = self._engine_routes[(src, dst)] = np.append(links, engines).astype(np.int64) if engines else links
         return route
 
     def _enqueue(self, flow: _Flow, latency: float) -> None:
@@ -319,8 +329,13 @@ class Fabric:
         self._rate[n:n + m] = 0.0
         self._pair_flow[P:P + total] = n + np.repeat(np.arange(m), lengths)
         self._pair_link[P:P + total] = np.concatenate([f.links for f in flows])
-        self._pair_weight[P:P + total] = np.concatenate([np.ones(f.links.size) if f.weights is None else f.weights
-                                                         for f in flows])
+        weights = self._pair_weight[P:P + total]
+        weights[:] = 1.0
+        at = 0
+        for f, size in zip(flows, lengths.tolist()):          # bundles only; plain flows weigh 1
+            if f.weights is not None:
+                weights[at:at + size] = f.weights
+            at += size
         self._n, self._n_pairs = n + m, P + total
 
     def _grow(self, flows: int, pairs: int) -> None:

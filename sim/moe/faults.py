@@ -1,0 +1,193 @@
+"""Stragglers and faults: slow GPUs, kernel-time jitter, degraded and failed links.
+
+A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the ``run`` command's
+``--slow-gpu``, ``--slow-fraction``, ``--jitter``, ``--degrade-link``, ``--fail-link``) says
+
+* ``slow_gpus``: ``{GPU index: factor}``, each listed GPU's compute parts last ``factor`` (>= 1)
+  times longer (a throttled clock); ``slow_fraction`` of the other GPUs, drawn with ``seed``, are
+  slowed by ``slow_factor``;
+* ``jitter_cv``: every compute part on every GPU lasts ``x`` times its time, ``x`` drawn per part,
+  GPU and op from a log-normal distribution of mean 1 and coefficient of variation ``jitter_cv``
+  (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``), from ``seed``: the same seed, the same step;
+  0 gives the fault-free step exactly;
+* ``links``: ``[(selector, factor)]``; the selected links keep ``factor`` of their bandwidth
+  (0 < factor <= 1) or fail (factor 0): they are removed and routes avoid them where a path remains.
+
+Link selectors name topology nodes (``n3/gpu0``, ``n3/nic0``, ``p0/leaf1``, ``p0/spine4``):
+``A--B`` the link between two nodes; ``node:NAME`` every link of a node (a NIC, a switch);
+``nics:N`` every link of node N's NICs; ``uplinks:LEAF`` a leaf's links to its spines;
+``plane:P`` every link of plane P's switches. A selector that matches nothing, a factor out of
+range, a GPU that does not exist, or a failure that cuts a GPU off from the others is one line
+naming it.
+
+Any fault makes the step simulate every rank (``mode: auto``): a slow GPU or a failed NIC breaks
+the symmetry that lets one pipeline stand for all.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from ..checks import InputError, number
+
+
+class FaultError(InputError):
+    """A fault that names something that does not exist, or one the cluster cannot run with."""
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    slow_gpus: tuple = ()              # ((GPU index, factor >= 1), ...)
+    slow_fraction: float = 0.0         # of the other GPUs, drawn with seed
+    slow_factor: float = 1.0
+    jitter_cv: float = 0.0             # coefficient of variation of each compute part's time
+    links: tuple = ()                  # ((selector, factor in [0, 1]), ...); 0 = failed
+    seed: int = 0
+
+    def __post_init__(self):
+        slow = _pairs(self.slow_gpus, "faults.slow_gpus must map GPU indices to factors >= 1")
+        pairs = tuple((number(g, "faults.slow_gpus GPU index", integer=True, low=0, high=10_000_000, error=FaultError),
+                       number(f, f"faults.slow_gpus factor of GPU {g}", low=1, high=1000, error=FaultError))
+                      for g, f in slow)
+        object.__setattr__(self, "slow_gpus", pairs)
+        number(self.slow_fraction, "faults.slow_fraction", low=0, high=1, error=FaultError)
+        number(self.slow_factor, "faults.slow_factor", low=1, high=1000, error=FaultError)
+        number(self.jitter_cv, "faults.jitter_cv (coefficient of variation)", low=0, high=10, error=FaultError)
+        number(self.seed, "faults.seed", integer=True, low=0, high=2 ** 63 - 1, error=FaultError)
+        links = _pairs(self.links, "faults.links must map link selectors to factors in [0, 1]")
+        checked = tuple((str(sel), number(f, f"faults.links factor of {sel!r}", low=0, high=1, error=FaultError))
+                        for sel, f in links)
+        object.__setattr__(self, "links", checked)
+
+    @classmethod
+    def of(cls, value) -> "FaultSpec | None":
+        """A FaultSpec from a mapping (a scenario's ``faults:``), or ``None`` for none."""
+        if value is None or isinstance(value, FaultSpec):
+            return value
+        if not isinstance(value, dict):
+            raise FaultError(f"faults must be a mapping of slow_gpus, slow_fraction, slow_factor, jitter_cv, links, "
+                             f"seed; got {value!r}")
+        allowed = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(value) - allowed, key=str)
+        if unknown:
+            raise FaultError(f"faults: unknown field(s) {', '.join(map(repr, unknown))}; allowed: "
+                             f"{', '.join(sorted(allowed))}")
+        return cls(**value)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.slow_gpus or (self.slow_fraction and self.slow_factor > 1) or self.jitter_cv or self.links)
+
+    def describe(self) -> str:
+        parts = [f"GPU {g} {f:g}x slower" for g, f in self.slow_gpus]
+        if self.slow_fraction and self.slow_factor > 1:
+            parts.append(f"{self.slow_fraction:.1%} of GPUs {self.slow_factor:g}x slower")
+        if self.jitter_cv:
+            parts.append(f"kernel jitter cv {self.jitter_cv:g}")
+        parts += [f"{sel} {'failed' if f == 0 else f'at {f:g}x bandwidth'}" for sel, f in self.links]
+        return ", ".join(parts) + (f" (seed {self.seed})" if self.slow_fraction or self.jitter_cv else "")
+
+    # -- GPUs -------------------------------------------------------------------------------------
+    def compute_factors(self, n_gpus: int) -> np.ndarray:
+        """Each GPU's compute slowdown (1 = healthy)."""
+        out = np.ones(n_gpus)
+        listed = set()
+        for g, f in self.slow_gpus:
+            if g >= n_gpus:
+                raise FaultError(f"faults.slow_gpus: GPU {g} does not exist; this run has GPUs 0..{n_gpus - 1}")
+            out[g] = f
+            listed.add(g)
+        if self.slow_fraction and self.slow_factor > 1:
+            others = np.array([g for g in range(n_gpus) if g not in listed])
+            k = int(round(self.slow_fraction * n_gpus))
+            chosen = np.random.default_rng([self.seed, 1]).choice(others, size=min(k, others.size), replace=False)
+            out[chosen] = self.slow_factor
+        return out
+
+    def jitter(self, stage: int, seq: int, replicas: np.ndarray, parts: int) -> np.ndarray | None:
+        """[part, replica] factors of the compute parts of op ``seq`` on pipeline rank ``stage``
+        for the data-parallel ``replicas`` (a lockstep group of them: one stream of draws per
+        group, op and rank, from ``seed``)."""
+        if not self.jitter_cv:
+            return None
+        sigma2 = math.log1p(self.jitter_cv ** 2)
+        rng = np.random.default_rng([self.seed, 2, stage, seq, int(replicas[0])])
+        return rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), (parts, len(replicas)))
+
+    # -- links ------------------------------------------------------------------------------------
+    def apply_to(self, graph: nx.Graph) -> nx.Graph:
+        """A copy of ``graph`` with the link faults applied; refuses a failure that disconnects a GPU."""
+        if not self.links:
+            return graph
+        g = graph.copy()
+        failed = []
+        for selector, factor in self.links:
+            edges = select_links(graph, selector)
+            for u, v in edges:
+                if factor == 0:
+                    if g.has_edge(u, v):
+                        g.remove_edge(u, v)
+                        failed.append(selector)
+                else:
+                    g.edges[u, v]["bandwidth"] = graph.edges[u, v]["bandwidth"] * factor
+        gpus = graph.graph["gpus"]
+        home = nx.node_connected_component(g, gpus[0])
+        cut = [x for x in gpus if x not in home]
+        if cut:
+            lost = cut if len(cut) <= 4 else cut[:4] + [f"and {len(cut) - 4} more"]
+            raise FaultError(f"faults.links: failing {', '.join(dict.fromkeys(failed))} cuts GPU(s) {', '.join(lost)} "
+                             f"off from the others (no route is left)")
+        g.graph["name"] = f"{graph.graph.get('name', 'topology')}+faults"
+        g.graph["faults"] = self.links
+        return g
+
+
+def _pairs(value, message: str) -> list[tuple]:
+    """``value`` (a mapping or a sequence of pairs) as a list of pairs, or one line saying what is wrong."""
+    items = list(value.items()) if isinstance(value, dict) else value
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise FaultError(f"{message}, got {value!r}")
+    items = list(items)
+    if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in items):
+        raise FaultError(f"{message}, got {value!r}")
+    return items
+
+
+def select_links(graph: nx.Graph, selector: str) -> list[tuple]:
+    """The undirected edges a selector names (see the module)."""
+    sel = selector.strip()
+    nodes = graph.nodes
+    if "--" in sel:
+        a, b = (s.strip() for s in sel.split("--", 1))
+        if not graph.has_edge(a, b):
+            raise FaultError(f"faults.links: no link {a}--{b} in topology {graph.graph.get('name')!r}"
+                             + ("" if a in nodes and b in nodes else f" ({a if a not in nodes else b!r} is not a node)"))
+        return [(a, b)]
+    kind, _, name = sel.partition(":")
+    if kind == "node":
+        if name not in nodes:
+            raise FaultError(f"faults.links: node {name!r} does not exist (e.g. n0/nic0, p0/leaf0, p0/spine0)")
+        edges = list(graph.edges(name))
+    elif kind == "nics":
+        prefix = f"n{name}/nic"
+        edges = [e for n in nodes if str(n).startswith(prefix) for e in graph.edges(n)]
+    elif kind == "uplinks":
+        if name not in nodes or nodes[name].get("type") not in (None, "switch", "leaf") or "leaf" not in str(name):
+            raise FaultError(f"faults.links: uplinks needs a leaf switch (e.g. p0/leaf0), got {name!r}")
+        edges = [(name, v) for v in graph.neighbors(name) if "spine" in str(v)]
+    elif kind == "plane":
+        prefix = f"p{name}/"
+        edges = [e for n in nodes if str(n).startswith(prefix) for e in graph.edges(n)]
+    else:
+        raise FaultError(f"faults.links: unknown selector {selector!r}; use A--B, node:NAME, nics:N, uplinks:LEAF "
+                         "or plane:P")
+    edges = list(dict.fromkeys(tuple(sorted(map(str, e))) for e in edges))
+    if not edges:
+        raise FaultError(f"faults.links: selector {selector!r} matches no link in topology {graph.graph.get('name')!r}")
+    return edges
+
+
+__all__ = ["FaultError", "FaultSpec", "select_links"]

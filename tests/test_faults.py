@@ -1,0 +1,127 @@
+"""sim.moe.faults: slow GPUs, kernel jitter, degraded and failed links, worked by hand."""
+import pytest
+import simpy
+
+from sim.moe.faults import FaultError, FaultSpec, select_links
+from sim.moe.scenario import Scenario
+from sim.moe.specs import SpecError, load_scenario
+from sim.moe.step import MoEStep
+from sim.network import Fabric
+from topologies import load_topology
+
+NVLINK_HOP, GPU_NIC, NIC_LEAF = 1.65e-6, 0.5e-6, 0.9e-6      # h800-16 link latencies (s)
+
+
+def one_stage(**faults):
+    """The tiny model on one pipeline stage of 4 GPUs (one EP group), 1F1B, 4 micro-batches."""
+    run = load_scenario("tiny", schedule="1f1b", pp=1, dp=4, ep=4, microbatches=4)
+    return run.with_(faults=faults or None)
+
+
+def test_a_slow_gpu_delays_the_step_by_its_extra_compute():
+    """One stage, plain ops (no overlap, no pipeline sends): every all-to-all waits for the slowest
+    GPU, so each compute segment between two of them lasts as long as on the slow GPU. GPU 2 at
+    1.5x: the step grows by 0.5 x the compute (recomputation included) of a healthy GPU."""
+    clean = MoEStep(Scenario(one_stage()), "full").simulate()
+    slow = MoEStep(Scenario(one_stage(slow_gpus={2: 1.5}))).simulate()
+    healthy = clean.ranks[0].compute_s + clean.ranks[0].recompute_s
+    assert slow.mode == "full"
+    assert slow.step_time_s - clean.step_time_s == pytest.approx(0.5 * healthy, rel=1e-9)
+    spread = slow.ranks[0].compute_spread
+    assert spread.max_replica == 2 and spread.max_s == pytest.approx(1.5 * spread.median_s, rel=1e-9)
+    # The healthy GPUs wait for it at every all-to-all: their all-to-all time (barrier waits
+    # included) is longer than the slow GPU's by its extra compute, but for what it computes after
+    # the step's last all-to-all (the last backward's tail, which nobody waits for inside an op).
+    waits = slow.ranks[0].comm_spread
+    assert 0.9 * 0.5 * healthy < waits.max_s - waits.min_s < 0.5 * healthy
+
+
+def test_a_failed_link_reroutes_and_the_transfer_takes_the_new_path():
+    """h800-16 without n1/nic0's uplink: GPU 8 reaches GPU 0 through its NVSwitch, another GPU's NIC
+    and plane, and GPU 0's NVSwitch: 4 NVLink hops, 2 GPU-NIC and 2 NIC-leaf links, 9.4 us; 100 MB
+    at the 50 GB/s of the NIC links: 2 ms."""
+    faults = FaultSpec(links={"n1/nic0--p0/leaf0": 0})
+    graph = faults.apply_to(load_topology("h800-16"))
+    assert not graph.has_edge("n1/nic0", "p0/leaf0")
+    env = simpy.Environment()
+    fabric = Fabric(env, graph)
+    route, latency = fabric.links.route(8, 0)
+    names = [fabric.links.link_name(link) for link in route]
+    assert "n1/nic0->p0/leaf0" not in names and names[0] == "n1/gpu0->n1/nvswitch"
+    assert latency == pytest.approx(4 * NVLINK_HOP + 2 * GPU_NIC + 2 * NIC_LEAF, rel=1e-12)
+    env.run(fabric.transfer(8, 0, 100e6))
+    assert env.now == pytest.approx(latency + 100e6 / 50e9, rel=1e-12)
+
+
+def test_a_degraded_link_keeps_its_share_of_bandwidth():
+    graph = FaultSpec(links={"node:n1/nic0": 0.5}).apply_to(load_topology("h800-16"))
+    env = simpy.Environment()
+    fabric = Fabric(env, graph)
+    env.run(fabric.transfer(8, 0, 100e6))
+    assert env.now == pytest.approx(2 * GPU_NIC + 2 * NIC_LEAF + 100e6 / 25e9, rel=1e-12)
+
+
+def test_zero_jitter_is_the_fault_free_step_and_a_seed_repeats():
+    run = load_scenario("tiny", schedule="dualpipe")
+    clean = MoEStep(Scenario(run), "full").simulate()
+    zero = MoEStep(Scenario(run.with_(faults={"jitter_cv": 0.0})), "full").simulate()
+    assert zero.step_time_s == clean.step_time_s
+    a, b = (MoEStep(Scenario(run.with_(faults={"jitter_cv": 0.05, "seed": 7}))).simulate() for _ in range(2))
+    c = MoEStep(Scenario(run.with_(faults={"jitter_cv": 0.05, "seed": 8}))).simulate()
+    assert a.step_time_s == b.step_time_s and [r.to_json() for r in a.ranks] == [r.to_json() for r in b.ranks]
+    assert c.step_time_s != a.step_time_s
+    assert a.step_time_s > clean.step_time_s       # the synchronising points wait for the slowest draw
+
+
+def test_jitter_has_the_stated_mean_and_spread():
+    import numpy as np
+    draws = FaultSpec(jitter_cv=0.2, seed=3).jitter(0, 0, np.arange(2000), 50)
+    assert draws.mean() == pytest.approx(1.0, abs=0.005)
+    assert draws.std() / draws.mean() == pytest.approx(0.2, rel=0.02)
+
+
+def test_a_random_fraction_of_slow_gpus_is_seeded():
+    f = FaultSpec(slow_fraction=0.25, slow_factor=1.3, seed=4)
+    a, b = f.compute_factors(64), f.compute_factors(64)
+    assert (a == b).all() and (a == 1.3).sum() == 16 and set(a.tolist()) == {1.0, 1.3}
+
+
+def test_selectors():
+    g = load_topology("h800-16")
+    assert select_links(g, "nics:1") and all("n1/nic" in u or "n1/nic" in v for u, v in select_links(g, "nics:1"))
+    assert len(select_links(g, "node:n0/nic3")) == 2               # its GPU and its leaf
+    assert all("spine" in u or "spine" in v for u, v in select_links(g, "uplinks:p0/leaf0"))
+    assert all(u.startswith("p2/") or v.startswith("p2/") for u, v in select_links(g, "plane:2"))
+
+
+@pytest.mark.parametrize("faults, needle", [
+    ({"slow_gpus": {99: 1.2}}, "GPU 99 does not exist; this run has GPUs 0..15"),
+    ({"slow_gpus": {3: 0.8}}, "slow_gpus factor of GPU 3 must be"),
+    ({"slow_gpus": {3: float("inf")}}, "slow_gpus factor of GPU 3 must be a finite number"),
+    ({"jitter_cv": -0.1}, "jitter_cv"),
+    ({"links": {"n9/nic0--p0/leaf0": 0}}, "no link n9/nic0--p0/leaf0"),
+    ({"links": {"bogus:1": 0}}, "unknown selector 'bogus:1'"),
+    ({"links": {"nics:7": 0}}, "matches no link"),
+    ({"links": {"node:n1/nic0": 1.5}}, "factor of 'node:n1/nic0' must be"),
+    ({"links": {"nics:1": 0}}, "cuts GPU\\(s\\) n1/gpu0, n1/gpu1, n1/gpu2, n1/gpu3, and 4 more off"),
+    ({"straggle": 1}, "unknown field\\(s\\) 'straggle'"),
+])
+def test_bad_faults_are_one_line(faults, needle):
+    with pytest.raises((FaultError, SpecError), match=needle):
+        MoEStep(Scenario(load_scenario("tiny", faults=faults))).simulate()
+
+
+def test_faults_refuse_a_representative_pipeline():
+    with pytest.raises(SpecError, match="every rank simulated"):
+        MoEStep(Scenario(load_scenario("tiny", faults={"jitter_cv": 0.1})), "representative")
+
+
+def test_the_run_command_prints_what_the_faults_cost(capsys):
+    from sim.cli import main
+    assert main(["run", "tiny", "--schedule", "1f1b", "--slow-gpu", "5:1.5", "--fail-link", "node:n1/nic0",
+                 "--jitter", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "faults: GPU 5 1.5x slower, kernel jitter cv 0.02, node:n1/nic0 failed" in out
+    assert "1f1b: the faults cost +" in out and "compute per replica" in out
+    assert main(["run", "tiny", "--slow-gpu", "five:1.5"]) == 2
+    assert "--slow-gpu needs a GPU index" in capsys.readouterr().err
