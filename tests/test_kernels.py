@@ -61,13 +61,13 @@ def comm_model(kernels: str, comm_sms: int = 20, seq_len: int = 4096) -> CommMod
 def test_an_intranode_all_to_all_by_hand():
     """EP8 inside one node, balanced: every GPU sends 7 equal messages of b bytes over its NVLink
     port (one per other GPU; its own tokens stay). Pure link time: 7b / 160 GB/s + latency. With 2
-    SMs at 10.5 GB/s, its engine (21 GB/s) is the bound: 7b / 21 GB/s; the kernel's overhead adds
+    SMs at 10.5 GB/s the kernel (21 GB/s) is the bound: 7b / 21 GB/s; the kernel's overhead adds
     launch 4 us + notify 10 us + 2 x 3.3 us."""
     ideal, few = comm_model("ideal"), comm_model("deepep", comm_sms=2)
     t = ideal.traffic(0, 0)
     b = t.gpu_tokens[0, 1] * ideal.token_bytes["dispatch"]
     assert ideal.time("dispatch", 0, 0) == pytest.approx(NV_LAT + 7 * b / NV, rel=1e-9)
-    assert few.data_time("dispatch", 0, 0) == pytest.approx(NV_LAT + 7 * b / 21e9, rel=1e-9)
+    assert few.data_time("dispatch", 0, 0) == pytest.approx(7 * b / 21e9, rel=1e-9)
     assert few.overhead(0, 0) == pytest.approx(4e-6 + 10e-6 + 2 * NV_LAT, rel=1e-12)
     assert few.time("dispatch", 0, 0) == pytest.approx(few.overhead(0, 0) + few.data_time("dispatch", 0, 0))
 
@@ -95,6 +95,26 @@ def test_each_pipeline_send_and_dp_collective_pays_a_launch(tmp_path):
     # The first micro-batch's forward crosses 3 boundaries and its backward 3 more before rank 0
     # can finish: at least 6 launches on the critical path.
     assert slow.pipeline_end_s - fast.pipeline_end_s >= 6 * 50e-6 - 1e-12
+
+
+def test_a_faster_link_never_slows_an_all_to_all():
+    """The SM bound is a floor on the collective: raising NVLink above what the SMs move (320 GB/s
+    against 20 x 10.5) cannot make a hierarchical dispatch slower (a fair split of the SMs among a
+    forwarding GPU's flows would starve its IB flows: the kernel gives them their own warps)."""
+    from sim.moe.comm import measure_all_to_alls
+    from sim.network import MoERouting, route_tokens
+    from topologies import build_from_spec
+    spec = {"kind": "fat_tree", "gpu": "h800", "nodes": 4, "gpus_per_node": 8, "nic_bandwidth_GBps": 50,
+            "switch_radix": 64, "oversubscription": 1, "rail_optimized": True, "planes": 8}
+    traffic = route_tokens(MoERouting(ep=32, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=4096,
+                                      node_limit=4))
+    times = []
+    for nvlink in (160, 320):
+        links = LinkTable(build_from_spec({**spec, "nvlink_bandwidth_GBps": nvlink, "name": f"nv{nvlink}"}))
+        ends, _ = measure_all_to_alls(links, [(list(range(32)), traffic)], 7168 + 224, "hierarchical", "dispatch",
+                                      4, 0.0, 210e9)
+        times.append(ends[0])
+    assert times[1] <= times[0]
 
 
 def test_ideal_kernels_are_pure_link_time():

@@ -317,16 +317,25 @@ def merged_link_stats(frames: list, window_s: float):
 def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algorithm: str, shape: str,
                         chunks: int, completion_window: float, gpu_rate: float | None = None
                         ) -> tuple[list[float], object]:
-    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh fabric whose
-    GPUs move at most ``gpu_rate`` bytes/s each way (``None``: no limit): (seconds until each
-    group's last byte lands, link statistics)."""
+    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh fabric:
+    (seconds until each group's last byte lands, link statistics). ``gpu_rate`` (bytes/s, ``None``:
+    no limit) is what each GPU's kernel moves at most per direction (its SMs): a group's time is
+    then at least its busiest GPU's bytes sent or received (forwards included) / ``gpu_rate``.
+
+    The SM bound is a floor on the whole collective, not a link the GPU's flows share max-min
+    fairly: DeepEP gives its RDMA senders and NVLink forwarders their own warps, so a fair split
+    of the SMs among flows would starve the IB flows of a forwarding GPU, which the kernel does not."""
     env = simpy.Environment()
-    fabric = Fabric(env, links, completion_window=completion_window, gpu_rate=gpu_rate)
+    fabric = Fabric(env, links, completion_window=completion_window)
     ends = [0.0] * len(groups)
     for i, (gpus, traffic) in enumerate(groups):
         ev = all_to_all(fabric, gpus, traffic, token_bytes, algorithm, shape, chunks)
         ev.callbacks.append(lambda _e, i=i: ends.__setitem__(i, env.now))
     env.run()
+    if gpu_rate is not None:
+        sent, received = fabric.bytes_sent, fabric.bytes_received
+        for i, (gpus, _) in enumerate(groups):
+            ends[i] = max(ends[i], float(np.maximum(sent[gpus], received[gpus]).max()) / gpu_rate)
     return ends, link_stats(fabric)
 
 

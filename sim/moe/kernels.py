@@ -11,7 +11,8 @@ data phase moves the tokens. Its throughput is bounded by the links (the fabric'
 and by the SMs the kernel holds: a GPU's kernel moves at most ``comm_sms x sm_GBps`` GB/s in each
 direction (a forwarding GPU's forwards count for it). So an all-to-all of EP group G lasts
 
-    launch + notify + notify_round_trips x max route latency in G + data phase (on the fabric, SM-bounded),
+    launch + notify + notify_round_trips x max route latency in G
+    + max(data phase on the fabric, max over GPUs of G of bytes sent or received / (comm_sms x sm_GBps)),
 
 and the GPU waits for the slowest member at the barrier (:mod:`sim.moe.streams`, rule 3). Giving
 communication fewer SMs slows it down and leaves more for compute (``SMs / (SMs - comm_sms)``):
@@ -19,7 +20,8 @@ the trade-off DeepSeek tuned to 20 SMs.
 
 Pipeline sends and the data-parallel collectives are NCCL-like kernels: each pays
 ``nccl_launch_us`` before its first byte, and a GPU's NCCL kernels move at most
-``nccl_sms x sm_GBps`` GB/s per direction. ``nvlink_efficiency`` and ``ib_efficiency`` scale the
+``nccl_sms x sm_GBps`` GB/s per direction (the step fabric's per-GPU engines, which its
+concurrent NCCL flows share max-min fairly). ``nvlink_efficiency`` and ``ib_efficiency`` scale the
 topology's NVLink and scale-out (IB and the GPU-NIC PCIe hop) bandwidths: the fraction of the
 nominal rate a collective achieves (1: the preset's figures, already effective ones).
 
