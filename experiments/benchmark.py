@@ -113,7 +113,23 @@ def _cli_case() -> dict:
             "wall_s": time.perf_counter() - t0}
 
 
-def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str = "measured") -> dict:
+def _calibrate_case() -> dict:
+    """``python -m sim calibrate`` on DeepEP's published table (8 rows, up to 64 GPUs), in-process."""
+    from sim.moe.calibrate import Collectives, fit, read_profile
+    from sim.moe.kernels import load_kernels
+    from sim.moe.scenario import named_topology
+    from sim.moe.specs import load_model, load_scenario
+    t0 = time.perf_counter()
+    run = load_scenario("deepseek-v3", topology="h800-64")
+    sim = Collectives(named_topology("h800-64").links, run, load_model(run.model))
+    rows = read_profile(Path(__file__).parent / "profiles" / "deepep-h800.csv", sim)
+    fit(rows, sim, load_kernels("deepep"))
+    return {"case": "calibrate: fit 3 kernel parameters to DeepEP's table (8 rows)", "gpus": 64,
+            "wall_s": time.perf_counter() - t0}
+
+
+def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str = "measured",
+              faults: dict | None = None) -> dict:
     """Times the three phases of a step: set-up (specs, schedule, routing; skewed routing samples
     every token), all-to-all measurement on the fabric (per shape, and per stage under skew) and
     the simulation itself."""
@@ -121,7 +137,7 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
     from sim.moe.specs import load_scenario
     from sim.moe.step import MoEStep
     t0 = time.perf_counter()
-    run = load_scenario("deepseek-v3", routing_skew=skew, communication=communication)
+    run = load_scenario("deepseek-v3", routing_skew=skew, communication=communication, faults=faults)
     step = MoEStep(Scenario(run), mode=mode, workers=workers)
     t1 = time.perf_counter()
     step.comm.measure_all()
@@ -129,7 +145,7 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
     res = step.simulate()
     t3 = time.perf_counter()
     return {"case": f"DeepSeek-V3 step, dualpipe, {res.mode} mode, {communication} communication, skew {skew}, "
-                    f"{workers} worker(s)",
+                    f"{workers} worker(s)" + (f", faults: {run.faults.describe()}" if faults else ""),
             "P": 16, "M": 120,
             "gpus": 2048 if res.mode == "full" else 16, "sim_time_us": res.step_time_s * 1e6,
             "generate_s": t1 - t0, "measure_s": t2 - t1, "simulate_s": t3 - t2, "wall_s": t3 - t0}
@@ -137,7 +153,9 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
 
 CASES = {"moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
                  (_moe_case, ("full", 1.0, 2)), (_moe_case, ("representative", 0.0, 1, "live")),
-                 (_moe_case, ("full", 0.0, 1, "live"))],
+                 (_moe_case, ("full", 0.0, 1, "live")),
+                 (_moe_case, ("full", 0.0, 1, "measured", {"jitter_cv": 0.05, "links": {"node:n1/nic0": 0.0}}))],
+         "calibrate": [(_calibrate_case, ())],
          "skewed": [(_skewed_case, (64, 1)), (_skewed_case, (128, 1)), (_skewed_case, (256, 1)),
                     (_skewed_case, (128, 4)), (_skewed_case, (128, 16))],
          "cli": [(_cli_case, ())],

@@ -95,25 +95,30 @@ def sweep_comm_sms(df: pd.DataFrame, out: Path) -> None:
 
 
 def sweep_faults(df: pd.DataFrame, out: Path) -> None:
-    """Step time against fault size per schedule: jitter, one slow GPU, and the link faults as bars
-    (each against the fault-free step of its schedule)."""
+    """Step time against fault size per schedule: jitter, one slow GPU (of the first or the last
+    rank), and the link faults as bars (each against the fault-free step of its schedule)."""
     df = df[df["status"] == "ok"]
     base = df[df["fault"] == "none"].set_index("schedule")["step_time_s"]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
     for ax, fault, label in ((axes[0], "jitter", "kernel-time jitter (coefficient of variation)"),
-                             (axes[1], "slow_gpu", "one GPU's compute slowdown (x)")):
+                             (axes[1], "slow_gpu", "slowdown of one GPU of rank 0 (x)"),
+                             (axes[2], "slow_gpu_last", "slowdown of one GPU of the last rank (x)")):
         for name, g in df[df["fault"] == fault].groupby("schedule", sort=False):
             x0 = 0.0 if fault == "jitter" else 1.0
             ax.plot([x0, *g["fault_size"]], [base.get(name, float("nan")), *g["step_time_s"]], marker="o", label=name)
         ax.set_xlabel(label)
         ax.set_ylabel("step time (s)")
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
     links = df[df["fault"].isin(["failed_nic", "degraded_spine"])].copy()
     links["cost_s"] = links["step_time_s"] - links["schedule"].map(base)
     piv = links.pivot_table(index="fault", columns="schedule", values="cost_s")
-    piv.plot.bar(ax=axes[2], rot=0)
-    axes[2].set_ylabel("step time - fault-free (s)")
-    axes[2].set_xlabel("")
+    if piv.empty:                        # a partial CSV (the sweep still running): no link faults yet
+        axes[3].text(0.5, 0.5, "no link-fault rows", ha="center", va="center", transform=axes[3].transAxes)
+    else:
+        piv.plot.bar(ax=axes[3], rot=0)
+    axes[3].set_ylabel("step time - fault-free (s)")
+    axes[3].set_xlabel("")
     fig.suptitle("DeepSeek-V3 on 2,048 H800: what stragglers and faults cost each schedule (every rank simulated)",
                  fontsize=10)
     _save(fig, out / "sweep_faults.png")

@@ -1,12 +1,13 @@
 """Stragglers and faults x schedule for DeepSeek-V3 on the 2,048-H800 fabric (every rank simulated,
 balanced routing, measured communication): kernel-time jitter of increasing coefficient of
 variation, one slow GPU of increasing slowdown (GPU 5: pipeline rank 0, which holds both ends of
-the model under DualPipe), a failed NIC (node 1's NIC 0: GPU 8's traffic reroutes over NVLink to
+the model under DualPipe; or GPU 1925: rank 15, which holds the output heads, 1F1B's busiest), a
+failed NIC (node 1's NIC 0: GPU 8's traffic reroutes over NVLink to
 another GPU's NIC) and a spine at half bandwidth (plane 0's spine 0). ``fault_size`` 0 is the
 fault-free step of the same mode; the figure and the README take each fault's cost as the
 step-time delta against it.
 
-Writes ``results/sweep_faults.csv``: fault (jitter, slow_gpu, failed_nic, degraded_spine),
+Writes ``results/sweep_faults.csv``: fault (jitter, slow_gpu, slow_gpu_last, failed_nic, degraded_spine),
 fault_size (cv, slowdown factor, or 1 for a link fault), schedule (config), then step_time_s (s),
 tokens_per_s, exposed_comm_s (s per rank, mean), faults (described), and the rest of a step's
 summary; status, error, wall_s (s), sim_code."""
@@ -15,13 +16,15 @@ from __future__ import annotations
 from experiments.common import sweep_main
 
 SCHEDULES = ("1f1b", "dualpipe", "dualpipev")
-FAULTS = {"jitter": (0.02, 0.05, 0.10), "slow_gpu": (1.1, 1.2, 1.5), "failed_nic": (1,), "degraded_spine": (1,)}
+FAULTS = {"jitter": (0.02, 0.05, 0.10), "slow_gpu": (1.1, 1.2, 1.5), "slow_gpu_last": (1.1, 1.2, 1.5),
+          "failed_nic": (1,), "degraded_spine": (1,)}
 
 
 def faults_of(fault: str, size: float) -> dict | None:
     if size == 0:
         return None
     return {"jitter": {"jitter_cv": size, "seed": 0}, "slow_gpu": {"slow_gpus": {5: size}},
+            "slow_gpu_last": {"slow_gpus": {15 * 128 + 5: size}},
             "failed_nic": {"links": {"node:n1/nic0": 0.0}},
             "degraded_spine": {"links": {"node:p0/spine0": 0.5}}}[fault]
 

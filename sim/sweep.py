@@ -163,7 +163,19 @@ def run_sweep(fn: Callable[[dict], dict], points: list[dict], out_csv: str | Pat
             table.save()
             if bar:
                 bar.close()
-    return read_rows(out)
+    return rows_of(out, points)
+
+
+def rows_of(path: Path, points: list[dict]) -> pd.DataFrame:
+    """The rows of ``path`` for ``points`` only: a CSV keeps the rows of other points it was given
+    before (another plan's candidates, an earlier grid), which are not this sweep's answer."""
+    df = read_rows(path)
+    if df.empty or not points:
+        return df
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)      # as the resume reads it: same keys
+    columns, wanted = list(points[0]), {point_key(p) for p in points}
+    mask = [point_key({c: r.get(c, "") for c in columns}) in wanted for r in raw.to_dict("records")]
+    return df[mask].reset_index(drop=True)
 
 
 def read_rows(path: Path) -> pd.DataFrame:
@@ -179,4 +191,4 @@ def _progress(total: int, done: int, desc: str):
 
 
 __all__ = ["DEFAULT_POINT_TIMEOUT_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row",
-           "grid", "point_key", "run_point", "run_sweep"]
+           "grid", "point_key", "rows_of", "run_point", "run_sweep"]

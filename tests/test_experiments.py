@@ -59,6 +59,8 @@ def test_fault_sweep_grid_points_and_figure(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "sweep_faults.csv", index=False)
     plots.sweep_faults(pd.read_csv(tmp_path / "sweep_faults.csv"), tmp_path)
     assert (tmp_path / "sweep_faults.png").stat().st_size > 10_000
+    partial = pd.DataFrame(rows[:6])                  # a sweep still running: no link-fault rows yet
+    plots.sweep_faults(partial, tmp_path)
 
 
 def test_comm_sms_sweep_figure(tmp_path):

@@ -27,12 +27,12 @@ def test_a_slow_gpu_delays_the_step_by_its_extra_compute():
     healthy = clean.ranks[0].compute_s + clean.ranks[0].recompute_s
     assert slow.mode == "full"
     assert slow.step_time_s - clean.step_time_s == pytest.approx(0.5 * healthy, rel=1e-9)
-    spread = slow.ranks[0].compute_spread
+    spread = slow.ranks[0].replica_compute
     assert spread.max_replica == 2 and spread.max_s == pytest.approx(1.5 * spread.median_s, rel=1e-9)
     # The healthy GPUs wait for it at every all-to-all: their all-to-all time (barrier waits
     # included) is longer than the slow GPU's by its extra compute, but for what it computes after
     # the step's last all-to-all (the last backward's tail, which nobody waits for inside an op).
-    waits = slow.ranks[0].comm_spread
+    waits = slow.ranks[0].replica_comm
     assert 0.9 * 0.5 * healthy < waits.max_s - waits.min_s < 0.5 * healthy
 
 

@@ -69,3 +69,17 @@ def test_rows_of_other_simulator_code_are_run_again(tmp_path, monkeypatch, capsy
     again = run_sweep(counted, POINTS[:2], out, scheduler="serial", progress=False)
     assert len(calls) == 2 and (again["sim_code"] == "src-0123456789ab").all() and len(again) == 2
     assert "2 of 2 rows were computed by other simulator code" in capsys.readouterr().err
+
+
+def test_a_sweep_answers_with_its_own_points_only(tmp_path):
+    """Two plans written to one CSV (the planner's default results/plan.csv): the file keeps both,
+    each sweep returns only its own rows (a second plan once answered with the first one's)."""
+    out = tmp_path / "plan.csv"
+    first = grid(pp=(4,), microbatches=(8,), schedule=("1f1b", "dualpipe"))
+    second = grid(pp=(2,), microbatches=(8,), schedule=("1f1b",))
+    run_sweep(point, first, out, scheduler="serial", progress=False)
+    got = run_sweep(point, second, out, scheduler="serial", progress=False)
+    assert got[["pp", "schedule"]].values.tolist() == [[2, "1f1b"]]
+    assert len(pd.read_csv(out)) == 3
+    again = run_sweep(point, first, out, scheduler="serial", progress=False)
+    assert sorted(again["schedule"]) == ["1f1b", "dualpipe"] and set(again["pp"]) == {4}

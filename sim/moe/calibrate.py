@@ -48,7 +48,7 @@ from ..network import (
     route_tokens,
     token_bytes,
 )
-from .comm import measure_all_to_alls
+from .comm import group_latency, measure_all_to_alls
 from .kernels import FITTABLE, KernelSpec
 from .specs import PRECISION_BYTES, ModelSpec, RunSpec
 
@@ -118,8 +118,7 @@ class Collectives:
             ends, _ = measure_all_to_alls(links, [(gpus, self.traffic(m))], self.token_bytes[m.kind],
                                           self.run.a2a_algorithm, m.kind, self.run.a2a_chunks, 0.0,
                                           k.a2a_gpu_rate(m.sms))
-            latency = max((max(links.route(gpus[0], g)[1], links.route(g, gpus[0])[1]) for g in gpus[1:]), default=0.0)
-            return k.a2a_overhead_s(latency) + ends[0]
+            return k.a2a_overhead_s(group_latency(links, gpus)) + ends[0]
         env = simpy.Environment()
         fabric = Fabric(env, links, gpu_rate=k.nccl_gpu_rate)
         g = m.gpus // m.nodes

@@ -114,10 +114,7 @@ class CommModel:
             return 0.0
         key = (stage, group)
         if key not in self._overheads:
-            gpus = self.layout.ep_group(stage, group)
-            first = gpus[0]
-            latency = max((max(self.links.route(first, g)[1], self.links.route(g, first)[1]) for g in gpus[1:]),
-                          default=0.0)
+            latency = group_latency(self.links, self.layout.ep_group(stage, group))
             self._overheads[key] = self.kernels.a2a_overhead_s(latency)
         return self._overheads[key]
 
@@ -248,6 +245,13 @@ class CommModel:
     def _group_links(self, gpus: list[int]) -> np.ndarray:
         """The links an all-to-all of ``gpus`` may use."""
         return np.unique(route_signature(self.links, self._a2a_pairs(gpus))[1])
+
+
+def group_latency(links: LinkTable, gpus: list[int]) -> float:
+    """The longest one-way route latency (s) between a group's first GPU and the others, either way:
+    what a notify phase's message crossing the group pays."""
+    first = gpus[0]
+    return max((max(links.route(first, g)[1], links.route(g, first)[1]) for g in gpus[1:]), default=0.0)
 
 
 def route_signature(links: LinkTable, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

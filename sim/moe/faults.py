@@ -9,7 +9,8 @@ A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the `
 * ``jitter_cv``: every compute part on every GPU lasts ``x`` times its time, ``x`` drawn per part,
   GPU and op from a log-normal distribution of mean 1 and coefficient of variation ``jitter_cv``
   (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``), from ``seed``: the same seed, the same step;
-  0 gives the fault-free step exactly;
+  0 gives the fault-free step exactly; under jitter pipeline sends start on a 10 us grid
+  (:data:`SEND_GRID_S`);
 * ``links``: ``[(selector, factor)]``; the selected links keep ``factor`` of their bandwidth
   (0 < factor <= 1) or fail (factor 0): they are removed and routes avoid them where a path remains.
 
@@ -36,6 +37,13 @@ from ..checks import InputError, number
 
 class FaultError(InputError):
     """A fault that names something that does not exist, or one the cluster cannot run with."""
+
+
+# Under jitter every replica ends each op at its own time, and a pipeline send per replica per
+# instant would cost the fabric one rate recomputation each (hundreds of thousands in a
+# DeepSeek-V3 step). Jittered runs start pipeline sends on this grid (rounding up: at most 10 us
+# late, against op times of milliseconds), so the sends of one boundary share a few recomputations.
+SEND_GRID_S = 1e-5
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,11 @@ class FaultSpec:
             raise FaultError(f"faults: unknown field(s) {', '.join(map(repr, unknown))}; allowed: "
                              f"{', '.join(sorted(allowed))}")
         return cls(**value)
+
+    @property
+    def send_grid_s(self) -> float:
+        """The grid pipeline sends start on (:data:`SEND_GRID_S` under jitter, 0: exact times)."""
+        return SEND_GRID_S if self.jitter_cv else 0.0
 
     @property
     def any(self) -> bool:

@@ -87,10 +87,10 @@ def comparison_text(results: list[StepResult]) -> str:
         if len(r.warnings) > 2:
             lines.append(f"{'':>10} ... and {len(r.warnings) - 2} more ranks do not fit")
         if r.mode == "full" and r.run.faults is not None and r.run.faults.any:
-            spread = " ".join(f"{x.compute_spread.median_s:.4g}/{x.compute_spread.max_s:.4g}"
-                              f"(r{x.compute_spread.max_replica})" for x in r.ranks if x.compute_spread)
+            spread = " ".join(f"{x.replica_compute.median_s:.4g}/{x.replica_compute.max_s:.4g}"
+                              f"(r{x.replica_compute.max_replica})" for x in r.ranks if x.replica_compute)
             lines.append(f"{'':>10} compute per replica, median/max s (slowest replica): {spread}")
-            waits = " ".join(f"{x.comm_spread.min_s:.4g}/{x.comm_spread.max_s:.4g}" for x in r.ranks if x.comm_spread)
+            waits = " ".join(f"{x.replica_comm.min_s:.4g}/{x.replica_comm.max_s:.4g}" for x in r.ranks if x.replica_comm)
             lines.append(f"{'':>10} all-to-all incl. barrier waits per replica, min/max s: {waits}")
         if r.late_send_s > 0:
             lines.append(f"{'':>10} note: lockstep started some pipeline sends up to {r.late_send_s * 1e6:.3g} us "

@@ -13,6 +13,7 @@ fabric at its own end time.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -195,8 +196,12 @@ class GroupRunner:
             if not pending[0]:
                 done.succeed()
 
+        grid = self._jitter.send_grid_s if self._jitter is not None else 0.0
         for i in np.argsort(sent, kind="stable"):
-            wait = float(sent[i]) + self.send_launch_s - env.now
+            at = float(sent[i]) + self.send_launch_s
+            if grid:                                # jittered replicas: sends leave on a grid (faults.SEND_GRID_S)
+                at = math.ceil(at / grid) * grid
+            wait = at - env.now
             if wait > 0:
                 yield env.timeout(wait)
             elif wait < -1e-12:                     # more than float rounding of the clock

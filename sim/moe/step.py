@@ -52,8 +52,8 @@ class RankResult:
     dp_sync_s: float = 0.0      # data-parallel synchronisation after the rank's last op
     optimizer_s: float = 0.0
     sync_start_s: float = 0.0   # when the rank's last gradient reduce-scatter started (since the step began)
-    compute_spread: "ReplicaSpread | None" = None   # compute (recomputation included) over the replicas
-    comm_spread: "ReplicaSpread | None" = None      # all-to-all time, barrier waits included, over the replicas
+    replica_compute: "ReplicaSpread | None" = None   # compute (recomputation included) over the replicas
+    replica_comm: "ReplicaSpread | None" = None      # all-to-all time, barrier waits included, over the replicas
 
     def to_json(self) -> dict:
         m = self.memory
@@ -65,7 +65,7 @@ class RankResult:
                 "grads_gb": round(m.grads_gb, 3), "optimizer_gb": round(m.optimizer_gb, 3),
                 "activations_gb": round(m.activations_gb, 3), "reserve_gb": round(m.reserve_gb, 3),
                 "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches,
-                **{f"{name}_{k}": v for name, spread in (("compute", self.compute_spread), ("comm", self.comm_spread))
+                **{f"{name}_{k}": v for name, spread in (("replica_compute", self.replica_compute), ("replica_comm", self.replica_comm))
                    if spread is not None for k, v in spread.to_json().items()}}
 
 
@@ -181,7 +181,7 @@ class StepResult:
                 "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
-                "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else 0.0,
+                "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else float("nan"),
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
     def to_json(self) -> dict:
