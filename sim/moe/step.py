@@ -181,7 +181,7 @@ class StepResult:
                 "a2a_dispatch_ms": self.a2a_dispatch_s * 1e3, "a2a_combine_ms": self.a2a_combine_s * 1e3,
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
-                "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else float("nan"),
+                "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else None,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
 
     def to_json(self) -> dict:
