@@ -178,9 +178,9 @@ class GroupRunner:
     def deliver(self, env, src, dst, key):
         """Each replica's send starts at its own end time (plus the send kernel's launch). Only an op
         without any all-to-all (nothing makes its replicas wait for each other) can end on some
-        replica before the
-        moment the last replica's input arrived; such a send starts late, by at most that gap,
-        which ``late_s`` records (0 whenever replicas receive their inputs at the same time)."""
+        replica before the moment the last replica's input arrived; such a send starts late, by at
+        most that gap, which ``late_s`` records (0 whenever replicas receive their inputs at the
+        same time)."""
         return self._send(env, src, dst, key)
 
     def _send(self, env, src: int, dst: int, key):
