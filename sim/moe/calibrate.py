@@ -301,5 +301,5 @@ def write_preset(result: Fit, path: str | Path) -> Path:
     return write_text_atomic(yaml.safe_dump(mapping, sort_keys=False), path)
 
 
-__all__ = ["COLUMNS", "CalibrationError", "Collectives", "Fit", "KINDS", "Measurement", "PRECISION_BYTES", "fit",
+__all__ = ["COLUMNS", "CalibrationError", "Collectives", "Fit", "KINDS", "Measurement", "fit",
            "identifiable", "read_profile", "write_preset"]

@@ -42,7 +42,7 @@ from typing import Optional
 
 from ..checks import InputError, number, read_yaml
 from ..network import LinkTable
-from .specs import PRESETS, SpecError, _load
+from .specs import SpecError, _load
 
 FITTABLE = ("launch_us", "notify_us", "sm_GBps", "nccl_launch_us", "nvlink_efficiency", "ib_efficiency")
 SCALEOUT_KINDS = ("ib", "pcie")      # link kinds that ib_efficiency scales (the GPU-NIC hop and the IB fabric)
@@ -156,4 +156,4 @@ def load_kernels(name_or_path: str) -> KernelSpec:
     return KernelSpec(name=name, **mapping)
 
 
-__all__ = ["FITTABLE", "KernelSpec", "PRESETS", "kernel_names", "load_kernels"]
+__all__ = ["FITTABLE", "KernelSpec", "kernel_names", "load_kernels"]

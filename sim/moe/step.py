@@ -240,10 +240,11 @@ class MoEStep:
         groups = range(sc.layout.groups_per_rank) if self.full else [0]
         live = LiveComm(self.comm, sc.layout, fabric, representative=not self.full) if self.live else None
         self._live = live
+        factors = sc.compute_factors()                  # slow GPUs under the run's faults, once for all groups
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
                             trace if g == 0 else None, sync, self.layer_collectives, live,
-                            sc.kernels.nccl_launch_s, sc.compute_factors(), sc.run.faults) for g in groups]
+                            sc.kernels.nccl_launch_s, factors, sc.run.faults) for g in groups]
 
     def simulate(self, link_timeline: bool = False) -> StepResult:
         """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step
