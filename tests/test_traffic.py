@@ -87,3 +87,27 @@ def test_sampling_counts_each_token_once_per_gpu_and_node():
     tr = route_tokens(r)
     assert (tr.node_tokens.sum(axis=1) == 300).all()          # node limit 1: every token reaches one node
     assert (tr.gpu_tokens.sum(axis=1) >= 300).all() and (tr.gpu_tokens.sum(axis=1) <= 6 * 300).all()
+
+
+@pytest.mark.parametrize("m, k", [(4, 8), (3, 8), (2, 6)])
+def test_compiled_selection_breaks_ties_by_lower_index(m, k):
+    """Keys on a coarse grid (many exact ties): the compiled kernel picks the ``m`` nodes with the
+    smallest products of their ``ceil(k/m)`` smallest keys and then the ``k`` smallest keys among
+    them, ties going to the lower node among nodes and, among keys, to the node chosen first (the
+    smaller product), then the lower expert: what a stable sort does."""
+    from sim.network.traffic import _select_compiled
+    rng = np.random.default_rng(5)
+    T, N, e_node, experts_per_gpu, gpn = 4, 8, 8, 2, 4          # 64 experts on 32 GPUs, 4 per node
+    keys = (rng.integers(1, 6, size=(3 * T, N * e_node)) / 4).astype(np.float32)
+    p = -(-k // m)
+    gpus, nodes = _select_compiled(keys, T, N, e_node, m, k, p, experts_per_gpu, N * gpn, gpn)
+    want_g, want_n = np.zeros_like(gpus), np.zeros_like(nodes)
+    for t, row in enumerate(keys.astype(float)):
+        score = [float(np.prod(np.sort(row[n * e_node:(n + 1) * e_node])[:p])) for n in range(N)]
+        chosen = sorted(range(N), key=lambda n: (score[n], n))[:m]
+        experts = sorted((e for n in chosen for e in range(n * e_node, (n + 1) * e_node)),
+                         key=lambda e: row[e])[:k]                # stable: chosen order, then expert
+        hit = sorted({e // experts_per_gpu for e in experts})
+        want_g[t // T, hit] += 1
+        want_n[t // T, sorted({g // gpn for g in hit})] += 1
+    assert np.array_equal(gpus, want_g) and np.array_equal(nodes, want_n)

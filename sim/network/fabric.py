@@ -78,7 +78,7 @@ class Fabric:
         self.gpu_rate = gpu_rate
         if gpu_rate is not None:
             self._capacity = np.concatenate([self._capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
-        self._engine_routes: dict[tuple[int, int], np.ndarray] = {}
+        self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}   # (links, engines too; latency)
         if gpu_rate is not None:
             # An engine that cannot bind is left out (the same rates, fewer pairs): a GPU's flows
             # leave it over its own links, so their total rate is at most those links' capacity.
@@ -116,6 +116,8 @@ class Fabric:
         self._local = np.zeros(L, dtype=np.int64)
         self._dirty = np.zeros(256, dtype=np.int64)   # links left by flows that ended since the last solve
         self._n_dirty = 0
+        self._done = np.zeros(64, dtype=np.int64)     # scratch: ids of the flows drop_finished removes
+        self._settled = False                         # no flow is due now that _complete_finished would remove
         self._pending: list[_Flow] = []
         self._arrivals: dict[float, list[_Flow]] = {}
         self._last = env.now
@@ -158,7 +160,7 @@ class Fabric:
         n = self._n_gpus
         if not (0 <= src < n and 0 <= dst < n):
             raise InputError(f"GPU index out of range: src={src}, dst={dst}; this fabric has GPUs 0..{n - 1}")
-        if not (type(nbytes) is float and 0.0 <= nbytes <= 1e18):     # the common case, checked cheaply
+        if not (isinstance(nbytes, float) and 0.0 <= nbytes <= 1e18):     # the common case, checked cheaply
             nbytes = number(nbytes, "bytes", low=0, high=1e18)
         done = None
         if on_done is None:
@@ -167,9 +169,10 @@ class Fabric:
         if src == dst:
             on_done()
             return done
-        links, latency = self.links.route(src, dst)
-        if self.gpu_rate is not None:
-            links = self._with_engines(src, dst, links)
+        route = self._routes.get((src, dst))
+        if route is None:
+            route = self._route(src, dst)
+        links, latency = route
         nbytes = float(nbytes)
         self._sent[src] += nbytes
         self._received[dst] += nbytes
@@ -213,13 +216,16 @@ class Fabric:
         self._enqueue(_Flow(links, load.size, on_done, weights, private), latency)
         return done
 
-    def _with_engines(self, src: int, dst: int, links: np.ndarray) -> np.ndarray:
-        """``links`` (the route from ``src`` to ``dst``) and the two GPUs' engines (kept per pair)."""
-        route = self._engine_routes.get((src, dst))
-        if route is None:
+    def _route(self, src: int, dst: int) -> tuple[np.ndarray, float]:
+        """(links, latency) of a transfer from ``src`` to ``dst``: the route's links and, with
+        ``gpu_rate``, the two GPUs' engines (kept per pair)."""
+        links, latency = self.links.route(src, dst)
+        if self.gpu_rate is not None:
             L, n = self._n_links, self._n_gpus
             engines = ([L + src] if self._engine_out[src] else []) + ([L + n + dst] if self._engine_in[dst] else [])
-            route = self._engine_routes[(src, dst)] = np.append(links, engines).astype(np.int64) if engines else links
+            if engines:
+                links = np.append(links, engines).astype(np.int64)
+        route = self._routes[(src, dst)] = (links, latency)
         return route
 
     def _enqueue(self, flow: _Flow, latency: float) -> None:
@@ -287,6 +293,7 @@ class Fabric:
         """Drain bytes and accumulate link statistics from the last update to now."""
         dt = self.env.now - self._last
         if dt > 0 and self._n:
+            self._settled = False
             self._tick += 1
             flowcore.advance(dt, self._n, self._rate, self._remaining, self._n_pairs, self._pair_flow, self._pair_link,
                              self._pair_weight, self._link_bytes, self._link_busy_s, self._stamp, self._tick)
@@ -298,10 +305,11 @@ class Fabric:
         once): this bounds the number of rate recomputations when skewed traffic spreads
         completions thinly; symmetric traffic is unaffected (its flows end together anyway)."""
         n = self._n
-        if not n:
+        if not n or self._settled:              # nothing drained nor re-rated since the last look
             return
+        self._settled = True
         window = self.completion_window * (self.env.now - self._busy_since) if self._busy_since is not None else 0.0
-        done = np.empty(n, dtype=np.int64)
+        done = self._done
         if self._n_dirty + self._n_pairs > self._dirty.size:
             self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
         self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
@@ -313,9 +321,28 @@ class Fabric:
             pop(flow_id)()
 
     def _activate_pending(self) -> None:
-        """Append the pending flows to the active arrays."""
+        """Append the pending flows to the active arrays (one by one when they are few: cheaper
+        than building arrays for them)."""
         flows, self._pending = self._pending, []
         n, m, P = self._n, len(flows), self._n_pairs
+        if m <= 4:
+            self._grow(n + m, P + sum(f.links.size for f in flows))
+            for f in flows:
+                size, links = f.size, f.links
+                flow_id = self._next_id
+                self._next_id += 1
+                self._callbacks[flow_id] = f.on_done
+                self._flow_id[n] = flow_id
+                self._size[n] = size
+                self._remaining[n] = size
+                self._rate[n] = 0.0
+                end = P + links.size
+                self._pair_flow[P:end] = n
+                self._pair_link[P:end] = links
+                self._pair_weight[P:end] = 1.0 if f.weights is None else f.weights
+                n, P = n + 1, end
+            self._n, self._n_pairs = n, P
+            return
         lengths = np.array([f.links.size for f in flows], dtype=np.int64)
         total = int(lengths.sum())
         self._grow(n + m, P + total)
@@ -342,7 +369,7 @@ class Fabric:
         """Make room for ``flows`` flows and ``pairs`` pairs (doubling)."""
         if flows > self._size.size:
             size = max(flows, 2 * self._size.size)
-            for name in ("_size", "_remaining", "_rate", "_flow_id"):
+            for name in ("_size", "_remaining", "_rate", "_flow_id", "_done"):
                 old = getattr(self, name)
                 new = np.zeros(size, dtype=old.dtype)
                 new[:self._n] = old[:self._n]
@@ -356,7 +383,8 @@ class Fabric:
                 setattr(self, name, new)
 
     def _recompute(self, _event=None) -> None:
-        check_deadline()                        # a sweep's per-point time limit (sim.limits)
+        if not self.recomputations & 255:
+            check_deadline()                    # a sweep's per-point time limit (sim.limits), now and then
         self._batch_scheduled = False
         self._advance()
         self._complete_finished()
@@ -379,6 +407,7 @@ class Fabric:
                                  self._capacity, self._rate, self._remaining, self._dirty, self._n_dirty,
                                  self._link_rate, self._link_peak_util, self.incremental, self._gen, self._local,
                                  self._tick)
+        self._settled = False                   # new rates: a flow may now be due within the window
         self._n_dirty = 0
         self._notify()
         self._timer_version += 1

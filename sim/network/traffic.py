@@ -169,9 +169,11 @@ def _sampled(r: MoERouting, batch_rows: int = 16384) -> Traffic:
         return Traffic(r, gpu_tokens, node_tokens)
     select = _select_compiled if njit is not None else _select_numpy
     sources = max(1, batch_rows // T)                       # whole sources per batch
+    buffer = np.empty((sources * T, E), dtype=np.float32)  # reused: no fresh pages per batch
     for first in range(0, r.ep, sources):
         src = range(first, min(first + sources, r.ep))
-        keys = rng.standard_exponential((len(src) * T, E), dtype=np.float32)
+        keys = buffer[:len(src) * T]
+        rng.standard_exponential(dtype=np.float32, out=keys)
         keys *= inv_p
         gpus, nodes = select(keys, T, N, e_node, m, k, per_node_top, r.experts_per_gpu, r.ep, r.gpus_in_node)
         gpu_tokens[src.start:src.stop] += gpus
@@ -198,53 +200,75 @@ def _select_numpy(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep, g
     return per_source.sum(axis=1), per_source.reshape(b // T, T, N, gpus_in_node).any(axis=3).sum(axis=1)
 
 
+def _keep_smallest(keys, ids, filled, key, ident):
+    """Insert ``key`` (and its ``ident``) into ``keys[:filled]``, ascending, keeping the
+    ``keys.size`` smallest: an equal key goes after those already there (the earlier one wins a
+    tie at the edge). Returns how many are kept now."""
+    size = keys.size
+    if filled < size:
+        i = filled
+        filled += 1
+    elif key < keys[size - 1]:
+        i = size - 1
+    else:
+        return filled
+    while i > 0 and keys[i - 1] > key:
+        keys[i] = keys[i - 1]
+        ids[i] = ids[i - 1]
+        i -= 1
+    keys[i] = key
+    ids[i] = ident
+    return filled
+
+
 def _select_compiled(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep, gpus_in_node):
+    """:func:`_select_numpy` as a loop over tokens. A node's score is the product of its
+    ``per_node_top`` smallest keys (two in DeepSeek-V3's case: a running minimum pair, without
+    branches); the ``m`` best nodes are kept by insertion (the lower node wins a tie). The ``k``
+    smallest keys of the chosen nodes are all at most ``tau``, the largest of the chosen nodes'
+    ``per_node_top``-th smallest keys (``m x per_node_top >= k`` keys are that small), so only those
+    are inserted, node by chosen node, in expert order (a tie goes to the node chosen first, then the
+    lower expert, as when every key is inserted)."""
     b = keys.shape[0]
     gpus = np.zeros((b // T, ep))
     nodes = np.zeros((b // T, N))
     gpu_seen = np.full(ep, -1, dtype=np.int64)
     node_seen = np.full(N, -1, dtype=np.int64)
-    node_key = np.empty(N)
-    low = np.empty(per_node_top)
+    low = np.empty(per_node_top, dtype=np.float32)
+    low_expert = np.empty(per_node_top, dtype=np.int64)
+    node_worst = np.empty(N, dtype=np.float32)          # a node's per_node_top-th smallest key
     chosen = np.empty(m, dtype=np.int64)
     chosen_key = np.empty(m)
-    best_key = np.empty(k)
+    best_key = np.empty(k, dtype=np.float32)
     best_expert = np.empty(k, dtype=np.int64)
+    inf = np.float32(np.inf)
     for t in range(b):
+        row = keys[t]
+        tau = inf
         if m < N:
             n_chosen = 0
             for n in range(N):
-                filled = 0                              # the node's per_node_top smallest keys
-                for e in range(n * e_node, (n + 1) * e_node):
-                    key = keys[t, e]
-                    if filled < per_node_top:
-                        i = filled
-                        filled += 1
-                    elif key < low[per_node_top - 1]:
-                        i = per_node_top - 1
-                    else:
-                        continue
-                    while i > 0 and low[i - 1] > key:
-                        low[i] = low[i - 1]
-                        i -= 1
-                    low[i] = key
-                prod = 1.0
-                for j in range(per_node_top):
-                    prod *= low[j]
-                node_key[n] = prod
-                if n_chosen < m:                        # keep the m nodes with the smallest products
-                    i = n_chosen
-                    n_chosen += 1
-                elif prod < chosen_key[m - 1]:
-                    i = m - 1
+                base = n * e_node
+                if per_node_top == 2:
+                    first, second = inf, inf
+                    for e in range(base, base + e_node):
+                        key = row[e]
+                        second = min(second, max(first, key))
+                        first = min(first, key)
+                    prod = 1.0 * first * second
+                    node_worst[n] = second
                 else:
-                    continue
-                while i > 0 and chosen_key[i - 1] > prod:
-                    chosen_key[i] = chosen_key[i - 1]
-                    chosen[i] = chosen[i - 1]
-                    i -= 1
-                chosen_key[i] = prod
-                chosen[i] = n
+                    filled = 0                          # the node's per_node_top smallest keys
+                    for e in range(base, base + e_node):
+                        filled = _keep_smallest(low, low_expert, filled, row[e], e)
+                    prod = 1.0
+                    for j in range(per_node_top):
+                        prod *= low[j]
+                    node_worst[n] = low[per_node_top - 1]
+                n_chosen = _keep_smallest(chosen_key, chosen, n_chosen, prod, n)   # the m best nodes
+            tau = node_worst[chosen[0]]
+            for j in range(1, m):
+                tau = max(tau, node_worst[chosen[j]])
         else:
             for j in range(m):
                 chosen[j] = j
@@ -252,20 +276,9 @@ def _select_compiled(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep
         for j in range(m):
             n = chosen[j]
             for e in range(n * e_node, (n + 1) * e_node):
-                key = keys[t, e]
-                if filled < k:
-                    i = filled
-                    filled += 1
-                elif key < best_key[k - 1]:
-                    i = k - 1
-                else:
-                    continue
-                while i > 0 and best_key[i - 1] > key:
-                    best_key[i] = best_key[i - 1]
-                    best_expert[i] = best_expert[i - 1]
-                    i -= 1
-                best_key[i] = key
-                best_expert[i] = e
+                key = row[e]
+                if key <= tau:
+                    filled = _keep_smallest(best_key, best_expert, filled, key, e)
         src = t // T
         for j in range(k):
             g = best_expert[j] // experts_per_gpu
@@ -280,4 +293,5 @@ def _select_compiled(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep
 
 
 if njit is not None:
+    _keep_smallest = njit(cache=True)(_keep_smallest)
     _select_compiled = njit(cache=True)(_select_compiled)
