@@ -53,6 +53,14 @@ EQUIVALENT = {
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
     "sim.moe.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
+    "sim.moe.streams.x_as_streams__mutmut_2": "prev is only tested for truth: '' is as false as None",
+    "sim.moe.streams.x_as_streams__mutmut_5": "a copied part's stream is never read again: the plan's order says "
+                                              "which stream each part runs on",
+    "sim.moe.streams.x_walk_op__mutmut_1": "record's default: both callers (run_op, the live runner) pass it",
+    "sim.moe.streams.x_walk_op__mutmut_28": "the communication stream's ends never decrease, so a kernel that ended "
+                                            "at the earliest start is followed only by kernels that ended no later, "
+                                            "none of which any GPU's start falls inside",
+    "sim.moe.streams.x_walk_op__mutmut_40": "np.where(None, shared, full) is full",
 }
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutant the suite notices
 NOT_KILLED = {"survived", "no tests", "suspicious"}                     # ... and one it does not
@@ -84,8 +92,30 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default="results", help="folder for mutation.csv (default results)")
 
 
+def sync_data_files(root: Path = Path("mutants")) -> list[str]:
+    """Copy into mutmut's tree the data files (presets, profiles: everything but Python) that have
+    changed since it was made: mutmut refreshes the Python sources it copies, not the rest, and a
+    stale preset makes its clean run fail. Returns the files copied."""
+    import shutil
+    copied = []
+    if not root.is_dir():
+        return copied
+    for top in ("sim", "topologies", "experiments", "tests"):
+        for src in sorted(Path(top).rglob("*")):
+            if not src.is_file() or src.suffix in (".py", ".pyc", ".meta", ".spans") or "__pycache__" in src.parts:
+                continue
+            dst = root / src
+            if not dst.exists() or dst.read_bytes() != src.read_bytes():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+                copied.append(str(src))
+    return copied
+
+
 def run(args) -> int:
     if not args.report:
+        for name in sync_data_files():
+            print(f"refreshed mutants/{name}")
         patterns = [f"{m}*" for m in (args.modules or CORE)]
         status = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children),
                                   *patterns])

@@ -42,11 +42,21 @@ def test_measurements_serve_the_same_run_under_another_schedule_only():
         CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes(), scope="rack")
 
 
+def same_flow_system(links, a: list, b: list) -> bool:
+    """Whether the messages ``a`` and ``b`` ([(source GPU, destination GPU, bytes)], in
+    corresponding order) are the same flow system up to renaming links: equal bytes and
+    :func:`~sim.moe.comm.same_routes` (what the stage twins rest on)."""
+    from sim.moe.comm import route_signature, same_routes
+    if len(a) != len(b) or any(xa != xb for (_, _, xa), (_, _, xb) in zip(a, b)):
+        return False
+    return same_routes(links, route_signature(links, [(s, d) for s, d, _ in a]),
+                       route_signature(links, [(s, d) for s, d, _ in b]))
+
+
 def test_same_flow_system_up_to_renaming_links():
     """On h800-64 (8 planes, rails) a 16-GPU group on nodes 0-1 and one on nodes 2-3 send the same
     messages over routes alike: the same flow system. On one oversubscribed plane with 12 hosts
     per leaf, nodes 0-1 sit under leaves 0-1 and nodes 2-3 straddle leaves 1-2-... : not the same."""
-    from sim.moe.comm import same_flow_system
     from sim.network import Fabric, MoERouting, route_tokens
     from sim.network.loads import all_to_all_messages
     from topologies import build_from_spec, load_topology

@@ -1,4 +1,5 @@
-"""sim.network.maxmin: textbook cases, invariants, and the compiled and incremental versions against the numpy oracle."""
+"""sim.network.maxmin: textbook cases, invariants, and the compiled version against the numpy oracle
+(the fabric's incremental solving is checked against full recomputation in test_fabric)."""
 import numpy as np
 import pytest
 from hypothesis import given
@@ -62,31 +63,6 @@ def test_compiled_rates_equal_the_numpy_oracle(instance):
     flow, link, cap = arrays(*instance)
     n = int(flow.max()) + 1
     assert rates(flow, link, cap, n) == pytest.approx(max_min_rates(flow, link, cap, n), rel=1e-9)
-
-
-@given(instances, st.data())
-def test_recomputing_the_touched_components_gives_the_full_allocation(instance, data):
-    """Forget the rates of a few flows (as if they had just started, or a neighbour had ended), let
-    update_rates recompute the flows connected to them (or all, past the limit): the max-min
-    allocation of every flow, as a full recomputation gives it."""
-    from sim.network.maxmin import update_rates
-    flow, link, cap = arrays(*instance)
-    n = int(flow.max()) + 1
-    full = max_min_rates(flow, link, cap, n)
-    seeds = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=4)), dtype=np.int64)
-    rates = full.copy()
-    rates[seeds] = 0.0
-    update_rates(flow, link, cap, rates, seeds, data.draw(st.integers(1, n)))
-    assert rates == pytest.approx(full, rel=1e-9)
-
-
-def test_touched_flows_are_the_seeds_components():
-    from sim.network.maxmin import touched_flows
-    # components {0, 1} (link 0), {2} (link 1), {3, 4} (links 2, 3)
-    flow = np.array([0, 1, 2, 3, 3, 4])
-    link = np.array([0, 0, 1, 2, 3, 3])
-    assert touched_flows(np.array([1]), flow, link, 5, 4).tolist() == [True, True, False, False, False]
-    assert touched_flows(np.array([4, 2]), flow, link, 5, 4).tolist() == [False, False, True, True, True]
 
 
 def test_a_weighted_pair_counts_as_that_many_flows_textbook():

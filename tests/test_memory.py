@@ -150,3 +150,23 @@ def test_sm_sharing_stretch_is_sms_over_the_sms_left():
 def test_a_reserve_equal_to_hbm_is_refused():
     with pytest.raises(SpecError, match=r"memory_reserve_gb \(80\) must be below the 80 GB"):
         Scenario(load_scenario("tiny", memory_reserve_gb=80)).memory
+
+
+def test_activation_peak_after_a_full_backward_and_at_a_tie():
+    """Stage bytes (10, 10): an I keeps all it held. F F F -> 30 (3 held); B -> 20 (2 held): a full
+    backward releases one forward; F F -> 40, the peak, 4 held; I -> 40 again with 3 held: the
+    first time the peak was reached is the one reported."""
+    ops = [parse_op(t) for t in "F0@0 F1@0 F2@0 B0@0 F3@0 F4@0 I1@0".split()]
+    assert activation_peak(ops, [(10.0, 10.0)]) == (40.0, 4)
+
+
+def test_each_stage_starts_at_the_layers_the_stages_before_it_hold():
+    """Five one-layer stages of a model whose first two layers are dense: stage 1 holds a dense
+    layer, stages 2 and 3 a MoE layer each (layer indices 2 and 3, not 1 again)."""
+    import dataclasses
+
+    from sim.moe.memory import stage_activation_bytes
+    run = load_scenario("deepseek-v3")
+    m = dataclasses.replace(load_model(run.model), dense_layers=2)
+    out = stage_activation_bytes(m, run, [1, 1, 1, 1, 1])
+    assert out[1] != out[2] and out[2] == out[3]

@@ -56,6 +56,50 @@ def test_cycle_is_refused():
         compile_plan([a], [b])
 
 
+def test_cycle_is_refused_once_the_compute_stream_is_done():
+    """A communication part that waits for a compute part the op does not have: the same error,
+    not an index error, though every compute part has been visited."""
+    with pytest.raises(ValueError, match="wait for each other"):
+        compile_plan([], [Part(COMM, "B", shape="dispatch", after=[(COMPUTE, 0)])])
+
+
+def test_parts_are_recorded_only_when_asked():
+    comp, comm = as_streams([Part(COMPUTE, "A", 1.0), Part(COMM, "D", shape="dispatch")])
+    plan = compile_plan(comp, comm)
+    start = np.zeros(1)
+    assert run_op(plan, start, compute_durations(plan, np.ones(1), 1.0), [0.5]).parts == []
+    assert len(run_op(plan, start, compute_durations(plan, np.ones(1), 1.0), [0.5], record=True).parts) == 2
+
+
+def test_sm_sharing_starts_at_a_launch_and_stops_at_an_end():
+    """A compute part that starts at the instant a communication kernel is launched shares the SMs
+    (slowdown 2: 1 s -> 2 s); one that starts at the instant it ends does not."""
+    launch_together = _run([Part(COMPUTE, "A", 1.0)], [Part(COMM, "D", shape="dispatch")], [0.0], slowdown=2.0)
+    assert launch_together.end[0] == 2.0 and launch_together.compute_s[0] == 2.0
+    after_end = _run([Part(COMPUTE, "A", 1.0, after=[(COMM, 0)])], [Part(COMM, "D", shape="dispatch")], [0.0],
+                     slowdown=2.0)
+    assert after_end.end[0] == 2.0 and after_end.compute_s[0] == 1.0      # comm 0-1, then A 1-2 alone
+
+
+def test_sm_sharing_is_decided_per_gpu_of_the_group():
+    """Two GPUs, slowdown 2, all-to-all 1 s launched at 0 (ends at 1). A0's routed work makes it
+    0.5 / 0.25 s at full SMs, shared 1.0 / 0.5 s. A1 (1 s) then starts at 1.0 on GPU 0, the
+    instant the kernel ends (alone: 1 s), and at 0.5 on GPU 1, while it runs (shared: 2 s)."""
+    t = _run([Part(COMPUTE, "A0", 1.0, routed_share=1.0), Part(COMPUTE, "A1", 1.0)],
+             [Part(COMM, "D", shape="dispatch")], [0.0, 0.0], load=[0.5, 0.25], slowdown=2.0)
+    assert list(t.end) == [2.0, 2.5] and list(t.compute_s) == [2.0, 2.5]
+
+
+def test_sm_sharing_counts_any_kernel_running_at_the_start():
+    """Two all-to-alls back to back, 0-1 and 1-2, slowdown 2. P0 (shared on both GPUs: 1.5 / 0.5 s)
+    leaves X to start at 1.5 on GPU 0 (inside the second kernel) and at 0.5 on GPU 1 (inside the
+    first, before the second is launched): X shares the SMs on both (1 s -> 2 s)."""
+    t = _run([Part(COMPUTE, "P0", 1.0, routed_share=1.0), Part(COMPUTE, "X", 1.0)],
+             [Part(COMM, "D", shape="dispatch"), Part(COMM, "C", shape="combine")], [0.0, 0.0],
+             load=[0.75, 0.25], slowdown=2.0)
+    assert list(t.end) == [3.5, 2.5] and list(t.compute_s) == [3.5, 2.5]
+
+
 def _simpy_streams(comp, comm, comm_time):
     """Independent evaluator: the two streams as SimPy processes with events (no SM sharing)."""
     env = simpy.Environment()

@@ -275,16 +275,6 @@ def same_routes(links: LinkTable, a: tuple, b: tuple) -> bool:
     return pairs.size == np.unique(la).size == np.unique(lb).size
 
 
-def same_flow_system(links: LinkTable, a: list, b: list) -> bool:
-    """Whether the messages ``a`` and ``b`` ([(source GPU, destination GPU, bytes)], in
-    corresponding order) are the same flow system up to renaming links (:func:`same_routes`, and
-    equal bytes)."""
-    if len(a) != len(b) or any(xa != xb for (_, _, xa), (_, _, xb) in zip(a, b)):
-        return False
-    return same_routes(links, route_signature(links, [(s, d) for s, d, _ in a]),
-                       route_signature(links, [(s, d) for s, d, _ in b]))
-
-
 def disjoint_sets(link_sets: list[np.ndarray]) -> list[list[int]]:
     """Indices of ``link_sets`` grouped so that sets in different groups share no link (union-find
     over shared links); groups in order of their first member."""

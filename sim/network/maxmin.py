@@ -17,9 +17,8 @@ which :func:`rates` uses. They agree to rounding (a property test). Cost: O(roun
 numpy, O(pairs log links) compiled, where rounds is the number of distinct bottleneck levels.
 
 The allocation splits over the connected components of the flow-link graph (flows that share no
-link, directly or through other flows, do not affect each other): :func:`touched_flows` finds the
-flows connected to a set of seed flows, so that the fabric recomputes only the components an
-arrival or a departure touched.
+link, directly or through other flows, do not affect each other), so the fabric refills only the
+components an arrival or a departure touched (:func:`sim.network.flowcore.solve`).
 """
 from __future__ import annotations
 
@@ -73,20 +72,6 @@ def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: 
             np.maximum(remaining, 0.0, out=remaining)
             flows, links, weights = flows[keep], links[keep], weights[keep]
     return rates
-
-
-def _touched_numpy(seeds: np.ndarray, flow_of_pair: np.ndarray, link_of_pair: np.ndarray, n_flows: int,
-                   n_links: int) -> np.ndarray:
-    """:func:`touched_flows` by repeated vector steps (the fallback)."""
-    flow_in = np.zeros(n_flows, dtype=bool)
-    flow_in[seeds] = True
-    size = -1
-    while size != int(flow_in.sum()):
-        size = int(flow_in.sum())
-        link_in = np.zeros(n_links, dtype=bool)
-        link_in[link_of_pair[flow_in[flow_of_pair]]] = True
-        flow_in[flow_of_pair[link_in[link_of_pair]]] = True
-    return flow_in
 
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -286,123 +271,11 @@ def _rates_compiled(flow_of_pair, link_of_pair, weight_of_pair, capacity, n_flow
     return rates
 
 
-def _component(seeds, flow_of_pair, link_of_pair, by_link_ptr, by_link, by_flow_ptr, by_flow, n_flows, n_links,
-               limit):
-    """(flows, links) connected to ``seeds``; (empty, empty) once more than ``limit`` flows are found."""
-    flow_in = np.zeros(n_flows, dtype=np.bool_)
-    link_in = np.zeros(n_links, dtype=np.bool_)
-    flows = np.empty(n_flows, dtype=np.int64)
-    links = np.empty(n_links, dtype=np.int64)
-    n_f = n_l = 0
-    for f in seeds:
-        if not flow_in[f]:
-            flow_in[f] = True
-            flows[n_f] = f
-            n_f += 1
-    head = 0
-    while head < n_f:
-        f = flows[head]
-        head += 1
-        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-            l = link_of_pair[by_flow[q]]
-            if link_in[l]:
-                continue
-            link_in[l] = True
-            links[n_l] = l
-            n_l += 1
-            for r in range(by_link_ptr[l], by_link_ptr[l + 1]):
-                g = flow_of_pair[by_link[r]]
-                if not flow_in[g]:
-                    flow_in[g] = True
-                    flows[n_f] = g
-                    n_f += 1
-                    if n_f > limit:
-                        return flows[:0], links[:0]
-    return flows[:n_f], links[:n_l]
-
-
-def _update_compiled(flow_of_pair, link_of_pair, capacity, rates, seeds, limit):
-    """Recompute in place the rates of the flows connected to ``seeds``, unless there are more than
-    ``limit`` of them: then every rate. Returns the number of flows recomputed."""
-    n_flows = rates.size
-    by_link_ptr, by_link = _csr(link_of_pair, capacity.size)
-    by_flow_ptr, by_flow = _csr(flow_of_pair, n_flows)
-    flows, links = _component(seeds, flow_of_pair, link_of_pair, by_link_ptr, by_link, by_flow_ptr, by_flow,
-                              n_flows, capacity.size, limit)
-    if flows.size == 0:
-        links = np.flatnonzero(by_link_ptr[1:] > by_link_ptr[:-1])
-        rates[:] = np.inf
-    else:
-        for f in flows:
-            rates[f] = np.inf
-    _fill(flow_of_pair, link_of_pair, np.ones(flow_of_pair.size), capacity, rates, by_link_ptr, by_link, by_flow_ptr,
-          by_flow, links)
-    return n_flows if flows.size == 0 else flows.size
-
-
-def _touched_compiled(seeds, flow_of_pair, link_of_pair, n_flows, n_links):
-    by_link_ptr, by_link = _csr(link_of_pair, n_links)
-    by_flow_ptr, by_flow = _csr(flow_of_pair, n_flows)
-    flow_in = np.zeros(n_flows, dtype=np.bool_)
-    link_in = np.zeros(n_links, dtype=np.bool_)
-    stack = np.empty(n_flows, dtype=np.int64)
-    top = 0
-    for f in seeds:
-        if not flow_in[f]:
-            flow_in[f] = True
-            stack[top] = f
-            top += 1
-    while top > 0:
-        top -= 1
-        f = stack[top]
-        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-            l = link_of_pair[by_flow[q]]
-            if link_in[l]:
-                continue
-            link_in[l] = True
-            for r in range(by_link_ptr[l], by_link_ptr[l + 1]):
-                g = flow_of_pair[by_link[r]]
-                if not flow_in[g]:
-                    flow_in[g] = True
-                    stack[top] = g
-                    top += 1
-    return flow_in
-
-
-def _drop_compiled(done, left, pair_flow, pair_link, link_bytes):
-    n_keep = 0
-    new_index = np.empty(done.size, dtype=np.int64)
-    for f in range(done.size):
-        new_index[f] = n_keep
-        if not done[f]:
-            n_keep += 1
-    P = pair_flow.size
-    keep_flow = np.empty(P, dtype=np.int64)
-    keep_link = np.empty(P, dtype=np.int64)
-    dropped = np.empty(P, dtype=np.int64)
-    n_k = n_d = 0
-    for p in range(P):
-        f, l = pair_flow[p], pair_link[p]
-        if done[f]:
-            link_bytes[l] += left[f]
-            dropped[n_d] = l
-            n_d += 1
-        else:
-            keep_flow[n_k] = new_index[f]
-            keep_link[n_k] = l
-            n_k += 1
-    return keep_flow[:n_k].copy(), keep_link[:n_k].copy(), dropped[:n_d].copy()
-
-
 if njit is not None:
     _csr = njit(cache=True)(_csr)
     _fill = njit(cache=True)(_fill)
     _fill_flows = njit(cache=True)(_fill_flows)
     _rates_compiled = njit(cache=True)(_rates_compiled)
-    _component = njit(cache=True)(_component)
-    _update_compiled = njit(cache=True)(_update_compiled)
-    _touched_compiled = njit(cache=True)(_touched_compiled)
-    _drop_compiled = njit(cache=True)(_drop_compiled)
     COMPILED = True
 else:                                    # pragma: no cover - depends on the environment
     COMPILED = False
@@ -419,52 +292,4 @@ def rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarr
     return max_min_rates(flow_of_pair, link_of_pair, capacity, n_flows, weight_of_pair)
 
 
-def touched_flows(seeds: np.ndarray, flow_of_pair: np.ndarray, link_of_pair: np.ndarray, n_flows: int,
-                  n_links: int) -> np.ndarray:
-    """A boolean mask of the flows connected to ``seeds`` (flow indices) through shared links: the
-    union of their components of the flow-link graph."""
-    seeds = np.asarray(seeds, dtype=np.int64)
-    if COMPILED:
-        return _touched_compiled(seeds, flow_of_pair.astype(np.int64, copy=False),
-                                 link_of_pair.astype(np.int64, copy=False), int(n_flows), int(n_links))
-    return _touched_numpy(seeds, flow_of_pair, link_of_pair, n_flows, n_links)
-
-
-def drop_flows(done: np.ndarray, left: np.ndarray, pair_flow: np.ndarray, pair_link: np.ndarray,
-               link_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Remove the flows ``done`` (a mask) from the flow-link pairs, crediting each one's ``left``
-    bytes to its links' ``link_bytes`` (in place): (pair flows renumbered, pair links, the links of
-    the dropped flows)."""
-    if COMPILED:
-        return _drop_compiled(done, left, pair_flow, pair_link, link_bytes)
-    keep = ~done
-    new_index = np.cumsum(keep) - 1
-    pair_keep = keep[pair_flow]
-    if left.any():
-        link_bytes += np.bincount(pair_link, weights=left[pair_flow], minlength=link_bytes.size)
-    return new_index[pair_flow[pair_keep]], pair_link[pair_keep], pair_link[~pair_keep]
-
-
-def update_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray, rates: np.ndarray,
-                 seeds: np.ndarray, limit: int) -> int:
-    """Recompute in place the max-min rates of the flows connected to ``seeds`` (flow indices: the
-    flows that started, and those sharing a link with a flow that ended); the other flows' rates
-    stand. When more than ``limit`` flows are connected, every rate is recomputed. Returns how
-    many were."""
-    seeds = np.asarray(seeds, dtype=np.int64)
-    n = rates.size
-    if COMPILED:
-        return int(_update_compiled(flow_of_pair.astype(np.int64, copy=False), link_of_pair.astype(np.int64, copy=False),
-                                    capacity.astype(np.float64, copy=False), rates, seeds, int(limit)))
-    touched = touched_flows(seeds, flow_of_pair, link_of_pair, n, capacity.size)
-    count = int(touched.sum())
-    if count > limit:
-        rates[:] = max_min_rates(flow_of_pair, link_of_pair, capacity, n)
-        return n
-    pairs = touched[flow_of_pair]
-    local = np.cumsum(touched) - 1
-    rates[touched] = max_min_rates(local[flow_of_pair[pairs]], link_of_pair[pairs], capacity, count)
-    return count
-
-
-__all__ = ["COMPILED", "drop_flows", "max_min_rates", "rates", "touched_flows", "update_rates"]
+__all__ = ["COMPILED", "max_min_rates", "rates"]
