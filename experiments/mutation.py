@@ -53,6 +53,8 @@ EQUIVALENT = {
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
     "sim.moe.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
+    "sim.moe.chunk.x_mla_up_projection_params__mutmut_7": "the query up-projection's formula is 0 when "
+                                                           "q_lora_rank is 0: the guard only saves a product",
     "sim.moe.streams.x_as_streams__mutmut_2": "prev is only tested for truth: '' is as false as None",
     "sim.moe.streams.x_as_streams__mutmut_5": "a copied part's stream is never read again: the plan's order says "
                                               "which stream each part runs on",

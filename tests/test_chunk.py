@@ -108,3 +108,44 @@ def test_bad_stage_layer_counts(kwargs, pattern):
     from sim.moe.chunk import stage_layer_counts
     with pytest.raises(SpecError, match=pattern):
         stage_layer_counts(61, 16, **kwargs)
+
+
+def test_read_profile_names_what_is_wrong(tmp_path):
+    """Each bad profile gives a SpecError naming the file, the line and the field, and dense rows
+    are accepted."""
+    from sim.moe.chunk import read_profile
+
+    def profile(text):
+        p = tmp_path / "prof.csv"
+        p.write_text(text)
+        return str(p)
+
+    assert read_profile(profile("layer,part,seconds\ndense,attn_f,0.5\nmoe,mlp_w,1e6\n")) == {
+        "dense": {"attn_f": 0.5}, "moe": {"mlp_w": 1e6}}
+    with pytest.raises(SpecError, match="nothere.csv' does not exist"):
+        read_profile(str(tmp_path / "nothere.csv"))
+    for text in ("", "layer,part\nmoe,mlp_f\n"):
+        with pytest.raises(SpecError, match=r"prof.csv: needs columns layer, part, seconds; got"):
+            read_profile(profile(text))
+    with pytest.raises(SpecError, match=r"line 3: layer must be dense, moe or head and part one of attn_f, "
+                                        r"attn_i, attn_w, mlp_f, mlp_i, mlp_w, attn_r, mlp_r, head; got "
+                                        r"layer='dense', part='mlp_x'"):
+        read_profile(profile("layer,part,seconds\nmoe,mlp_f,1\ndense,mlp_x,1\n"))
+    with pytest.raises(SpecError, match=r"prof.csv line 2: seconds 'abc' is not a number"):
+        read_profile(profile("layer,part,seconds\nmoe,mlp_f,abc\n"))
+    for bad in ("-1", "1000000.5", "inf"):
+        with pytest.raises(SpecError, match=r"prof.csv line 2: seconds must be a finite number in \[0, 1,000,000\]"):
+            read_profile(profile(f"layer,part,seconds\nmoe,mlp_f,{bad}\n"))
+
+
+def test_attention_closed_forms_without_mla():
+    """Standard attention: the scores take half the core's FLOPs (d_qk = d_v = head_dim, no rope
+    part) and there are no MLA up-projections; MLA without a query compression has only the
+    key/value up-projection."""
+    import dataclasses
+
+    from sim.moe.chunk import mla_up_projection_params, scores_share
+    m = load_model("deepseek-v3")
+    gqa = dataclasses.replace(m, attention="gqa")
+    assert scores_share(gqa) == 0.5 and mla_up_projection_params(gqa) == 0.0
+    assert mla_up_projection_params(dataclasses.replace(m, q_lora_rank=0)) == 512 * 128 * 2 * 128

@@ -47,3 +47,20 @@ def test_pickled_table_routes_the_same_without_its_caches():
 
 def load_topology_links(name):
     return LinkTable(load_topology(name))
+
+
+def test_an_equal_route_through_a_switch_beats_one_through_a_gpu():
+    """GPUs a and b joined by two equal two-hop paths over PCIe-kind links, one through GPU c and
+    one through switch s: the route relays through the switch. A link without a kind is 'link'."""
+    import networkx as nx
+    g = nx.Graph(gpus=["a", "b", "c"])
+    g.add_nodes_from(["a", "b", "c"], type="gpu")
+    g.add_node("s", type="switch")
+    for u, v in (("a", "c"), ("c", "b"), ("a", "s"), ("s", "b")):
+        g.add_edge(u, v, bandwidth=1e9, latency=1e-6, kind="pcie")
+    g.add_edge("c", "s", bandwidth=1e9, latency=1e-6)
+    links = LinkTable(g)
+    path, latency = links.route(0, 1)
+    assert [links.names[links.dst[link]] for link in path] == ["s", "b"] and latency == pytest.approx(2e-6)
+    kinds = {links.link_name(i): links.kind[i] for i in range(len(links))}
+    assert kinds["c->s"] == kinds["s->c"] == "link" and kinds["a->s"] == "pcie" and links.graph is g

@@ -21,3 +21,12 @@ def test_one_transfer_by_hand():
     top = busiest_links(fab, 2)
     assert len(top) == 2 and top[0]["bytes"] == pytest.approx(1e8)
     assert len(link_stats(fab, only_used=False)) == len(fab.links)
+
+
+def test_mean_utilization_over_a_given_window():
+    """The same 100 MB transfer seen over a 4 ms window: 1e8 B / (50 GB/s x 4 ms) = 0.5."""
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-16"))
+    env.run(fab.transfer(0, 8, 1e8))
+    assert busiest_links(fab, 1, window_s=4e-3)[0]["mean_util"] == pytest.approx(0.5)
+    assert link_stats(fab, window_s=4e-3)["mean_util"].tolist() == pytest.approx([0.5] * 4)
