@@ -55,6 +55,9 @@ EQUIVALENT = {
     "sim.moe.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
     "sim.moe.chunk.x_mla_up_projection_params__mutmut_7": "the query up-projection's formula is 0 when "
                                                            "q_lora_rank is 0: the guard only saves a product",
+    "sim.network.stats.x_link_stats__mutmut_48": "pandas applies the sort kind only when sorting by one column "
+                                                 "(here two: bytes, link)",
+    "sim.network.stats.x_link_stats__mutmut_51": "same as mutmut_48 (the kind left to its default)",
     "sim.moe.streams.x_as_streams__mutmut_2": "prev is only tested for truth: '' is as false as None",
     "sim.moe.streams.x_as_streams__mutmut_5": "a copied part's stream is never read again: the plan's order says "
                                               "which stream each part runs on",
