@@ -58,6 +58,8 @@ EQUIVALENT = {
     "sim.network.stats.x_link_stats__mutmut_48": "pandas applies the sort kind only when sorting by one column "
                                                  "(here two: bytes, link)",
     "sim.network.stats.x_link_stats__mutmut_51": "same as mutmut_48 (the kind left to its default)",
+    "sim.network.stats.x_link_stats__mutmut_58": "same as mutmut_48 (pandas does not even read the kind)",
+    "sim.network.stats.x_link_stats__mutmut_59": "same as mutmut_58",
     "sim.moe.streams.x_as_streams__mutmut_2": "prev is only tested for truth: '' is as false as None",
     "sim.moe.streams.x_as_streams__mutmut_5": "a copied part's stream is never read again: the plan's order says "
                                               "which stream each part runs on",

@@ -144,8 +144,10 @@ def test_attention_closed_forms_without_mla():
     key/value up-projection."""
     import dataclasses
 
-    from sim.moe.chunk import mla_up_projection_params, scores_share
+    from sim.moe.chunk import attention_core_flops, mla_up_projection_params, scores_share
     m = load_model("deepseek-v3")
     gqa = dataclasses.replace(m, attention="gqa")
     assert scores_share(gqa) == 0.5 and mla_up_projection_params(gqa) == 0.0
+    assert attention_core_flops(gqa, 10, 100) == 10 * 100 * 128 * (128 + 128)
+    assert attention_core_flops(m, 10, 100) == 10 * 100 * 128 * (192 + 128)
     assert mla_up_projection_params(dataclasses.replace(m, q_lora_rank=0)) == 512 * 128 * 2 * 128

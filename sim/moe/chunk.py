@@ -124,15 +124,18 @@ def stage_layer_counts(total: int, stages: int, explicit: tuple | None = None, f
     return ([first] if first is not None else []) + counts + ([last] if last is not None else [])
 
 
+def qk_dim(m: ModelSpec) -> int:
+    """A head's query/key width: ``head_dim``, plus the decoupled RoPE part under MLA."""
+    return m.head_dim + (m.rope_dim if m.attention == "mla" else 0)
+
+
 def attention_core_flops(m: ModelSpec, tokens: float, seq_len: int) -> float:
-    d_qk = m.head_dim + (m.rope_dim if m.attention == "mla" else 0)
-    return tokens * seq_len * m.heads * (d_qk + m.head_dim)
+    return tokens * seq_len * m.heads * (qk_dim(m) + m.head_dim)
 
 
 def scores_share(m: ModelSpec) -> float:
     """The share of the attention core's FLOPs in the scores Q K^T: ``d_qk / (d_qk + d_v)``."""
-    d_qk = m.head_dim + (m.rope_dim if m.attention == "mla" else 0)
-    return d_qk / (d_qk + m.head_dim)
+    return qk_dim(m) / (qk_dim(m) + m.head_dim)
 
 
 def mla_up_projection_params(m: ModelSpec) -> float:
