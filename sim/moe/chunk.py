@@ -135,7 +135,8 @@ def attention_core_flops(m: ModelSpec, tokens: float, seq_len: int) -> float:
 
 def scores_share(m: ModelSpec) -> float:
     """The share of the attention core's FLOPs in the scores Q K^T: ``d_qk / (d_qk + d_v)``."""
-    return qk_dim(m) / (qk_dim(m) + m.head_dim)
+    d_qk = qk_dim(m)
+    return d_qk / (d_qk + m.head_dim)
 
 
 def mla_up_projection_params(m: ModelSpec) -> float:

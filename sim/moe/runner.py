@@ -104,6 +104,7 @@ class GroupRunner:
         self._factor = None if compute_factors is None else {
             r: compute_factors[layout.gpus_of(r, self.replicas)] for r in range(pp)}
         self._jitter = faults if faults is not None and faults.jitter_cv else None
+        self._send_grid = faults.send_grid_s if faults is not None else 0.0   # jitter: sends on a grid
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
@@ -197,7 +198,7 @@ class GroupRunner:
             if not pending[0]:
                 done.succeed()
 
-        grid = self._jitter.send_grid_s if self._jitter is not None else 0.0
+        grid = self._send_grid
         for i in np.argsort(sent, kind="stable"):
             at = float(sent[i]) + self.send_launch_s
             if grid:                                # jittered replicas: sends leave on a grid (faults.SEND_GRID_S)

@@ -65,7 +65,8 @@ class RankResult:
                 "grads_gb": round(m.grads_gb, 3), "optimizer_gb": round(m.optimizer_gb, 3),
                 "activations_gb": round(m.activations_gb, 3), "reserve_gb": round(m.reserve_gb, 3),
                 "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches,
-                **{f"{name}_{k}": v for name, spread in (("replica_compute", self.replica_compute), ("replica_comm", self.replica_comm))
+                **{f"{name}_{k}": v for name, spread in (("replica_compute", self.replica_compute),
+                                                         ("replica_comm", self.replica_comm))
                    if spread is not None for k, v in spread.to_json().items()}}
 
 
