@@ -68,6 +68,27 @@ EQUIVALENT = {
                                             "at the earliest start is followed only by kernels that ended no later, "
                                             "none of which any GPU's start falls inside",
     "sim.moe.streams.x_walk_op__mutmut_40": "np.where(None, shared, full) is full",
+    "sim.schedules.registry.x_check_arguments__mutmut_64": "only interleaved-1f1b takes chunks other than "
+                                                           "None or 1, and max(chunks or 1, 2) is 2 for both",
+    # The timeline's first rates: never read, since _add returns while no link is active.
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_9": "the empty first _active is never indexed",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_10": "same as mutmut_9",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_20": "the first _rates is never read (no active link)",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_22": "same as mutmut_20",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_24": "same as mutmut_20",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_26": "same as mutmut_20",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_2": "an empty interval adds nothing (every overlap is 0)",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_8": "t0 / bin_s differs from t0 // bin_s only when it "
+                                                         "rounds up to an integer; the bin skipped then "
+                                                         "overlaps by at most a rounding error",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_14": "same as mutmut_8 for the last bin: one more bin, "
+                                                          "whose overlap is not positive",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_15": "t1 <= bin_s x max_bins, so the last bin is at most "
+                                                          "max_bins, reached only when its overlap is 0",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_19": "bins before the first overlap by at most 0 "
+                                                          "and are skipped",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_22": "the bin after the last overlaps by at most 0",
+    "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
 }
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutant the suite notices
 NOT_KILLED = {"survived", "no tests", "suspicious"}                     # ... and one it does not

@@ -99,3 +99,32 @@ def test_wide_flows_fill_by_a_heap_of_flows_equal_to_the_oracle(wide, narrow, se
     n = int(flow.max()) + 1
     assert rates(flow, link, cap, n, w) == pytest.approx(max_min_rates(flow, link, cap, n, w), rel=1e-9)
     assert WIDE_FLOW < 45
+
+
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=40), st.lists(st.integers(0, 39), max_size=30),
+       st.lists(st.tuples(st.integers(0, 39), st.integers(0, 6)), max_size=30))
+def test_indexed_heap_orders_links_by_share_then_link(keys, removed, changes):
+    """The fill's heap, after removals and key changes (up and down), yields its links in
+    (key, link) order: the order of (share, link) tuples, equal keys by the lower link."""
+    from sim.network.maxmin import _heap_down, _heap_remove, _heap_up
+    key = np.array(keys, dtype=float)
+    n = key.size
+    heap, pos = np.arange(n), np.arange(n)
+    for i in range(n // 2 - 1, -1, -1):
+        _heap_down(heap, pos, key, i, n)
+    size, alive = n, set(range(n))
+    for link in removed:
+        if link in alive:
+            size = _heap_remove(heap, pos, key, link, size)
+            alive.discard(link)
+            assert pos[link] == -1
+    for link, value in changes:
+        if link in alive:
+            lower = value < key[link]
+            key[link] = value
+            (_heap_up(heap, pos, key, pos[link]) if lower else _heap_down(heap, pos, key, pos[link], size))
+    order = []
+    while size:
+        order.append(int(heap[0]))
+        size = _heap_remove(heap, pos, key, int(heap[0]), size)
+    assert order == sorted(alive, key=lambda link: (key[link], link))

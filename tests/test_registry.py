@@ -35,3 +35,31 @@ def test_unknown_name_lists_all():
         make_schedule("dual-pipe", 4, 8)
     for name in SCHEDULE_NAMES:
         assert name in str(exc.value)
+
+
+def test_a_bool_is_not_a_count():
+    with pytest.raises(ScheduleConfigError, match=r"pp \(P, pipeline ranks\) must be an integer, got True"):
+        make_schedule("1f1b", True, 8)
+
+
+def test_interleaved_without_chunks_says_what_it_needs():
+    with pytest.raises(ScheduleConfigError) as exc:
+        make_schedule("interleaved-1f1b", 4, 8)
+    assert str(exc.value) == "interleaved-1f1b needs chunks (v, model chunks per rank) >= 2"
+
+
+def test_one_chunk_is_every_schedule_s_own_shape():
+    assert make_schedule("1f1b", 4, 8, 1).ranks == make_schedule("1f1b", 4, 8).ranks
+
+
+def test_op_limit_counts_interleaved_chunks_and_names_the_schedule():
+    """The op estimate is 3 M P max(v, 2): 384 for interleaved-1f1b with v = 4 at P = 4, M = 8
+    (192 without its chunks), refused over a limit of 383 with a message naming the schedule."""
+    from sim import limits
+    with limits.raised(max_ops=383):
+        with pytest.raises(limits.TooLarge) as exc:
+            make_schedule("interleaved-1f1b", 4, 8, 4)
+        assert str(exc.value).startswith("schedule interleaved-1f1b with P=4, M=8 needs about 384 ops")
+        make_schedule("1f1b", 4, 8, 1)                                       # 192: allowed
+    with limits.raised(max_ops=384):
+        make_schedule("interleaved-1f1b", 4, 8, 4)

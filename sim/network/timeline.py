@@ -46,10 +46,11 @@ class LinkTimeline:
                 self.bytes[b, self._active] += self._rates * overlap
 
     def _coarsen(self) -> None:
-        half = self.max_bins // 2
-        merged = self.bytes[0:2 * half:2] + self.bytes[1:2 * half:2]
+        """Merge bins 2i and 2i + 1 into bin i (an odd count's last bin alone) and double the width."""
+        merged = self.bytes[0::2].copy()
+        merged[:self.max_bins // 2] += self.bytes[1::2]
         self.bytes[:] = 0.0
-        self.bytes[:half] = merged
+        self.bytes[:merged.shape[0]] = merged
         self.bin_s *= 2
 
     def finish(self, now: float | None = None) -> None:
