@@ -71,12 +71,10 @@ EQUIVALENT = {
     "sim.schedules.registry.x_check_arguments__mutmut_64": "only interleaved-1f1b takes chunks other than "
                                                            "None or 1, and max(chunks or 1, 2) is 2 for both",
     # The timeline's first rates: never read, since _add returns while no link is active.
-    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_9": "the empty first _active is never indexed",
-    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_10": "same as mutmut_9",
-    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_20": "the first _rates is never read (no active link)",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_20": "the empty first _active is only asked its size",
     "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_22": "same as mutmut_20",
-    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_24": "same as mutmut_20",
-    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_26": "same as mutmut_20",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_24": "the first _rates is never read (no active link)",
+    "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_26": "same as mutmut_24",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_2": "an empty interval adds nothing (every overlap is 0)",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_8": "t0 / bin_s differs from t0 // bin_s only when it "
                                                          "rounds up to an integer; the bin skipped then "

@@ -54,6 +54,8 @@ def test_bad_bins_are_refused():
         with pytest.raises(ValueError, match="bin_s must be > 0"):
             LinkTimeline(fab, **bad)
     assert LinkTimeline(fab, max_bins=2).bytes.shape == (2, len(fab.links))
+    default = LinkTimeline(fab)                                     # 256 bins of 1 ms
+    assert default.bin_s == 1e-3 and default.bytes.shape == (256, len(fab.links))
 
 
 def run_chain(transfers, bin_s=1.0, max_bins=4, bandwidth=100.0, until=None):
