@@ -83,3 +83,84 @@ def test_a_sweep_answers_with_its_own_points_only(tmp_path):
     assert len(pd.read_csv(out)) == 3
     again = run_sweep(point, first, out, scheduler="serial", progress=False)
     assert sorted(again["schedule"]) == ["1f1b", "dualpipe"] and set(again["pp"]) == {4}
+
+
+def test_serial_failures_are_rows_with_the_error_s_last_line(tmp_path):
+    """The same grid as the Dask comparison, in this process only: chimera at M = 10 fails (10 is
+    not a multiple of P = 4) and is a row saying why; the columns are the point's, then the
+    metrics, then status, error, wall time and the code's fingerprint."""
+    import sim.sweep as sweep
+    df = run_sweep(point, POINTS, tmp_path / "s.csv", scheduler="serial", progress=False)
+    failed = df[df["status"] == "error"]
+    assert failed[["microbatches", "schedule"]].values.tolist() == [[10, "chimera"]]
+    assert failed["error"].iloc[0] == ("sim.schedules.registry.ScheduleConfigError: chimera needs M divisible by D = P "
+                                       "(whole basic units of D micro-batches) and M >= 2P, got M=10, P=4")
+    ok = df[df["status"] == "ok"]
+    assert len(ok) == 5 and (ok["error"].fillna("") == "").all() and (ok["bubble_fraction"] > 0).all()
+    assert list(df.columns[:3]) == ["pp", "microbatches", "schedule"]
+    assert list(df.columns[-4:]) == ["status", "error", "wall_s", "sim_code"]
+    assert (df["wall_s"] >= 0).all() and (df["sim_code"] == sweep.code_fingerprint()).all()
+
+
+def test_run_point_rows():
+    """A point's row: its values, the metrics, ok and no error; the function gets a copy of the
+    point; an exception is an error row with the exception's last line; a run past the time limit
+    (checked by the engine as it goes) a timeout row naming the limit."""
+    import time
+
+    from sim.limits import check_deadline
+    from sim.sweep import code_fingerprint, failed_row, run_point
+
+    def meddling(p):
+        p["x"] = 99
+        return {"y": 2 * p["x"]}
+
+    row = run_point(meddling, {"x": 1})
+    assert {k: row[k] for k in ("x", "y", "status", "error")} == {"x": 1, "y": 198, "status": "ok", "error": ""}
+    assert row["wall_s"] >= 0 and row["sim_code"] == code_fingerprint()
+
+    def broken(p):
+        raise ValueError("no such thing")
+
+    row = run_point(broken, {"x": 1})
+    assert (row["status"], row["error"], row["x"]) == ("error", "ValueError: no such thing", 1)
+    assert "y" not in row and row["sim_code"] == code_fingerprint()
+
+    def slow(p):
+        time.sleep(0.05)
+        check_deadline()
+        return {"y": 1}
+
+    row = run_point(slow, {"x": 1}, timeout_s=0.01)
+    assert (row["status"], row["error"]) == ("timeout", "ran past the time limit of 0.01 s per point")
+    assert row["wall_s"] >= 0.05
+    assert run_point(slow, {"x": 1}, timeout_s=None)["status"] == "ok"
+    assert failed_row({"x": 1}, "error", "worker died: boom") == {
+        "x": 1, "status": "error", "error": "worker died: boom", "wall_s": 0.0, "sim_code": code_fingerprint()}
+
+
+def test_point_keys_survive_a_csv_round_trip():
+    from sim.sweep import point_key
+    assert point_key({"b": 2, "a": "x"}) == '{"a": "x", "b": "2"}' == point_key({"a": "x", "b": "2"})
+
+
+def test_bad_sweep_arguments_and_unreadable_results(tmp_path):
+    """Workers and the time limit are checked with a message; a results file that is empty, or
+    lacks the point's columns, resumes nothing (every point runs)."""
+    from sim.checks import InputError
+    with pytest.raises(InputError, match="workers"):
+        run_sweep(point, POINTS, tmp_path / "a.csv", scheduler="serial", workers=0, progress=False)
+    with pytest.raises(InputError, match="point time limit"):
+        run_sweep(point, POINTS, tmp_path / "a.csv", scheduler="serial", point_timeout_s=0, progress=False)
+    out = tmp_path / "b.csv"
+    run_sweep(point, POINTS[:1], out, scheduler="serial", progress=False)
+    pd.read_csv(out).drop(columns=["schedule"]).to_csv(out, index=False)    # a column of the points gone
+    calls = []
+    df = run_sweep(lambda p: calls.append(p) or point(p), POINTS[:1], out, scheduler="serial", progress=False,
+                   force=True)
+    assert len(calls) == 1 and len(df) == 1
+    out.write_text("")
+    calls.clear()
+    run_sweep(lambda p: calls.append(p) or point(p), POINTS[:1], out, scheduler="serial", progress=False, force=True)
+    assert len(calls) == 1
+    assert run_sweep(point, [], tmp_path / "c.csv", scheduler="serial", progress=False).empty
