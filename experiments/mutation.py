@@ -10,6 +10,8 @@ against numpy oracles instead).
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
 ``sim.engine``; default every core module: about 4,800 mutants, 1-2 hours on 2 cores), then writes
 the table from every result mutmut holds. ``--report`` only writes the table.
+``--recheck-timeouts`` runs every mutant mutmut recorded as a timeout again, alone and with a
+generous limit: on a busy machine a surviving mutant's slow run can pass for a timeout (killed).
 
 Score = killed / (checked - equivalent). Equivalent mutants (no output can change) are listed in
 :data:`EQUIVALENT` with the reason, instead of a test that cannot exist.
@@ -98,6 +100,7 @@ EQUIVALENT = {
     "sim.sweep.x_rows_of__mutmut_20": "the CSV the sweep just wrote has every column of its points: the default "
                                       "of r.get is never used",
     "sim.sweep.x_rows_of__mutmut_22": "same as mutmut_20",
+    "sim.sweep.x_run_sweep__mutmut_69": "with no point to run, the serial loop runs nothing either way",
     "sim.sweep.x_rows_of__mutmut_23": "same as mutmut_20",
 }
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutant the suite notices
@@ -126,6 +129,8 @@ def scores(root: Path = Path("mutants")) -> pd.DataFrame:
 def add_arguments(parser) -> None:
     parser.add_argument("modules", nargs="*", help=f"dotted modules to mutate (default: {', '.join(CORE)})")
     parser.add_argument("--report", action="store_true", help="only write results/mutation.csv from mutants/")
+    parser.add_argument("--recheck-timeouts", action="store_true",
+                        help="run every mutant mutmut timed out again, alone, then write the table")
     parser.add_argument("--children", type=int, default=2, help="parallel mutmut workers (default 2)")
     parser.add_argument("--out", default="results", help="folder for mutation.csv (default results)")
 
@@ -150,8 +155,54 @@ def sync_data_files(root: Path = Path("mutants")) -> list[str]:
     return copied
 
 
+def recheck_timeouts(root: Path = Path("mutants"), limit_s: float = 240.0) -> dict[str, int]:
+    """Run again, one at a time, every mutant mutmut recorded as a timeout, against the tests that
+    reach its function (as mutmut's stats list them), with ``limit_s`` seconds; record the result
+    (pytest's exit code: 1 killed, 0 survived) in mutmut's meta file. On a busy machine mutmut's
+    timeouts, which count as killed, can be a slow run of a surviving mutant."""
+    import os
+    stats = json.loads((root / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
+    skip = [f"--deselect={a.removeprefix('--deselect=')}" for a in _selection_args() if a.startswith("--deselect")]
+    done = {}
+    for meta_path in sorted(root.glob("**/*.py.meta")):
+        meta = json.loads(meta_path.read_text())
+        for name, code in meta["exit_code_by_key"].items():
+            if code is None or status_name(code) != "timeout":
+                continue
+            tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if not _left_out(t))
+            try:
+                code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip,
+                                       *tests], cwd=root, env={**os.environ, "MUTANT_UNDER_TEST": name},
+                                      capture_output=True, timeout=limit_s).returncode
+            except subprocess.TimeoutExpired:
+                continue                                    # a real timeout: it stays one
+            meta["exit_code_by_key"][name] = code
+            meta_path.write_text(json.dumps(meta, indent=4))
+            done[name] = code
+            print(f"{name}: {'killed' if code else 'survived'}")
+    return done
+
+
+def status_name(code: int) -> str:
+    from mutmut.stats import status_by_exit_code
+    return status_by_exit_code[code]
+
+
+def _selection_args() -> list[str]:
+    import tomllib
+    config = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["mutmut"]
+    return config.get("pytest_add_cli_args_test_selection", [])
+
+
+def _left_out(test: str) -> bool:
+    """Whether the mutation runs leave ``test`` out (its file ignored in pyproject's selection)."""
+    return any(a == f"--ignore={test.split('::')[0]}" for a in _selection_args())
+
+
 def run(args) -> int:
-    if not args.report:
+    if args.recheck_timeouts:
+        recheck_timeouts()
+    elif not args.report:
         for name in sync_data_files():
             print(f"refreshed mutants/{name}")
         patterns = [f"{m}*" for m in (args.modules or CORE)]

@@ -188,10 +188,10 @@ def test_serial_sweeps_keep_the_time_limit_show_progress_and_refuse_a_user_s_fil
     assert df["status"].tolist() == ["ok", "timeout"]
     assert run_sweep(slow_point, points[:1], tmp_path / "u.csv", scheduler="serial", progress=False,
                      point_timeout_s=0.5)["status"].tolist() == ["ok"]
-    capsys.readouterr()
+    assert capsys.readouterr().err == ""                               # progress=False: no bar
     run_sweep(slow_point, grid(slow=(False, 0)), tmp_path / "v.csv", scheduler="serial", desc="my grid")
     err = capsys.readouterr().err
-    assert "my grid" in err and "2/2" in err
+    assert "my grid" in err and "2/2" in err and "point/s]" in err
     run_sweep(slow_point, points[:1], out, scheduler="serial")          # resumed: nothing left to run
     err = capsys.readouterr().err
     assert "sweep: 100%" in err and "1/1" in err
@@ -227,12 +227,12 @@ def test_resumed_points_keep_their_text_and_the_file_keeps_point_order(tmp_path)
             raise ValueError("bad point")
         return {"y": 1}
 
-    points = grid(x=("007", "NA", 1.0))
-    out = tmp_path / "s.csv"
-    run_sweep(echo, points, out, scheduler="serial", progress=False)
-    calls.clear()
-    again = run_sweep(echo, points, out, scheduler="serial", progress=False)
-    assert calls == [] and len(again) == 3 and len(rows_of(out, points)) == 3
+    for k, points in enumerate((grid(x=("007", "010")), grid(x=("NA", "b")), grid(x=(1.0, 2.5)))):
+        out = tmp_path / f"s{k}.csv"
+        run_sweep(echo, points, out, scheduler="serial", progress=False)
+        calls.clear()
+        again = run_sweep(echo, points, out, scheduler="serial", progress=False)
+        assert calls == [] and len(again) == 2 and len(rows_of(out, points)) == 2
     assert rows_of(tmp_path / "none.csv", points).empty
     middle = grid(x=("a", "b", "c"))
     run_sweep(echo, [middle[0], middle[2]], tmp_path / "m.csv", scheduler="serial", progress=False)
