@@ -162,14 +162,16 @@ def recheck_timeouts(root: Path = Path("mutants"), limit_s: float = 240.0) -> di
     timeouts, which count as killed, can be a slow run of a surviving mutant."""
     import os
     stats = json.loads((root / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
-    skip = [f"--deselect={a.removeprefix('--deselect=')}" for a in _selection_args() if a.startswith("--deselect")]
+    selection = _selection_args()                   # pyproject read once, not per test of every mutant
+    skip = [a for a in selection if a.startswith("--deselect")]
+    ignored = {a.removeprefix("--ignore=") for a in selection if a.startswith("--ignore=")}
     done = {}
     for meta_path in sorted(root.glob("**/*.py.meta")):
         meta = json.loads(meta_path.read_text())
         for name, code in meta["exit_code_by_key"].items():
             if code is None or status_name(code) != "timeout":
                 continue
-            tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if not _left_out(t))
+            tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if t.split("::")[0] not in ignored)
             try:
                 code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip,
                                        *tests], cwd=root, env={**os.environ, "MUTANT_UNDER_TEST": name},
@@ -192,11 +194,6 @@ def _selection_args() -> list[str]:
     import tomllib
     config = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["mutmut"]
     return config.get("pytest_add_cli_args_test_selection", [])
-
-
-def _left_out(test: str) -> bool:
-    """Whether the mutation runs leave ``test`` out (its file ignored in pyproject's selection)."""
-    return any(a == f"--ignore={test.split('::')[0]}" for a in _selection_args())
 
 
 def run(args) -> int:
