@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.common import script_main
+from sim.checks import InputError
 from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
@@ -132,6 +133,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recheck-timeouts", action="store_true",
                         help="run every mutant mutmut timed out again, alone, then write the table")
     parser.add_argument("--children", type=int, default=2, help="parallel mutmut workers (default 2)")
+    parser.add_argument("--sample", type=int, default=None, metavar="N",
+                        help="run only a seeded random sample of N mutants per module (for the modules whose "
+                             "every mutant needs minutes of tests); the table's checked column says how many")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     parser.add_argument("--out", default="results", help="folder for mutation.csv (default results)")
 
 
@@ -185,6 +190,33 @@ def recheck_timeouts(root: Path = Path("mutants"), limit_s: float = 240.0) -> di
     return done
 
 
+def sample(modules, n: int, seed: int, root: Path = Path("mutants")) -> list[str]:
+    """The names of a seeded random sample of ``n`` mutants of each module (all of them when it has
+    fewer), leaving out those already checked: the same modules, ``n`` and seed give the same sample,
+    so an interrupted sampled run resumes. A module mutmut has not listed yet (no meta file) is
+    refused: run it whole once, or ``mutmut run`` it, first."""
+    if n < 1:
+        raise InputError(f"--sample must be >= 1, got {n}")
+    names = []
+    for module in modules:
+        path = root / module.replace(".", "/")
+        metas = [path.with_suffix(".py.meta")] if path.with_suffix(".py.meta").is_file() else \
+            sorted(path.glob("**/*.py.meta"))         # a package: each of its modules
+        if not metas:
+            raise InputError(f"--sample: no mutants listed for {module} (no {path}.py.meta); "
+                             f"run `python -m mutmut run '{module}*'` first")
+        names += [name for meta in metas for name in _sample_of(meta, n, seed)]
+    return names
+
+
+def _sample_of(meta: Path, n: int, seed: int) -> list[str]:
+    """The unchecked mutants among a seeded sample of ``n`` of one module's (``meta``: mutmut's file)."""
+    import random
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    chosen = sorted(codes) if len(codes) <= n else random.Random(seed).sample(sorted(codes), n)
+    return sorted(m for m in chosen if codes[m] is None)
+
+
 def status_name(code: int) -> str:
     from mutmut.stats import status_by_exit_code
     return status_by_exit_code[code]
@@ -202,9 +234,12 @@ def run(args) -> int:
     elif not args.report:
         for name in sync_data_files():
             print(f"refreshed mutants/{name}")
-        patterns = [f"{m}*" for m in (args.modules or CORE)]
+        modules = args.modules or CORE
+        patterns = sample(modules, args.sample, args.seed) if args.sample is not None else [f"{m}*" for m in modules]
+        if not patterns:
+            print("every sampled mutant is already checked", file=sys.stderr)
         status = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children),
-                                  *patterns])
+                                  *patterns]) if patterns else 0
         if status:
             print(f"mutmut exited with {status}; writing what it finished", file=sys.stderr)
     df = scores()

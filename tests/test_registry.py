@@ -6,10 +6,11 @@ from sim.schedules import SCHEDULE_NAMES, ScheduleConfigError, make_schedule
 
 @pytest.mark.parametrize("name,P,M,v,pattern", [
     ("dualpipe", 5, 10, None, r"even P >= 2.*P=5"),
-    ("dualpipe", 4, 6, None, r"even M >= 2P, got M=6 with P=4"),
+    ("dualpipe", 4, 6, None, r"even M >= 2P, got M=6 with P=4 \(2P=8\)"),
     ("dualpipe", 4, 9, None, r"even M >= 2P, got M=9"),
-    ("dualpipev", 4, 7, None, r"M >= 2P, got M=7 with P=4"),
+    ("dualpipev", 4, 7, None, r"M >= 2P, got M=7 with P=4 \(2P=8\)"),
     ("chimera", 4, 10, None, r"M divisible by D = P.*M=10, P=4"),
+    ("chimera", 4, 4, None, r"M >= 2P, got M=4, P=4"),     # whole units of D, but only one
     ("chimera", 3, 6, None, r"even number of stages.*P=3"),
     ("1f1b", 0, 4, None, r"pp \(P, pipeline ranks\) must be an integer >= 1, got 0"),
     ("1f1b", -2, 4, None, r"must be an integer >= 1, got -2"),

@@ -49,15 +49,20 @@ class LinkLoad:
         number(self.latency, "LinkLoad.latency (s)", low=0, high=1e6)
         if nbytes.size and not (self.injected > 0 and self.messages > 0):
             raise InputError("a link load with bytes on links needs injected bytes > 0 and messages > 0")
-        order = np.argsort(links, kind="stable")
+        order = np.argsort(links)                # any sort: a link listed twice is refused below
         links, nbytes = links[order], nbytes[order]
-        if links.size > 1 and (np.diff(links) == 0).any():
+        if (np.diff(links) == 0).any():
             raise InputError("a link load lists a link twice: give each link's bytes once")
         if links.size and links[0] < 0:
             raise InputError(f"a link load's links must be link ids >= 0, got {int(links[0])}")
         object.__setattr__(self, "links", links)
         object.__setattr__(self, "link_bytes", nbytes)
-        object.__setattr__(self, "weights", nbytes / self.size if nbytes.size else nbytes)
+        object.__setattr__(self, "weights", nbytes / self.size)   # no link, no message: empty / 0 is empty
+
+    @staticmethod
+    def empty() -> "LinkLoad":
+        """A load that puts nothing anywhere (no message): 0 bytes, latency 0."""
+        return LinkLoad(np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, 0)
 
     @property
     def size(self) -> float:
@@ -70,7 +75,7 @@ class LinkLoad:
         messages carry nothing and do not count."""
         sends = [(a, b, x) for a, b, x in messages if a != b and x > 0]
         if not sends:
-            return LinkLoad(np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, 0, 0.0)
+            return LinkLoad.empty()
         routes = [table.route(a, b) for a, b, _ in sends]
         links = np.concatenate([r[0] for r in routes])
         nbytes = np.repeat([x for _, _, x in sends], [r[0].size for r in routes])
@@ -84,7 +89,7 @@ def sum_loads(loads: Sequence[LinkLoad]) -> LinkLoad:
     """Several collectives as one bundle (e.g. the all-to-alls of every EP group of a stage)."""
     loads = [x for x in loads if x.messages]
     if not loads:
-        return LinkLoad(np.zeros(0, dtype=np.int64), np.zeros(0), 0.0, 0, 0.0)
+        return LinkLoad.empty()
     links = np.concatenate([x.links for x in loads])
     used, inverse = np.unique(links, return_inverse=True)
     nbytes = np.bincount(inverse, weights=np.concatenate([x.link_bytes for x in loads]))

@@ -89,7 +89,7 @@ def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] =
     check_arguments(name, pp, microbatches, chunks)
     spec = SCHEDULES[name]
     per_rank = chunks if spec.stages_per_rank is None else spec.stages_per_rank
-    num_stages = pp * per_rank if spec.placement != "bidirectional" else pp
+    num_stages = pp * per_rank          # a bidirectional schedule holds one stage per rank: S = P
     args = (pp, microbatches, chunks) if spec.stages_per_rank is None else (pp, microbatches)
     ranks = spec.build(*args)
     placement = Placement(spec.placement, pp, num_stages, microbatches)

@@ -1,0 +1,54 @@
+"""experiments/mutation.py without running mutmut: the seeded sample and the score table, on
+meta files written by hand (mutmut's format: exit codes by mutant, None before a run)."""
+import json
+
+import pytest
+
+from experiments.mutation import EQUIVALENT, sample, scores
+from sim.checks import InputError
+
+
+def _meta(root, module, codes):
+    path = root / (module.replace(".", "/") + ".py.meta")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"exit_code_by_key": codes}))
+
+
+def test_a_sample_is_seeded_and_leaves_out_what_is_checked(tmp_path):
+    names = [f"pkg.mod.x_f__mutmut_{i}" for i in range(1, 41)]
+    _meta(tmp_path, "pkg.mod", {name: None for name in names})
+    first = sample(["pkg.mod"], 10, seed=3, root=tmp_path)
+    assert len(first) == 10 and set(first) <= set(names) and first == sorted(first)
+    assert sample(["pkg.mod"], 10, seed=3, root=tmp_path) == first
+    assert sample(["pkg.mod"], 10, seed=4, root=tmp_path) != first
+    _meta(tmp_path, "pkg.mod", {name: (1 if name in first[:4] else None) for name in names})
+    assert sample(["pkg.mod"], 10, seed=3, root=tmp_path) == first[4:]      # an interrupted run resumes
+    assert len(sample(["pkg.mod"], 100, seed=3, root=tmp_path)) == 36        # all the unchecked ones
+
+
+def test_a_package_is_sampled_module_by_module(tmp_path):
+    _meta(tmp_path, "pkg.a", {f"pkg.a.x_f__mutmut_{i}": None for i in range(1, 6)})
+    _meta(tmp_path, "pkg.b", {f"pkg.b.x_g__mutmut_{i}": None for i in range(1, 6)})
+    chosen = sample(["pkg"], 2, seed=0, root=tmp_path)
+    assert len(chosen) == 4 and sum(n.startswith("pkg.a.") for n in chosen) == 2
+
+
+def test_bad_samples_are_named(tmp_path):
+    with pytest.raises(InputError, match=r"--sample must be >= 1, got 0"):
+        sample(["pkg.mod"], 0, seed=0, root=tmp_path)
+    with pytest.raises(InputError, match=r"no mutants listed for pkg\.none"):
+        sample(["pkg.none"], 5, seed=0, root=tmp_path)
+
+
+def test_scores_count_killed_survived_and_equivalent(tmp_path):
+    """mutmut's exit codes: 1 killed, 0 survived, 33 no tests, 36 timeout (killed), None not run."""
+    pytest.importorskip("mutmut")                   # `make mutation` installs it; `make test` does not
+    equivalent = next(name for name in EQUIVALENT if name.startswith("sim.sweep."))
+    _meta(tmp_path, "sim.sweep", {"sim.sweep.x_a__mutmut_1": 1, "sim.sweep.x_a__mutmut_2": 0,
+                                  "sim.sweep.x_a__mutmut_3": 33, "sim.sweep.x_a__mutmut_4": 36,
+                                  "sim.sweep.x_a__mutmut_5": None, equivalent: 0})
+    row = scores(tmp_path).iloc[0]
+    assert (row["module"], row["mutants"], row["checked"], row["killed"], row["survived"], row["equivalent"]) == \
+        ("sim.sweep", 6, 5, 2, 2, 1)
+    assert row["score"] == 0.5
+    assert row["survivors"] == "sim.sweep.x_a__mutmut_2 sim.sweep.x_a__mutmut_3"
