@@ -31,6 +31,19 @@ def test_ring_all_reduce_closed_form(n):
     assert env.now == pytest.approx(2 * (n - 1) / n * N / NV + 2 * (n - 1) * LAT_NV)
 
 
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_ring_of_nothing_or_of_one_rank_is_instant_but_one_byte_pays_latency(bulk):
+    """0 bytes, or a single rank: done at once, nothing sent. 1 byte on 4 ranks: 6 steps of 1/4 B,
+    each paying the NVLink latency (the bulk form pays it 6 times before its one transfer)."""
+    for ranks, nbytes in (([0, 1, 2, 3], 0.0), ([5], 1e9)):
+        env, fab = fabric()
+        env.run(ring_all_reduce(fab, ranks, nbytes, bulk=bulk))
+        assert env.now == 0.0 and fab.bytes_sent.sum() == 0.0
+    env, fab = fabric()
+    env.run(ring_all_reduce(fab, [0, 1, 2, 3], 1.0, bulk=bulk))
+    assert env.now == pytest.approx(6 * 0.25 / NV + 6 * LAT_NV) and fab.bytes_sent.sum() == pytest.approx(6.0)
+
+
 def test_reduce_scatter_and_all_gather_take_half():
     for op in (ring_reduce_scatter, ring_all_gather):
         env, fab = fabric()

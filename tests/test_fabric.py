@@ -224,6 +224,30 @@ def test_a_bundles_min_seconds_is_its_speed_alone_and_frees_its_private_link():
     assert fab.link_bytes.size == len(fab.links) and fab.link_bytes[load.links] == pytest.approx(2.6e9)
 
 
+def test_concurrent_bundles_take_private_links_from_one_growth():
+    """Twenty bundles at once, each with its own rate limit (a private link): the link arrays grow
+    by at least 16 links (or half their size) twice, not once per bundle; each bundle ends at its own limit
+    (1 GB / 10 GB/s alone on a 1 TB/s link: 100 ms)."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 1e12, "b"))
+    base = len(fab._capacity)
+    load = p2p_load(fab.links, [(0, 1)], 1e9)
+    ends = []
+    for _ in range(20):
+        fab.transfer_bundle(load, min_seconds=0.1, on_done=lambda: ends.append(env.now))
+    env.run()
+    assert len(fab._capacity) == base + 16 + max(16, (base + 16) // 2) == 34      # 2 links + 2 growths
+    assert ends == pytest.approx([0.1] * 20, rel=1e-12)
+
+
+@pytest.mark.parametrize("min_seconds,latency", [(1e9, 0.0), (-1e-9, 0.0), (0.0, 1e6), (0.0, -1e-9)])
+def test_bundle_bounds_are_refused(min_seconds, latency):
+    from sim.checks import InputError
+    fab = Fabric(simpy.Environment(), gpu_chain("a", 1e9, "b"))
+    with pytest.raises(InputError, match=r"bundle min_seconds must be in \[0, 1e9\) and latency in \[0, 1e6\)"):
+        fab.transfer_bundle(LinkLoad(np.array([0]), np.array([1.0]), 1.0, 1), latency=latency, min_seconds=min_seconds)
+
+
 def test_bad_bundles_are_one_line_errors():
     from sim.checks import InputError
     env = simpy.Environment()

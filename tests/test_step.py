@@ -74,3 +74,17 @@ def test_worker_processes_give_the_same_step(monkeypatch):
     assert one == two
     with pytest.raises(SpecError, match="workers must be a positive integer"):
         MoEStep(Scenario(run), workers=0)
+
+
+def test_the_step_records_each_op_on_its_own_rank(tiny_runs):
+    """The engine records (events CSV, timeline, trace) hold every op of the schedule once, on the
+    rank the schedule gives it, in that rank's order, one after another in time."""
+    for name, res in tiny_runs.items():
+        sched = res.engine.schedule
+        for rank, ops in sorted(sched.ranks.items()):
+            mine = [r for r in res.engine.records if r.rank == rank]
+            assert [(r.kind, r.mb, r.stage) for r in mine if r.kind != "FB"] == \
+                [(op.kind, op.mb, op.stage) for op in ops if op.kind != "FB"], (name, rank)
+            assert len(mine) == len(ops)
+            assert all(a.end <= b.start + 1e-15 for a, b in zip(mine, mine[1:]))
+        assert len(res.engine.records) == sum(len(ops) for ops in sched.ranks.values())

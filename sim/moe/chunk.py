@@ -277,5 +277,6 @@ class ChunkModel:
         return token_bytes(self.model.hidden, PRECISION_BYTES[precision])
 
     def activation_bytes(self) -> float:
-        """Pipeline send of one micro-batch between stages: T x hidden in BF16."""
-        return self.tokens * self.model.hidden * 2
+        """Pipeline send of one micro-batch between stages: T x hidden in BF16 (a float: the fabric
+        checks anything else it is given on every transfer)."""
+        return float(self.tokens * self.model.hidden * 2)
