@@ -91,6 +91,18 @@ EQUIVALENT = {
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_22": "the bin after the last overlaps by at most 0",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
     # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.
+    "sim.network.collectives.x__dispatch_unit__mutmut_10": "_Join's default event=True makes an event nobody "
+                                                            "waits for: one more SimPy event, the same times",
+    "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",
+    "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
+                                                     "gpu_rate) added anyway: the same rates; engines are not reported",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
+    "sim.network.fabric.xǁFabricǁ_grow__mutmut_36": "growing when the pair arrays are exactly full rather than "
+                                                    "over: larger arrays, the same flows and rates",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
+                                                       "with them: the same rates",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_136": "the scratch marks start at 0 and the tick is raised before "
+                                                        "each use: starting it at 1 skips a value, nothing else",
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",

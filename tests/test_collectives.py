@@ -91,6 +91,22 @@ def test_pipelined_chunks_overlap_forwarding():
     assert times[4] > ib_time
 
 
+@pytest.mark.parametrize("direction", ["dispatch", "combine"])
+def test_tokens_for_the_same_index_gpu_need_no_forward(direction):
+    """EP16 on h800-16: GPU 0's 3 tokens all go to GPU 8, the same index on node 1, so the IB
+    chunks land where they are needed and nothing is forwarded: 4 chunks one after another, each
+    paying the IB route's latency and 3 x 1000 / 4 B at its narrowest link."""
+    from sim.network import Traffic
+    r = MoERouting(ep=16, gpus_per_node=8, num_experts=16, topk=1, tokens_per_gpu=3, node_limit=None)
+    G, N = np.zeros((16, 16)), np.zeros((16, 2))
+    G[0, 8], N[0, 1] = 3, 3
+    env, fab = fabric("h800-16")
+    env.run(all_to_all(fab, list(range(16)), Traffic(r, G, N), 1000.0, "hierarchical", direction, chunks=4))
+    links, latency = fab.links.route(0, 8) if direction == "dispatch" else fab.links.route(8, 0)
+    assert env.now == pytest.approx(4 * (latency + 750.0 / fab.links.capacity[links].min()), rel=1e-12)
+    assert fab.bytes_sent.sum() == 3000.0
+
+
 def test_combine_mirrors_dispatch_bytes():
     r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=6, tokens_per_gpu=500, node_limit=2,
                    skew=1.0, seed=3)
@@ -101,6 +117,16 @@ def test_combine_mirrors_dispatch_bytes():
         env.run(all_to_all(fab, list(range(16)), tr, 1000.0, "hierarchical", direction))
         out[direction] = (fab.bytes_sent.sum(), fab.link_bytes.sum())
     assert out["dispatch"] == pytest.approx(out["combine"])
+
+
+def test_chunks_are_bounded():
+    from sim.checks import InputError
+    tr = route_tokens(MoERouting(ep=8, gpus_per_node=8, num_experts=8, topk=1, tokens_per_gpu=8))
+    env, fab = fabric()
+    for chunks in (0, 1001, 2.5):
+        with pytest.raises(InputError, match="chunks"):
+            all_to_all(fab, list(range(8)), tr, 1.0, chunks=chunks)
+    env.run(all_to_all(fab, list(range(8)), tr, 1.0, chunks=1000))
 
 
 def test_bad_all_to_all_arguments():

@@ -224,6 +224,17 @@ def test_a_bundles_min_seconds_is_its_speed_alone_and_frees_its_private_link():
     assert fab.link_bytes.size == len(fab.links) and fab.link_bytes[load.links] == pytest.approx(2.6e9)
 
 
+def test_transfers_started_at_one_instant_share_one_recomputation():
+    """Five transfers started at t = 0 without latency (each asks for a batch) and ending together:
+    one recomputation when they start, one when they end."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
+    for _ in range(5):
+        fab.transfer(0, 1, 1e6, on_done=lambda: None)
+    env.run()
+    assert env.now == pytest.approx(5e-3, rel=1e-12) and fab.recomputations == 2
+
+
 def test_concurrent_bundles_take_private_links_from_one_growth():
     """Twenty bundles at once, each with its own rate limit (a private link): the link arrays grow
     by at least 16 links (or half their size) twice, not once per bundle; each bundle ends at its own limit

@@ -42,6 +42,19 @@ def test_a_gpu_engine_bounds_a_transfer_and_is_shared_by_its_flows():
     assert fabric.link_bytes.size == len(links)            # the engines are not topology links
 
 
+def test_an_incoming_engine_is_shared_by_the_messages_a_gpu_receives():
+    """Two 1 GB NVLink messages into GPU 2 (from GPUs 0 and 1) at a 50 GB/s engine: its incoming
+    engine, not its 160 GB/s NVLink, holds them to 25 GB/s each: latency + 2e9 / 50e9."""
+    links = LinkTable(load_topology("h800-16"))
+    env = simpy.Environment()
+    fabric = Fabric(env, links, gpu_rate=50e9)
+    ends = []
+    for src in (0, 1):
+        fabric.transfer(src, 2, 1e9).callbacks.append(lambda _e: ends.append(env.now))
+    env.run()
+    assert ends == pytest.approx([NV_LAT + 2e9 / 50e9] * 2, rel=1e-12)
+
+
 def test_link_efficiencies_scale_only_their_kinds():
     links = LinkTable(load_topology("h800-16"))
     scaled = KernelSpec("t", nvlink_efficiency=0.5, ib_efficiency=0.8).scale_links(links)

@@ -308,7 +308,7 @@ class Fabric:
         if not n or self._settled:              # nothing drained nor re-rated since the last look
             return
         self._settled = True
-        window = self.completion_window * (self.env.now - self._busy_since) if self._busy_since is not None else 0.0
+        window = self.completion_window * (self.env.now - self._busy_since)   # flows are active: it is set
         done = self._done
         if self._n_dirty + self._n_pairs > self._dirty.size:
             self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
