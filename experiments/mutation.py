@@ -12,6 +12,9 @@ against numpy oracles instead).
 the table from every result mutmut holds. ``--report`` only writes the table.
 ``--recheck-timeouts`` runs every mutant mutmut recorded as a timeout again, alone and with a
 generous limit: on a busy machine a surviving mutant's slow run can pass for a timeout (killed).
+``--recheck-survivors`` does the same for the survivors of the modules named (default: all): mutmut
+runs its workers forked from one process, and a few mutants it recorded as survivors fail their
+tests when run alone, in a fresh interpreter.
 
 Score = killed / (checked - equivalent). Equivalent mutants (no output can change) are listed in
 :data:`EQUIVALENT` with the reason, instead of a test that cannot exist.
@@ -103,6 +106,9 @@ EQUIVALENT = {
                                                        "with them: the same rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_136": "the scratch marks start at 0 and the tick is raised before "
                                                         "each use: starting it at 1 skips a value, nothing else",
+    "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
+    "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
+    "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",
@@ -144,6 +150,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--report", action="store_true", help="only write results/mutation.csv from mutants/")
     parser.add_argument("--recheck-timeouts", action="store_true",
                         help="run every mutant mutmut timed out again, alone, then write the table")
+    parser.add_argument("--recheck-survivors", action="store_true",
+                        help="run every surviving mutant of the modules named (default all) again, alone, in "
+                             "a fresh interpreter, then write the table")
     parser.add_argument("--children", type=int, default=2, help="parallel mutmut workers (default 2)")
     parser.add_argument("--sample", type=int, default=None, metavar="N",
                         help="run only a seeded random sample of N mutants per module (for the modules whose "
@@ -172,11 +181,14 @@ def sync_data_files(root: Path = Path("mutants")) -> list[str]:
     return copied
 
 
-def recheck_timeouts(root: Path = Path("mutants"), limit_s: float = 240.0) -> dict[str, int]:
-    """Run again, one at a time, every mutant mutmut recorded as a timeout, against the tests that
-    reach its function (as mutmut's stats list them), with ``limit_s`` seconds; record the result
-    (pytest's exit code: 1 killed, 0 survived) in mutmut's meta file. On a busy machine mutmut's
-    timeouts, which count as killed, can be a slow run of a surviving mutant."""
+def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = "timeout",
+                     modules=()) -> dict[str, int]:
+    """Run again, one at a time, every mutant mutmut recorded as ``status`` (of ``modules``, dotted
+    prefixes; default all), against the tests that reach its function (as mutmut's stats list
+    them), with ``limit_s`` seconds; record the result (pytest's exit code: 1 killed, 0 survived)
+    in mutmut's meta file. On a busy machine mutmut's timeouts, which count as killed, can be a slow
+    run of a surviving mutant; and a few of its survivors are killed when run alone. Equivalent
+    mutants (:data:`EQUIVALENT`) are not run."""
     import os
     stats = json.loads((root / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
     selection = _selection_args()                   # pyproject read once, not per test of every mutant
@@ -186,7 +198,9 @@ def recheck_timeouts(root: Path = Path("mutants"), limit_s: float = 240.0) -> di
     for meta_path in sorted(root.glob("**/*.py.meta")):
         meta = json.loads(meta_path.read_text())
         for name, code in meta["exit_code_by_key"].items():
-            if code is None or status_name(code) != "timeout":
+            if code is None or status_name(code) != status or name in EQUIVALENT:
+                continue
+            if modules and not any(name.startswith(m + ".") for m in modules):
                 continue
             tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if t.split("::")[0] not in ignored)
             try:
@@ -241,8 +255,11 @@ def _selection_args() -> list[str]:
 
 
 def run(args) -> int:
-    if args.recheck_timeouts:
-        recheck_timeouts()
+    if args.recheck_timeouts or args.recheck_survivors:
+        if args.recheck_timeouts:
+            recheck()
+        if args.recheck_survivors:
+            recheck(status="survived", modules=args.modules)
     elif not args.report:
         for name in sync_data_files():
             print(f"refreshed mutants/{name}")

@@ -72,6 +72,9 @@ def test_what_carries_nothing_does_not_count():
     size, divides by the count)."""
     load = LinkLoad.of(TABLE, [(0, 8, 100.0), (0, 9, 0.0), (2, 2, 50.0), (1, 9, 1.0)])
     assert load.messages == 2 and load.injected == 101.0 and load.size == 50.5
+    one_byte = TABLE.route(1, 9)[0]                     # its links carry 1 B (and 100 B where shared)
+    assert set(one_byte.tolist()) <= set(load.links.tolist())
+    assert load.link_bytes.sum() == 100.0 * TABLE.route(0, 8)[0].size + 1.0 * one_byte.size
     for empty in (sum_loads([]), sum_loads([LinkLoad.of(TABLE, [(3, 3, 5.0)])]), LinkLoad.of(TABLE, [(0, 1, 0.0)])):
         assert (empty.injected, empty.messages, empty.latency, empty.size) == (0.0, 0, 0.0, 0.0)
         assert empty.links.size == 0 and empty.links.dtype == np.int64 and empty.link_bytes.size == 0
@@ -80,12 +83,12 @@ def test_what_carries_nothing_does_not_count():
 @pytest.mark.parametrize("links,nbytes,injected,messages,latency,pattern", [
     ([0, 1], [5.0, 0.0], 5.0, 1, 0.0, r"^a link load's bytes must be finite and > 0 on every link it lists$"),
     ([0], [np.inf], 5.0, 1, 0.0, r"^a link load's bytes must be finite and > 0"),
-    ([0], [5.0], -1.0, 1, 0.0, r"LinkLoad\.injected \(bytes\)"),
-    ([0], [5.0], 2e18, 1, 0.0, r"LinkLoad\.injected \(bytes\)"),
-    ([0], [5.0], 5.0, 1.5, 0.0, r"LinkLoad\.messages"),
-    ([0], [5.0], 5.0, -1, 0.0, r"LinkLoad\.messages"),
-    ([0], [5.0], 5.0, 1, -1e-6, r"LinkLoad\.latency \(s\)"),
-    ([0], [5.0], 5.0, 1, 1e6 + 1, r"LinkLoad\.latency \(s\)"),
+    ([0], [5.0], -1.0, 1, 0.0, r"^LinkLoad\.injected \(bytes\) must be"),
+    ([0], [5.0], 2e18, 1, 0.0, r"^LinkLoad\.injected \(bytes\) must be"),
+    ([0], [5.0], 5.0, 1.5, 0.0, r"^LinkLoad\.messages must be"),
+    ([0], [5.0], 5.0, -1, 0.0, r"^LinkLoad\.messages must be"),
+    ([0], [5.0], 5.0, 1, -1e-6, r"^LinkLoad\.latency \(s\) must be"),
+    ([0], [5.0], 5.0, 1, 1e6 + 1, r"^LinkLoad\.latency \(s\) must be"),
     ([0], [5.0], 0.0, 1, 0.0, r"^a link load with bytes on links needs injected bytes > 0 and messages > 0$"),
     ([0], [5.0], 5.0, 0, 0.0, r"^a link load with bytes on links needs injected bytes > 0 and messages > 0$"),
     ([3, 1, 3], [1.0, 2.0, 3.0], 6.0, 3, 0.0, r"^a link load lists a link twice: give each link's bytes once$"),
@@ -107,19 +110,19 @@ def test_a_load_sorts_its_links_with_their_bytes():
 @pytest.mark.parametrize("algorithm", ["hierarchical", "flat"])
 @pytest.mark.parametrize("direction", ["dispatch", "combine"])
 def test_the_messages_worked_by_hand(algorithm, direction):
-    """EP16 on two nodes; GPU 0 sends 2 tokens to GPU 3 (its own node) and 1 to GPU 9 (the other
+    """EP16 on two nodes; GPU 0 sends 1 token to GPU 3 (its own node) and 2 to GPU 9 (the other
     node); the other entries are 0 (and one token to itself, which is no message). Hierarchical:
     0->3 over NVLink, 0->8 over IB (same index on node 1), 8->9 forwarded; flat: 0->3 and 0->9.
     A combine sends the same messages the other way."""
     from sim.network import Traffic
     r = MoERouting(ep=16, gpus_per_node=8, num_experts=16, topk=1, tokens_per_gpu=4, node_limit=None)
     G = np.zeros((16, 16))
-    G[0, 3], G[0, 9], G[0, 0] = 2, 1, 1
+    G[0, 3], G[0, 9], G[0, 0] = 1, 2, 1
     N = np.zeros((16, 2))
-    N[0, 0], N[0, 1] = 3, 1
+    N[0, 0], N[0, 1] = 2, 2
     group = list(range(16, 32))                        # GPUs 16..31 of the cluster: nodes 2 and 3
     messages = all_to_all_messages(group, Traffic(r, G, N), 10.0, algorithm, direction)
-    want = {"hierarchical": [(0, 3, 20.0), (0, 8, 10.0), (8, 9, 10.0)], "flat": [(0, 3, 20.0), (0, 9, 10.0)]}[algorithm]
+    want = {"hierarchical": [(0, 3, 10.0), (0, 8, 20.0), (8, 9, 20.0)], "flat": [(0, 3, 10.0), (0, 9, 20.0)]}[algorithm]
     if direction == "combine":
         want = [(b, a, x) for a, b, x in want]
     assert sorted(messages) == sorted((group[a], group[b], x) for a, b, x in want)

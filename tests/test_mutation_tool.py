@@ -52,3 +52,32 @@ def test_scores_count_killed_survived_and_equivalent(tmp_path):
         ("sim.sweep", 6, 5, 2, 2, 1)
     assert row["score"] == 0.5
     assert row["survivors"] == "sim.sweep.x_a__mutmut_2 sim.sweep.x_a__mutmut_3"
+
+
+def test_recheck_runs_only_the_named_survivors_alone_and_records_them(tmp_path, monkeypatch):
+    """Survivors of the module asked for are run again (their function's tests, the mutant named in
+    the environment) and their exit codes written back; equivalent ones, killed ones and other
+    modules' are left alone."""
+    pytest.importorskip("mutmut")
+    import subprocess
+
+    import experiments.mutation as mutation
+    equivalent = next(name for name in EQUIVALENT if name.startswith("sim.sweep.x_run_point"))
+    _meta(tmp_path, "sim.sweep", {"sim.sweep.x_run_point__mutmut_1": 0, "sim.sweep.x_run_point__mutmut_2": 1,
+                                  equivalent: 0})
+    _meta(tmp_path, "sim.engine", {"sim.engine.x_inputs_of__mutmut_1": 0})
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {
+        "sim.sweep.x_run_point": ["tests/test_sweep.py::test_a"], "sim.engine.x_inputs_of": ["tests/test_engine.py::b"]}}))
+    calls = []
+
+    def fake_run(cmd, cwd, env, capture_output, timeout):
+        calls.append((env["MUTANT_UNDER_TEST"], cmd[-1], cwd))
+        return subprocess.CompletedProcess(cmd, 1)
+    monkeypatch.setattr(mutation.subprocess, "run", fake_run)
+    done = mutation.recheck(tmp_path, status="survived", modules=["sim.sweep"])
+    assert calls == [("sim.sweep.x_run_point__mutmut_1", "tests/test_sweep.py::test_a", tmp_path)]
+    assert done == {"sim.sweep.x_run_point__mutmut_1": 1}
+    codes = json.loads((tmp_path / "sim" / "sweep.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {"sim.sweep.x_run_point__mutmut_1": 1, "sim.sweep.x_run_point__mutmut_2": 1, equivalent: 0}
+    assert json.loads((tmp_path / "sim" / "engine.py.meta").read_text())["exit_code_by_key"] == \
+        {"sim.engine.x_inputs_of__mutmut_1": 0}

@@ -79,7 +79,7 @@ class LinkLoad:
         routes = [table.route(a, b) for a, b, _ in sends]
         links = np.concatenate([r[0] for r in routes])
         nbytes = np.repeat([x for _, _, x in sends], [r[0].size for r in routes])
-        per_link = np.bincount(links, weights=nbytes, minlength=len(table))
+        per_link = np.bincount(links, weights=nbytes)
         used = np.flatnonzero(per_link > 0)
         return LinkLoad(used, per_link[used], float(sum(x for _, _, x in sends)), len(sends),
                         max(r[1] for r in routes))
