@@ -109,6 +109,10 @@ EQUIVALENT = {
     "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_167": "_settled is only read when flows are active, and the "
+                                                        "first solve sets it",
+    "sim.network.fabric.xǁFabricǁ_private_link__mutmut_68": "a private link's rate is never reported (only the "
+                                                            "topology's links are) nor used in a filling",
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",

@@ -235,6 +235,17 @@ def test_transfers_started_at_one_instant_share_one_recomputation():
     assert env.now == pytest.approx(5e-3, rel=1e-12) and fab.recomputations == 2
 
 
+def test_a_bundle_with_no_link_takes_only_its_latency():
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
+    ends = []
+    fab.transfer_bundle(LinkLoad.empty(), latency=2e-6, on_done=lambda: ends.append(env.now))
+    env.run(fab.transfer_bundle(LinkLoad.empty(), latency=0.0))
+    assert ends == [] and env.now == 0.0                     # no latency: done at once
+    env.run()
+    assert ends == [2e-6] and fab.recomputations == 0
+
+
 def test_concurrent_bundles_take_private_links_from_one_growth():
     """Twenty bundles at once, each with its own rate limit (a private link): the link arrays grow
     by at least 16 links (or half their size) twice, not once per bundle; each bundle ends at its own limit

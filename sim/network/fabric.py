@@ -224,7 +224,7 @@ class Fabric:
             L, n = self._n_links, self._n_gpus
             engines = ([L + src] if self._engine_out[src] else []) + ([L + n + dst] if self._engine_in[dst] else [])
             if engines:
-                links = np.append(links, engines).astype(np.int64)
+                links = np.append(links, engines)          # int64: the route's links and ints
         route = self._routes[(src, dst)] = (links, latency)
         return route
 
@@ -282,7 +282,7 @@ class Fabric:
         # one recomputation). SimPy has no public call for "triggered, at this priority".
         ev._ok, ev._value = True, None
         ev.callbacks.append(self._recompute)
-        self.env.schedule(ev, priority=_BATCH_PRIORITY, delay=0)
+        self.env.schedule(ev, priority=_BATCH_PRIORITY)      # now (SimPy's default delay)
 
     def sync(self) -> None:
         """Bring bytes drained and link statistics up to the current simulated time (to read
