@@ -83,6 +83,30 @@ def test_live_on_an_uncontended_fabric_is_the_measured_step():
     assert live.a2a_slowdown == pytest.approx(1.0, rel=1e-9)
 
 
+def test_live_all_to_alls_and_zero3_gathers_on_an_uncontended_fabric():
+    """ZeRO-3 adds per-layer gathers, communication parts that keep their measured times in live
+    mode; every dispatch and every combine, forward and backward, of every MoE layer, micro-batch and
+    group of pipelines is a live all-to-all; the traced rank's parts are recorded as in measured mode."""
+    def run(communication):
+        sc = Scenario(load_scenario("tiny", topology="h800-64", pp=4, dp=16, ep=8, communication=communication,
+                                    seq_len=512, kernels="ideal", zero_stage=3))
+        step = MoEStep(sc, "full")
+        return step, step.simulate()
+    (_, measured), (step, live) = run("measured"), run("live")
+    sc = step.scenario
+    moe_layers = sum(c.moe for layers in sc.chunk.stage_layers for c in layers)
+    assert step._live.count == sc.layout.groups_per_rank * sc.run.microbatches * moe_layers * 2 * 2
+    assert live.step_time_s == pytest.approx(measured.step_time_s, rel=1e-9)
+    for a, b in zip(live.ranks, measured.ranks):
+        assert (a.compute_s, a.comm_s, a.exposed_comm_s) == pytest.approx((b.compute_s, b.comm_s, b.exposed_comm_s),
+                                                                          rel=1e-9)
+    assert len(live.part_trace) == len(measured.part_trace) > 0
+    assert [(e.seq, e.op, e.stream, e.name) for e in live.part_trace] == \
+        [(e.seq, e.op, e.stream, e.name) for e in measured.part_trace]
+    assert [e.start for e in live.part_trace] == pytest.approx([e.start for e in measured.part_trace], rel=1e-9)
+    assert {"DISPATCH(F)", "COMBINE(B)", "GATHER(F)", "GATHER(B)", "SCATTER(B)"} <= {e.name for e in live.part_trace}
+
+
 def test_same_inputs_same_live_step_to_the_last_digit():
     a = MoEStep(scenario("live", 16)).simulate().summary()
     b = MoEStep(scenario("live", 16)).simulate().summary()
