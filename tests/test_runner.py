@@ -22,3 +22,32 @@ def test_lockstep_full_mode_equals_one_process_per_replica(schedule):
         assert r.compute_s == pytest.approx(worst[0], rel=1e-12)
         assert r.comm_s == pytest.approx(worst[1], rel=1e-12)
     assert len({round(v[0], 9) for (rank, _), v in ref.items() if rank == 0}) > 1   # replicas do differ
+
+
+def test_a_send_started_after_its_time_records_how_late_and_lands_each_replica():
+    """The lockstep lag by hand: the group's first replica finished the producer at 1 us, the
+    others at 3 us; the send only starts at 5 us (the group was held up), so every replica's send
+    leaves at once and the largest lag, 5 - (1 + launch) us, is recorded; each replica's input
+    lands when its own transfer ends, after 5 us plus the route's latency."""
+    import numpy as np
+    import simpy
+
+    from sim.moe.scenario import Scenario
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import MoEStep
+    from sim.network import Fabric
+    step = MoEStep(Scenario(load_scenario("tiny")), "full")
+    env = simpy.Environment()
+    fabric = Fabric(env, step.scenario.links)
+    runner = step.runners(fabric)[0]
+    launch = runner.send_launch_s
+    key = ("probe",)
+    assert len(runner.replicas) >= 2 and runner.late_s == 0.0
+    runner.arrivals[key] = np.array([1e-6] + [3e-6] * (len(runner.replicas) - 1))
+    env.run(until=5e-6)
+    env.run(env.process(runner._send(env, 0, 1, key)))
+    assert runner.late_s == pytest.approx(5e-6 - (1e-6 + launch), rel=1e-12)
+    assert (runner.arrivals[key] > 5e-6).all()
+    src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
+    alone = fabric.links.route(int(src[0]), int(dst[0]))[1]
+    assert runner.arrivals[key].min() > 5e-6 + alone
