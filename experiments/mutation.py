@@ -118,6 +118,8 @@ EQUIVALENT = {
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_39": "a send due now also waits 0 s first: one more event, the "
                                                       "same times",
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_42": "differs only for a send late by exactly 1e-12 s",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_62": "representative mode sends for one replica: arrived[None] = t "
+                                                      "sets that one element",
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",
