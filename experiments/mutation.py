@@ -120,6 +120,15 @@ EQUIVALENT = {
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_42": "differs only for a send late by exactly 1e-12 s",
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_62": "representative mode sends for one replica: arrived[None] = t "
                                                       "sets that one element",
+    "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_1": "send_launch_s's default: the step always passes it",
+    "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_49": "faults without jitter as the jitter source: their jitter() "
+                                                        "is None, so each part is scaled by its factor (or 1.0)",
+    "sim.moe.runner.xǁGroupRunnerǁrun__mutmut_85": "outputs_of does not use num_stages",
+    "sim.moe.runner.xǁGroupRunnerǁrun__mutmut_127": "an op that ends now also waits 0 s: one more event, the same "
+                                                    "times",
+    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_4": "the plan cache's key for an F&B unit only has to differ from "
+                                                    "a single op's (kind, stage): any first word does",
+    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_5": "same as mutmut_4",
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",

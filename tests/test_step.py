@@ -88,3 +88,14 @@ def test_the_step_records_each_op_on_its_own_rank(tiny_runs):
             assert len(mine) == len(ops)
             assert all(a.end <= b.start + 1e-15 for a, b in zip(mine, mine[1:]))
         assert len(res.engine.records) == sum(len(ops) for ops in sched.ranks.values())
+
+
+def test_the_part_trace_names_each_op_of_the_traced_rank(tiny_runs):
+    """Every part in the trace belongs to the op at its position (seq) in the traced rank's list,
+    named as the op prints, flagged when it is an overlapped F&B unit; every op has parts."""
+    from sim.engine import FBOp
+    for name, res in tiny_runs.items():
+        ops = res.engine.schedule.ranks[res.traced_rank]
+        assert res.part_trace and {e.seq for e in res.part_trace} == set(range(len(ops))), name
+        for e in res.part_trace:
+            assert e.op == str(ops[e.seq]) and e.fb == isinstance(ops[e.seq], FBOp), (name, e)
