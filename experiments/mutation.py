@@ -129,6 +129,9 @@ EQUIVALENT = {
     "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_4": "the plan cache's key for an F&B unit only has to differ from "
                                                     "a single op's (kind, stage): any first word does",
     "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_5": "same as mutmut_4",
+    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_6": "without the plan cache every op's plan is built again: the "
+                                                    "same plans, slower",
+    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_7": "same as mutmut_6 (a cache that never hits)",
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",
@@ -171,8 +174,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recheck-timeouts", action="store_true",
                         help="run every mutant mutmut timed out again, alone, then write the table")
     parser.add_argument("--recheck-survivors", action="store_true",
-                        help="run every surviving mutant of the modules named (default all) again, alone, in "
-                             "a fresh interpreter, then write the table")
+                        help="run every surviving mutant of the modules (or functions, or mutants) named "
+                             "(default all) again, alone, in a fresh interpreter, then write the table")
     parser.add_argument("--children", type=int, default=2, help="parallel mutmut workers (default 2)")
     parser.add_argument("--sample", type=int, default=None, metavar="N",
                         help="run only a seeded random sample of N mutants per module (for the modules whose "
@@ -203,8 +206,8 @@ def sync_data_files(root: Path = Path("mutants")) -> list[str]:
 
 def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = "timeout",
                      modules=()) -> dict[str, int]:
-    """Run again, one at a time, every mutant mutmut recorded as ``status`` (of ``modules``, dotted
-    prefixes; default all), against the tests that reach its function (as mutmut's stats list
+    """Run again, one at a time, every mutant mutmut recorded as ``status`` (of ``modules``: dotted
+    modules, mangled functions or mutant names; default all), against the tests that reach its function (as mutmut's stats list
     them), with ``limit_s`` seconds; record the result (pytest's exit code: 1 killed, 0 survived)
     in mutmut's meta file. On a busy machine mutmut's timeouts, which count as killed, can be a slow
     run of a surviving mutant; and a few of its survivors are killed when run alone. Equivalent
@@ -220,8 +223,8 @@ def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = 
         for name, code in meta["exit_code_by_key"].items():
             if code is None or status_name(code) != status or name in EQUIVALENT:
                 continue
-            if modules and not any(name.startswith(m + ".") for m in modules):
-                continue
+            if modules and not any(name == m or name.startswith((m + ".", m + "__mutmut_")) for m in modules):
+                continue                                    # a module, a function or one mutant
             tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if t.split("::")[0] not in ignored)
             try:
                 code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip,

@@ -81,3 +81,7 @@ def test_recheck_runs_only_the_named_survivors_alone_and_records_them(tmp_path, 
     assert codes == {"sim.sweep.x_run_point__mutmut_1": 1, "sim.sweep.x_run_point__mutmut_2": 1, equivalent: 0}
     assert json.loads((tmp_path / "sim" / "engine.py.meta").read_text())["exit_code_by_key"] == \
         {"sim.engine.x_inputs_of__mutmut_1": 0}
+    calls.clear()                                       # a function's survivors, or one mutant, by name
+    assert mutation.recheck(tmp_path, status="survived", modules=["sim.engine.x_inputs"]) == {}   # not a prefix
+    assert mutation.recheck(tmp_path, status="survived", modules=["sim.engine.x_inputs_of"]) == \
+        {"sim.engine.x_inputs_of__mutmut_1": 1}
