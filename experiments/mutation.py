@@ -8,8 +8,9 @@ kernels are left out because mutmut's function wrappers cannot be compiled, and 
 against numpy oracles instead).
 
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
-``sim.engine``; default every core module: about 4,800 mutants, 1-2 hours on 2 cores), then writes
-the table from every result mutmut holds. ``--report`` only writes the table.
+``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores), then writes
+the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
+module. ``--report`` only writes the table.
 ``--recheck-timeouts`` runs every mutant mutmut recorded as a timeout again, alone and with a
 generous limit: on a busy machine a surviving mutant's slow run can pass for a timeout (killed).
 ``--recheck-survivors`` does the same for the survivors of the modules named (default: all): mutmut
@@ -93,26 +94,6 @@ EQUIVALENT = {
                                                           "and are skipped",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_22": "the bin after the last overlaps by at most 0",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
-    # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.
-    "sim.network.collectives.x__dispatch_unit__mutmut_10": "_Join's default event=True makes an event nobody "
-                                                            "waits for: one more SimPy event, the same times",
-    "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",
-    "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
-                                                     "gpu_rate) added anyway: the same rates; engines are not reported",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
-    "sim.network.fabric.xǁFabricǁ_grow__mutmut_36": "growing when the pair arrays are exactly full rather than "
-                                                    "over: larger arrays, the same flows and rates",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
-                                                       "with them: the same rates",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_136": "the scratch marks start at 0 and the tick is raised before "
-                                                        "each use: starting it at 1 skips a value, nothing else",
-    "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
-    "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
-    "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_167": "_settled is only read when flows are active, and the "
-                                                        "first solve sets it",
-    "sim.network.fabric.xǁFabricǁ_private_link__mutmut_68": "a private link's rate is never reported (only the "
-                                                            "topology's links are) nor used in a filling",
     "sim.moe.runner.xǁGroupRunnerǁ_run_live__mutmut_23": "an all-to-all launched now also waits 0 s first: one "
                                                           "more event, the same times",
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_39": "a send due now also waits 0 s first: one more event, the "
@@ -132,6 +113,26 @@ EQUIVALENT = {
     "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_6": "without the plan cache every op's plan is built again: the "
                                                     "same plans, slower",
     "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_7": "same as mutmut_6 (a cache that never hits)",
+    "sim.network.collectives.x__dispatch_unit__mutmut_10": "_Join's default event=True makes an event nobody "
+                                                            "waits for: one more SimPy event, the same times",
+    "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",
+    "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
+                                                     "gpu_rate) added anyway: the same rates; engines are not reported",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
+    "sim.network.fabric.xǁFabricǁ_grow__mutmut_36": "growing when the pair arrays are exactly full rather than "
+                                                    "over: larger arrays, the same flows and rates",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
+                                                       "with them: the same rates",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_136": "the scratch marks start at 0 and the tick is raised before "
+                                                        "each use: starting it at 1 skips a value, nothing else",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_167": "_settled is only read when flows are active, and the "
+                                                        "first solve sets it",
+    "sim.network.fabric.xǁFabricǁ_private_link__mutmut_68": "a private link's rate is never reported (only the "
+                                                            "topology's links are) nor used in a filling",
+    "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
+    "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
+    "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
+    # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",
     "sim.sweep.x_run_point__mutmut_26": "same as mutmut_22",
@@ -205,14 +206,16 @@ def sync_data_files(root: Path = Path("mutants")) -> list[str]:
 
 
 def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = "timeout",
-                     modules=()) -> dict[str, int]:
+            modules=()) -> dict[str, int]:
     """Run again, one at a time, every mutant mutmut recorded as ``status`` (of ``modules``: dotted
-    modules, mangled functions or mutant names; default all), against the tests that reach its function (as mutmut's stats list
-    them), with ``limit_s`` seconds; record the result (pytest's exit code: 1 killed, 0 survived)
-    in mutmut's meta file. On a busy machine mutmut's timeouts, which count as killed, can be a slow
-    run of a surviving mutant; and a few of its survivors are killed when run alone. Equivalent
-    mutants (:data:`EQUIVALENT`) are not run."""
+    modules, mangled functions or mutant names; default all), against the tests that reach its
+    function (as mutmut's stats list them), with ``limit_s`` seconds; record the result (pytest's
+    exit code: 1 killed, 0 survived) in mutmut's meta file. On a busy machine mutmut's timeouts,
+    which count as killed, can be a slow run of a surviving mutant; and a few of its survivors are
+    killed when run alone. Equivalent mutants (:data:`EQUIVALENT`) are not run."""
     import os
+
+    from mutmut.stats import status_by_exit_code
     stats = json.loads((root / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
     selection = _selection_args()                   # pyproject read once, not per test of every mutant
     skip = [a for a in selection if a.startswith("--deselect")]
@@ -221,7 +224,7 @@ def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = 
     for meta_path in sorted(root.glob("**/*.py.meta")):
         meta = json.loads(meta_path.read_text())
         for name, code in meta["exit_code_by_key"].items():
-            if code is None or status_name(code) != status or name in EQUIVALENT:
+            if code is None or status_by_exit_code[code] != status or name in EQUIVALENT:
                 continue
             if modules and not any(name == m or name.startswith((m + ".", m + "__mutmut_")) for m in modules):
                 continue                                    # a module, a function or one mutant
@@ -264,11 +267,6 @@ def _sample_of(meta: Path, n: int, seed: int) -> list[str]:
     codes = json.loads(meta.read_text())["exit_code_by_key"]
     chosen = sorted(codes) if len(codes) <= n else random.Random(seed).sample(sorted(codes), n)
     return sorted(m for m in chosen if codes[m] is None)
-
-
-def status_name(code: int) -> str:
-    from mutmut.stats import status_by_exit_code
-    return status_by_exit_code[code]
 
 
 def _selection_args() -> list[str]:

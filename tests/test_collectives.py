@@ -6,6 +6,7 @@ import simpy
 from sim.network import (
     Fabric,
     MoERouting,
+    Traffic,
     all_to_all,
     ring_all_gather,
     ring_all_reduce,
@@ -96,7 +97,6 @@ def test_tokens_for_the_same_index_gpu_need_no_forward(direction):
     """EP16 on h800-16: GPU 0's 3 tokens all go to GPU 8, the same index on node 1, so the IB
     chunks land where they are needed and nothing is forwarded: 4 chunks one after another, each
     paying the IB route's latency and 3 x 1000 / 4 B at its narrowest link."""
-    from sim.network import Traffic
     r = MoERouting(ep=16, gpus_per_node=8, num_experts=16, topk=1, tokens_per_gpu=3, node_limit=None)
     G, N = np.zeros((16, 16)), np.zeros((16, 2))
     G[0, 8], N[0, 1] = 3, 3

@@ -6,7 +6,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.checks import InputError
-from sim.network import Fabric, LinkLoad, MoERouting, all_to_all, all_to_all_load, p2p_load, route_tokens, sum_loads
+from sim.network import (
+    Fabric,
+    LinkLoad,
+    MoERouting,
+    Traffic,
+    all_to_all,
+    all_to_all_load,
+    p2p_load,
+    route_tokens,
+    sum_loads,
+)
 from sim.network.loads import all_to_all_messages
 from topologies import load_topology
 
@@ -36,7 +46,6 @@ def test_a_hierarchical_dispatch_worked_by_hand():
     """EP16 over nodes 0 and 1 (h800-64), one token from GPU 0 to an expert on GPU 9 only: the
     hierarchical dispatch sends it over IB to GPU 8 (same index on node 1), which forwards it over
     NVLink to GPU 9: two messages, the IB route's 4 links and the NVLink route's 2."""
-    from sim.network import Traffic
     r = MoERouting(ep=16, gpus_per_node=8, num_experts=16, topk=1, tokens_per_gpu=1, node_limit=None)
     G = np.zeros((16, 16))
     G[0, 9] = 1
@@ -114,7 +123,6 @@ def test_the_messages_worked_by_hand(algorithm, direction):
     node); the other entries are 0 (and one token to itself, which is no message). Hierarchical:
     0->3 over NVLink, 0->8 over IB (same index on node 1), 8->9 forwarded; flat: 0->3 and 0->9.
     A combine sends the same messages the other way."""
-    from sim.network import Traffic
     r = MoERouting(ep=16, gpus_per_node=8, num_experts=16, topk=1, tokens_per_gpu=4, node_limit=None)
     G = np.zeros((16, 16))
     G[0, 3], G[0, 9], G[0, 0] = 1, 2, 1
@@ -129,7 +137,6 @@ def test_the_messages_worked_by_hand(algorithm, direction):
 
 
 def test_unknown_algorithm_or_direction_is_named():
-    from sim.network import Traffic
     r = MoERouting(ep=8, gpus_per_node=8, num_experts=8, topk=1, tokens_per_gpu=1, node_limit=None)
     traffic = Traffic(r, np.zeros((8, 8)), np.zeros((8, 1)))
     with pytest.raises(ValueError, match=r"^algorithm must be one of hierarchical, flat, got 'ring'$"):
