@@ -86,3 +86,39 @@ def test_zero3_gathers_and_scatters_each_layer_inside_the_ops():
     w += 2 * 2.0 * max(layer_params(sc.model, moe, 4).total for moe in (False, True))
     m = sc.memory[2]
     assert (m.params_gb, m.grads_gb, m.optimizer_gb) == pytest.approx((w / 1e9, g / 1e9, o / 1e9))
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "dualpipe"])
+def test_zero3_gathers_and_scatters_once_per_layer_in_every_op(schedule):
+    """ZeRO-3: every forward pass of a layer gathers its weights once, every backward pass gathers
+    them once, and the op that computes a layer's weight gradients (B with W, W, or an F&B unit's
+    backward) scatters them once: counted per op of the traced rank, for split-W ops (zb-h1) and
+    overlapped F&B units (dualpipe)."""
+    from collections import Counter
+
+    from sim.engine import FBOp
+    sc = Scenario(load_scenario("tiny", schedule=schedule, zero_stage=3))
+    res = simulate_step(sc)
+    ops = res.engine.schedule.ranks[res.traced_rank]
+    per_op = {seq: Counter() for seq in range(len(ops))}
+    for e in res.part_trace:
+        per_op[e.seq][e.name] += 1
+    kinds = Counter()
+    for seq, op in enumerate(ops):
+        parts = [op.f, op.b] if isinstance(op, FBOp) else [op]
+        want = Counter()
+        for p in parts:
+            kinds[p.kind] += 1
+            layers = len(sc.chunk.stage_work(p.stage)[0])
+            assert layers > 0
+            if p.kind == "F":
+                want["GATHER(F)"] += layers
+            if p.kind != "F" and p.kind != "W":
+                want["GATHER(B)"] += layers
+            if p.kind in ("B", "W"):
+                want["SCATTER(B)"] += layers
+        got = Counter({k: v for k, v in per_op[seq].items() if k.startswith(("GATHER", "SCATTER"))})
+        assert got == want, (schedule, str(op))
+    assert kinds["W" if schedule == "zb-h1" else "B"] > 0
+    if schedule == "dualpipe":
+        assert any(isinstance(op, FBOp) for op in ops)

@@ -51,3 +51,53 @@ def test_a_send_started_after_its_time_records_how_late_and_lands_each_replica()
     latency = fabric.links.route(int(src[0]), int(dst[0]))[1]
     landed = runner.arrivals[key]
     assert 5e-6 + latency < landed[0] <= landed[1] < 30e-6 + launch < landed[2:].min()
+
+
+def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
+    """Under kernel jitter every pipeline send starts at its producer's end plus the launch, rounded
+    up to the 10 us grid (faults.SEND_GRID_S): replicas that finished at 1, 3, 12 and 25 us send at
+    10, 10, 20 and 30 us, all in one process started at 0 (none late); without jitter they send at
+    their own end times."""
+    import numpy as np
+    import simpy
+
+    from sim.moe.faults import SEND_GRID_S
+    from sim.network import Fabric
+    for cv, want in ((0.05, [10e-6, 10e-6, 20e-6, 30e-6]), (0.0, [1e-6, 3e-6, 12e-6, 25e-6])):
+        step = MoEStep(Scenario(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1})), "full")
+        env = simpy.Environment()
+        fabric = Fabric(env, step.scenario.links)
+        runner = step.runners(fabric)[0]
+        assert runner.send_launch_s == 0.0 and len(runner.replicas) == 4 and SEND_GRID_S == 10e-6
+        started = []
+        transfer = fabric.transfer
+
+        def record(src, dst, nbytes, on_done=None, _transfer=transfer):
+            started.append(env.now)
+            return _transfer(src, dst, nbytes, on_done=on_done)
+
+        fabric.transfer = record
+        runner.arrivals[("probe",)] = np.array([1e-6, 3e-6, 12e-6, 25e-6])
+        env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+        assert started == pytest.approx(want, rel=1e-12, abs=0), cv
+        assert runner.late_s == 0.0
+
+
+def test_a_send_a_rounding_error_behind_the_clock_is_not_late():
+    """A producer end 1e-13 s behind the clock (float rounding of summed op times) is not a late
+    send: ``late_s`` only records lags beyond 1e-12 s."""
+    import numpy as np
+    import simpy
+
+    from sim.network import Fabric
+    step = MoEStep(Scenario(load_scenario("tiny")), "full")
+    env = simpy.Environment()
+    runner = step.runners(Fabric(env, step.scenario.links))[0]
+    env.run(until=5e-6)
+    runner.arrivals[("probe",)] = np.full(len(runner.replicas), 5e-6 - 1e-13)
+    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    assert runner.late_s == 0.0
+    now = env.now
+    runner.arrivals[("probe2",)] = np.full(len(runner.replicas), now - 1e-11)
+    env.run(env.process(runner._send(env, 0, 1, ("probe2",))))
+    assert runner.late_s == pytest.approx(1e-11, rel=1e-3)
