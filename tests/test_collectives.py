@@ -182,3 +182,22 @@ def test_skewed_combine_mirrors_dispatch_per_gpu(algorithm):
         G = tr.gpu_tokens * (1 - np.eye(16))
         np.testing.assert_allclose(out["dispatch"][0], G.sum(axis=1) * tb, rtol=1e-12)
         np.testing.assert_allclose(out["dispatch"][1], G.sum(axis=0) * tb, rtol=1e-12)
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_ring_sends_to_the_next_rank_over_its_route(bulk):
+    """Each rank of a ring sends (n-1) N/n bytes to the next rank in the list, over the route from it
+    to that rank: the links' bytes, worked from the routes. Across the nodes of h800-64 a route and
+    its way back are not mirror images (equal-cost spines are picked per pair), so a ring turned the
+    other way loads other links."""
+    ranks, N = [0, 9, 18, 27, 36, 45, 54, 63], 8e8
+    env, fab = fabric("h800-64")
+    env.run(ring_reduce_scatter(fab, ranks, N, bulk=bulk))
+
+    def link_bytes(step):
+        out = np.zeros(len(fab.links))
+        for i, src in enumerate(ranks):
+            out[fab.links.route(src, ranks[(i + step) % len(ranks)])[0]] += 7 / 8 * N
+        return out
+    assert fab.link_bytes == pytest.approx(link_bytes(+1), rel=1e-9, abs=1e-3)
+    assert not np.allclose(link_bytes(+1), link_bytes(-1))
