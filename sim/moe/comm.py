@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from ..network import Fabric, LinkLoad, LinkTable, MoERouting, all_to_all, all_to_all_load, link_stats, route_tokens
+from ..perf import gc_paused
 from .kernels import KernelSpec
 from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
@@ -336,10 +337,11 @@ def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algo
     env = simpy.Environment()
     fabric = Fabric(env, links, completion_window=completion_window)
     ends = [0.0] * len(groups)
-    for i, (gpus, traffic) in enumerate(groups):
-        ev = all_to_all(fabric, gpus, traffic, token_bytes, algorithm, shape, chunks)
-        ev.callbacks.append(lambda _e, i=i: ends.__setitem__(i, env.now))
-    env.run()
+    with gc_paused():                   # millions of short-lived events: see sim.perf
+        for i, (gpus, traffic) in enumerate(groups):
+            ev = all_to_all(fabric, gpus, traffic, token_bytes, algorithm, shape, chunks)
+            ev.callbacks.append(lambda _e, i=i: ends.__setitem__(i, env.now))
+        env.run()
     if gpu_rate is not None:
         sent, received = fabric.bytes_sent, fabric.bytes_received
         for i, (gpus, _) in enumerate(groups):
