@@ -151,3 +151,15 @@ def test_attention_closed_forms_without_mla():
     assert attention_core_flops(gqa, 10, 100) == 10 * 100 * 128 * (128 + 128)
     assert attention_core_flops(m, 10, 100) == 10 * 100 * 128 * (192 + 128)
     assert mla_up_projection_params(dataclasses.replace(m, q_lora_rank=0)) == 512 * 128 * 2 * 128
+
+
+def test_dense_layers_are_the_first_of_the_model_whatever_stage_they_fall_in():
+    """Layer i is dense when i < dense_layers, counted over the whole model: with 6 dense layers of
+    16 on 4 stages of 4, the stages hold 4, 2, 0 and 0 dense layers (a stage's first layer index is
+    the sum of the earlier stages' counts)."""
+    from dataclasses import replace
+    m = load_model("tiny-moe")
+    m = replace(m, layers=16, dense_layers=6, mtp_modules=0)
+    c = ChunkModel(m, load_gpu("h800"), load_scenario("tiny"), 4)
+    assert c.layers_per_stage == [4, 4, 4, 4]
+    assert [sum(not layer.moe for layer in layers) for layers in c.stage_layers] == [4, 2, 0, 0]
