@@ -163,3 +163,24 @@ def test_dense_layers_are_the_first_of_the_model_whatever_stage_they_fall_in():
     c = ChunkModel(m, load_gpu("h800"), load_scenario("tiny"), 4)
     assert c.layers_per_stage == [4, 4, 4, 4]
     assert [sum(not layer.moe for layer in layers) for layers in c.stage_layers] == [4, 2, 0, 0]
+
+
+def test_first_or_last_stage_counts_need_two_stages_and_name_the_rule():
+    """first/last stage layer counts need at least two stages; the message names the rule whole."""
+    from sim.moe.chunk import stage_layer_counts
+    rule = r"every stage needs at least one layer and every layer a stage$"
+    with pytest.raises(SpecError, match=r"first_stage_layers=61, last_stage_layers=None leave 0 of 61 layers for "
+                                        r"the other 0 of 1 stages: " + rule):
+        stage_layer_counts(61, 1, first=61)
+    with pytest.raises(SpecError, match=rule):
+        stage_layer_counts(61, 16, first=30, last=30)
+
+
+def test_one_stage_holds_the_embedding_and_the_whole_head():
+    """With a single stage, the first stage is the last: it keeps the head's forward, input- and
+    weight-gradient times beside the embedding's."""
+    m, g, r = load_model("tiny-moe"), load_gpu("h800"), load_scenario("tiny")
+    one = ChunkModel(m, g, r, 1).stage_work(0)[1]
+    last = ChunkModel(m, g, r, 2).stage_work(1)[1]
+    assert (one.head_f, one.head_i, one.head_w) == (last.head_f, last.head_i, last.head_w)
+    assert last.head_w > 0 and one.embed_f > 0 and one.embed_w > 0

@@ -87,3 +87,11 @@ def test_render_grid_shows_a_window_of_six_steps_around_the_marks():
     assert end[1].startswith("  rank   0: ... ") and end[1].split()[-1] == "B11@0"
     assert render_grid(s, {0: 20}, window=0).splitlines()[1] == "  rank   0: ... >>B9@0<< ..."
     assert not render_grid(s, {0: 17}).splitlines()[1].endswith("...")      # hi = 24 = len(ops): nothing more
+
+
+def test_ranks_other_than_0_to_p_minus_1_are_named():
+    """A schedule must give ops to ranks 0..P-1: a missing rank is refused with the ranks it has."""
+    s = sched_from_text(["F0@0 B0@0", "F0@1 B0@1"], 2, 1)
+    s.ranks[2] = s.ranks.pop(1)
+    with pytest.raises(ScheduleError, match=r"^schedule 'file': ranks must be 0\.\.1, got \[0, 2\]$"):
+        validate(s)
