@@ -64,3 +64,40 @@ def test_an_equal_route_through_a_switch_beats_one_through_a_gpu():
     assert [links.names[links.dst[link]] for link in path] == ["s", "b"] and latency == pytest.approx(2e-6)
     kinds = {links.link_name(i): links.kind[i] for i in range(len(links))}
     assert kinds["c->s"] == kinds["s->c"] == "link" and kinds["a->s"] == "pcie" and links.graph is g
+
+
+@pytest.mark.parametrize("gpus", [65, 130, 195])
+def test_route_lengths_equal_networkx_shortest_paths_for_any_block_of_gpus(gpus):
+    """The bitwise breadth-first search packs 64 target GPUs per word: for 65, 130 and 195 GPUs (one
+    bit past a word) every route has as many hops as networkx's shortest path, and its latency is
+    the sum of its links'."""
+    import networkx as nx
+
+    from topologies.builders import fat_tree_cluster
+    g = fat_tree_cluster(nodes=gpus // 5, gpus_per_node=5)
+    links = LinkTable(g)
+    assert len(links.gpus) == gpus
+    lengths = nx.single_source_shortest_path_length(g, links.names[links.gpus[0]])
+    for dst in range(1, gpus):
+        path, latency = links.route(0, dst)
+        assert len(path) == lengths[links.names[links.gpus[dst]]], dst
+        assert latency == pytest.approx(float(links.latency[path].sum()))
+
+
+def test_a_gpu_cut_off_is_named_and_scaling_keeps_unnamed_kinds():
+    """Two GPUs with no path between them: the route names both. ``scaled`` changes only the kinds
+    it is given."""
+    import networkx as nx
+
+    from sim.checks import InputError
+    g = nx.Graph(gpus=["a", "b", "c"])
+    g.add_nodes_from(["a", "b", "c"], type="gpu")
+    g.add_edge("a", "b", bandwidth=1e9, latency=1e-6, kind="nvlink")
+    g.add_node("s", type="switch")
+    g.add_edge("c", "s", bandwidth=2e9, latency=1e-6, kind="ib")
+    links = LinkTable(g)
+    with pytest.raises(InputError, match="GPU 'a' cannot reach GPU 'c'"):
+        links.route(0, 2)
+    assert links.route(0, 1)[0].size == 1
+    half = links.scaled({"nvlink": 0.5})
+    assert {links.kind[i]: half.capacity[i] for i in range(len(links))} == {"nvlink": 0.5e9, "ib": 2e9}
