@@ -32,6 +32,7 @@ sweeps: $(STAMP)
 mutation: $(STAMP)
 	$(PY) -m pip install -q -e '.[mutation]'
 	$(PY) -m experiments.mutation
+	$(PY) -m experiments.mutation --kernels
 
 bench: $(STAMP)
 	$(PY) -m experiments.benchmark

@@ -3,14 +3,16 @@
 mutmut (3.x) was chosen over cosmic-ray because it needs no session database or worker setup, runs
 only the tests that reach the mutated function (collected from one instrumented run), and keeps
 its results per source file (``mutants/**/*.meta``), so a run can be resumed module by module.
-Configuration: ``[tool.mutmut]`` in pyproject.toml (which modules, which tests; the numba-compiled
-kernels are left out because mutmut's function wrappers cannot be compiled, and they are checked
-against numpy oracles instead).
+Configuration: ``[tool.mutmut]`` in pyproject.toml (which modules, which tests). The numba-compiled
+kernels (:data:`KERNELS`) are left out there because numba cannot compile mutmut's function
+wrappers; ``--kernels`` mutates them in a tree of their own (:func:`kernel_tree`,
+``.mutation-kernels/``) with compilation off, judged by their own tests (numpy oracles, hypothesis).
 
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
 ``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores), then writes
 the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
 module. ``--report`` only writes the table.
+``--kernels`` does any of this for the compiled kernels; the table always holds both trees.
 ``--recheck-timeouts`` runs every mutant mutmut recorded as a timeout again, alone and with a
 generous limit: on a busy machine a surviving mutant's slow run can pass for a timeout (killed).
 ``--recheck-survivors`` does the same for the survivors of the modules named (default: all): mutmut
@@ -35,6 +37,20 @@ from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
         "sim.moe.memory", "sim.sweep")
+# The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
+KERNELS = ("sim.network.maxmin", "sim.network.flowcore", "sim.network.traffic")
+KERNEL_TREE = Path(".mutation-kernels")
+KERNEL_CONFIG = """[tool.mutmut]
+# experiments/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
+# judged by their own tests (numpy oracles, hypothesis, hand-worked cases) and the fabric's.
+source_paths = ["sim/"]
+only_mutate = ["sim/network/maxmin.py", "sim/network/flowcore.py", "sim/network/traffic.py"]
+do_not_mutate = ["*/__init__.py"]
+also_copy = ["topologies/", "experiments/"]
+pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_flowcore.py", "tests/test_traffic.py",
+                                      "tests/test_fabric.py"]
+pytest_add_cli_args = ["-p", "no:cacheprovider"]
+"""
 
 EQUIVALENT = {
     "sim.engine.x__per_stage__mutmut_24": "upper bound 1e12 -> 1e12 + 1: no cost lies between",
@@ -150,12 +166,14 @@ KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutan
 NOT_KILLED = {"survived", "no tests", "suspicious"}                     # ... and one it does not
 
 
-def scores(root: Path = Path("mutants")) -> pd.DataFrame:
-    """Per module: mutants, checked, killed, survived (no test failed or none reached it),
-    equivalent (listed above), score = killed / (checked - equivalent), and the survivors' names."""
+def scores(roots=(Path("mutants"), KERNEL_TREE / "mutants")) -> pd.DataFrame:
+    """Per module (of every tree in ``roots``): mutants, checked, killed, survived (no test failed or
+    none reached it), equivalent (listed above), score = killed / (checked - equivalent), and the
+    survivors' names."""
     from mutmut.stats import status_by_exit_code
+    roots = [roots] if isinstance(roots, (str, Path)) else roots
     rows = []
-    for meta in sorted(root.glob("**/*.py.meta")):
+    for root, meta in sorted((root, meta) for root in map(Path, roots) for meta in root.glob("**/*.py.meta")):
         status = {m: status_by_exit_code[c] for m, c in json.loads(meta.read_text())["exit_code_by_key"].items()}
         module = str(meta.relative_to(root)).removesuffix(".py.meta").replace("/", ".")
         killed = sum(1 for s in status.values() if s in KILLED)
@@ -166,7 +184,30 @@ def scores(root: Path = Path("mutants")) -> pd.DataFrame:
                      "survived": len(survived), "equivalent": equivalent,
                      "score": round(killed / (checked - equivalent), 4) if checked > equivalent else float("nan"),
                      "survivors": " ".join(survived)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).sort_values("module", kind="stable").reset_index(drop=True)
+
+
+def kernel_tree(tree: Path = KERNEL_TREE) -> Path:
+    """``tree``: a copy of the sources, tests and presets whose mutmut configuration
+    (:data:`KERNEL_CONFIG`) mutates only the compiled kernels. mutmut wraps every function it
+    mutates, and numba cannot compile the wrappers, so these run with compilation off: the same code
+    as Python (their tests take about 40 s so). Files are only rewritten when they changed, so
+    mutmut keeps its results for the rest."""
+    import re
+    for top in ("sim", "tests", "topologies", "experiments"):
+        for src in sorted(Path(top).rglob("*")):
+            if src.is_file() and "__pycache__" not in src.parts:
+                _write_if_changed(tree / src, src.read_bytes())
+    project = Path("pyproject.toml").read_text()
+    project = re.sub(r"\[tool\.mutmut\].*?(?=^\[)", lambda _m: KERNEL_CONFIG + "\n", project, flags=re.S | re.M)
+    _write_if_changed(tree / "pyproject.toml", project.encode())
+    return tree
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def add_arguments(parser) -> None:
@@ -183,6 +224,8 @@ def add_arguments(parser) -> None:
                              "every mutant needs minutes of tests); the table's checked column says how many")
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
     parser.add_argument("--out", default="results", help="folder for mutation.csv (default results)")
+    parser.add_argument("--kernels", action="store_true",
+                        help=f"the compiled kernels ({', '.join(KERNELS)}) instead, in {KERNEL_TREE}/ with numba off")
 
 
 def sync_data_files(root: Path = Path("mutants")) -> list[str]:
@@ -276,6 +319,20 @@ def _selection_args() -> list[str]:
 
 
 def run(args) -> int:
+    if args.kernels:
+        import os
+        forwarded = [*(args.modules or KERNELS), "--children", str(args.children), "--seed", str(args.seed),
+                     "--out", str(Path(args.out).resolve())]
+        forwarded += ["--sample", str(args.sample)] if args.sample is not None else []
+        forwarded += [flag for flag, on in (("--report", args.report), ("--recheck-timeouts", args.recheck_timeouts),
+                                            ("--recheck-survivors", args.recheck_survivors)) if on]
+        tree = kernel_tree().resolve()
+        status = subprocess.call([sys.executable, "-m", "experiments.mutation", *forwarded], cwd=tree,
+                                 env={**os.environ, "NUMBA_DISABLE_JIT": "1"})
+        if status:
+            print(f"the kernels' run exited with {status}", file=sys.stderr)
+        args.report, args.kernels = True, False         # then the table of every tree, from here
+        return run(args)
     if args.recheck_timeouts or args.recheck_survivors:
         if args.recheck_timeouts:
             recheck()
@@ -292,13 +349,20 @@ def run(args) -> int:
                                   *patterns]) if patterns else 0
         if status:
             print(f"mutmut exited with {status}; writing what it finished", file=sys.stderr)
-    df = scores()
+    df = scores(_roots())
     if df.empty:
         print("no mutmut results under mutants/: run without --report first", file=sys.stderr)
         return 1
     write_csv_atomic(df, Path(args.out) / "mutation.csv")
     print(df.drop(columns="survivors").to_string(index=False))
     return 0
+
+
+def _roots() -> tuple[Path, ...]:
+    """Where mutmut's results are: here, and the kernels' tree (when this is not it)."""
+    here = Path("mutants")
+    return (here,) if Path.cwd().resolve() == KERNEL_TREE.resolve() or Path.cwd().name == KERNEL_TREE.name \
+        else (here, KERNEL_TREE / "mutants")
 
 
 def main(argv=None) -> int:

@@ -75,3 +75,20 @@ def test_a_weighted_pair_counts_as_that_many_flows():
     flowcore.advance(2.0, 3, t["rate"], t["remaining"], 4, t["pair_flow"], t["pair_link"], t["pair_weight"],
                      link_bytes, busy, stamp, 1)
     assert link_bytes.tolist() == [5.0, 20.0, 10.0]             # link 1: (3 x 2.5 + 2.5) x 2 s
+
+
+def test_a_flow_within_a_billionth_of_its_size_is_done_and_its_last_bytes_are_credited():
+    """A 1e12-byte flow left with 0.5 bytes (float rounding of its drain: 5e-13 of its size, under
+    the slack of 1e-9 x size + 1e-6 bytes) is done at once; its last 0.5 bytes go to its link (weight
+    2: 1.0 byte). A 1-byte flow with 0.5 bytes left is not done (0.5 > 1e-9 + 1e-6)."""
+    size = np.array([1e12, 1.0])
+    remaining = np.array([0.5, 0.5])
+    rate, flow_id = np.array([1e9, 1.0]), np.array([4, 5])
+    pair_flow, pair_link, pair_weight = np.array([0, 1]), np.array([0, 1]), np.array([2.0, 1.0])
+    link_bytes, link_rate = np.array([10.0, 0.0]), np.array([2e9, 1.0])
+    done, dirty = np.empty(2, dtype=np.int64), np.empty(2, dtype=np.int64)
+    n, pairs, n_done, n_dirty = flowcore.drop_finished(2, 2, size, remaining, rate, flow_id, 0.0, pair_flow, pair_link,
+                                                       pair_weight, link_bytes, link_rate, done, dirty)
+    assert (n, pairs, n_done, n_dirty) == (1, 1, 1, 1) and done[0] == 4 and dirty[0] == 0
+    assert link_bytes.tolist() == [11.0, 0.0] and link_rate.tolist() == [0.0, 1.0]
+    assert flow_id[0] == 5 and remaining[0] == 0.5 and pair_link[0] == 1

@@ -85,3 +85,41 @@ def test_recheck_runs_only_the_named_survivors_alone_and_records_them(tmp_path, 
     assert mutation.recheck(tmp_path, status="survived", modules=["sim.engine.x_inputs"]) == {}   # not a prefix
     assert mutation.recheck(tmp_path, status="survived", modules=["sim.engine.x_inputs_of"]) == \
         {"sim.engine.x_inputs_of__mutmut_1": 1}
+
+
+def test_scores_read_every_tree(tmp_path):
+    """The core modules' results and the kernels' (their own tree) make one table, by module."""
+    pytest.importorskip("mutmut")
+    _meta(tmp_path / "a", "sim.sweep", {"sim.sweep.x_a__mutmut_1": 1})
+    _meta(tmp_path / "b", "sim.network.maxmin", {"sim.network.maxmin.x_f__mutmut_1": 0})
+    df = scores([tmp_path / "b", tmp_path / "a", tmp_path / "none"])
+    assert list(df["module"]) == ["sim.network.maxmin", "sim.sweep"] and list(df["score"]) == [0.0, 1.0]
+
+
+def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_changed(tmp_path, monkeypatch):
+    """A copy of sim/, tests/, topologies/ and experiments/ whose pyproject keeps everything but
+    mutmut's section, which names the three compiled kernels and their tests."""
+    import tomllib
+
+    from experiments.mutation import KERNELS, kernel_tree
+    monkeypatch.chdir(tmp_path)
+    for name in ("sim/network/maxmin.py", "tests/test_maxmin.py", "topologies/presets/a.yaml", "experiments/x.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    (tmp_path / "sim/__pycache__").mkdir()
+    (tmp_path / "sim/__pycache__/x.pyc").write_text("stale")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.mutmut]\nonly_mutate = ["sim/a.py"]\n\n'
+                                             '[tool.ruff]\nline-length = 120\n')
+    tree = kernel_tree(tmp_path / "k")
+    config = tomllib.loads((tree / "pyproject.toml").read_text())
+    assert config["project"] == {"name": "x"} and config["tool"]["ruff"] == {"line-length": 120}
+    assert [f.removesuffix(".py").replace("/", ".") for f in config["tool"]["mutmut"]["only_mutate"]] == list(KERNELS)
+    assert config["tool"]["mutmut"]["pytest_add_cli_args_test_selection"] == \
+        ["tests/test_maxmin.py", "tests/test_flowcore.py", "tests/test_traffic.py", "tests/test_fabric.py"]
+    assert (tree / "topologies/presets/a.yaml").read_text() == "topologies/presets/a.yaml"
+    assert not (tree / "sim/__pycache__").exists()
+    copied = tree / "sim/network/maxmin.py"
+    before = copied.stat().st_mtime_ns
+    (tmp_path / "experiments/x.py").write_text("changed")
+    kernel_tree(tmp_path / "k")
+    assert copied.stat().st_mtime_ns == before and (tree / "experiments/x.py").read_text() == "changed"

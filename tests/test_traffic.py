@@ -57,6 +57,9 @@ def test_token_bytes_adds_fp8_scales():
     assert token_bytes(7168, 2) == 2 * 7168
     assert token_bytes(7168, 1, scale_bytes=0) == 7168
     assert token_bytes(100, 1) == 100 + 4 * 1              # a partial tile has its scale too
+    for args, field in (((0, 1), "hidden"), ((7168, 0), "bytes_per_elem"), ((7168, 1, -1.0), "scale_bytes")):
+        with pytest.raises(TrafficError, match=f"^{field}"):
+            token_bytes(*args)
 
 
 def test_ep_group_rule():
