@@ -148,6 +148,14 @@ EQUIVALENT = {
     "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
+    # The compiled kernels (--kernels).
+    "sim.network.flowcore.x_drop_finished__mutmut_42": "a done flow with exactly 0 bytes left credits 0 bytes "
+                                                       "to its links: x + 0.0 == x",
+    "sim.network.flowcore.x_solve__mutmut_90": "refilling every component, not only the touched ones: the others' "
+                                               "rates cannot change (max-min splits over components; tested equal)",
+    "sim.network.maxmin.x__rates_compiled__mutmut_28": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
+                                                       "instead of links: the same rounds (both equal the oracle)",
+    "sim.network.maxmin.x_rates__mutmut_17": "astype(copy=None) and copy=False both copy only when the type differs",
     # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",

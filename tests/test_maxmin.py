@@ -128,3 +128,14 @@ def test_indexed_heap_orders_links_by_share_then_link(keys, removed, changes):
         order.append(int(heap[0]))
         size = _heap_remove(heap, pos, key, int(heap[0]), size)
     assert order == sorted(alive, key=lambda link: (key[link], link))
+
+
+def test_without_numba_rates_are_the_numpy_version(monkeypatch):
+    """Where numba is missing, ``rates`` is :func:`max_min_rates` on the same arguments: the
+    textbook case of two links (flow 0 on both, flows 1 and 2 on one each) with weights."""
+    from sim.network import maxmin
+    flows, links = np.array([0, 0, 1, 2]), np.array([0, 1, 0, 1])
+    capacity, weights = np.array([1.0, 2.0]), np.array([1.0, 1.0, 1.0, 2.0])
+    monkeypatch.setattr(maxmin, "COMPILED", False)
+    got = maxmin.rates(flows, links, capacity, 3, weights)
+    assert got.tolist() == max_min_rates(flows, links, capacity, 3, weights).tolist() == [0.5, 0.5, 0.75]
