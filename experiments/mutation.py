@@ -155,6 +155,11 @@ EQUIVALENT = {
                                                "rates cannot change (max-min splits over components; tested equal)",
     "sim.network.maxmin.x__rates_compiled__mutmut_28": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
                                                        "instead of links: the same rounds (both equal the oracle)",
+    "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
+                                              "value each round",
+    "sim.network.flowcore.x_solve__mutmut_212": "a wrong width only picks the other fill (heap of flows or of links): "
+                                                "the same rounds, both equal the oracle",
+    "sim.network.traffic.x__select_numpy__mutmut_77": "hits as floats instead of booleans: the same sums and any()",
     "sim.network.maxmin.x_rates__mutmut_17": "astype(copy=None) and copy=False both copy only when the type differs",
     # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",

@@ -114,3 +114,12 @@ def test_compiled_selection_breaks_ties_by_lower_index(m, k):
         want_g[t // T, hit] += 1
         want_n[t // T, sorted({g // gpn for g in hit})] += 1
     assert np.array_equal(gpus, want_g) and np.array_equal(nodes, want_n)
+
+
+def test_fewer_than_one_token_per_gpu_routes_nothing():
+    """Sampled routing of 0.4 tokens per GPU rounds to no token: no traffic, and the routing it
+    came from is kept."""
+    r = MoERouting(ep=8, gpus_per_node=8, num_experts=16, topk=2, tokens_per_gpu=0.4, skew=1.0, seed=0)
+    t = route_tokens(r)
+    assert t.routing is r and t.gpu_tokens.shape == (8, 8) and t.node_tokens.shape == (8, 1)
+    assert not t.gpu_tokens.any() and not t.node_tokens.any()
