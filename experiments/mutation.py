@@ -159,6 +159,9 @@ EQUIVALENT = {
                                               "value each round",
     "sim.network.flowcore.x_solve__mutmut_212": "a wrong width only picks the other fill (heap of flows or of links): "
                                                 "the same rounds, both equal the oracle",
+    "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "
+                                                         "token index either",
+    "sim.network.traffic.x__select_compiled__mutmut_24": "np.full(N, -1) is int64 without the dtype too",
     "sim.network.traffic.x__select_numpy__mutmut_77": "hits as floats instead of booleans: the same sums and any()",
     "sim.network.maxmin.x_rates__mutmut_17": "astype(copy=None) and copy=False both copy only when the type differs",
     # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.

@@ -43,6 +43,10 @@ def test_sampled_routing_respects_node_limit_and_seed():
     (dict(skew=float("nan")), "skew must be a finite number"),
     (dict(skew=float("inf")), "skew must be a finite number"),
     (dict(node_limit=1, topk=40), "reaches only 32 experts"),
+    (dict(ep=12, num_experts=60), r"\(or at most 8\): an EP group spans whole nodes$"),
+    (dict(topk=True), r"^topk must be a positive integer, got True$"),
+    (dict(gpus_per_node=2.5), r"^gpus_per_node must be a positive integer, got 2\.5$"),
+    (dict(ep=2_000_000, num_experts=2_000_000, topk=8), r"^ep must be an integer in \[1, 1,000,000\], got 2000000$"),
 ])
 def test_bad_routing(kwargs, pattern):
     base = dict(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=10)
