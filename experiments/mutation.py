@@ -132,6 +132,13 @@ EQUIVALENT = {
     "sim.network.collectives.x__dispatch_unit__mutmut_10": "_Join's default event=True makes an event nobody "
                                                             "waits for: one more SimPy event, the same times",
     "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",
+    "sim.network.collectives.x__combine_unit__mutmut_16": "same as _dispatch_unit__mutmut_10 (None and False are "
+                                                          "both no event)",
+    "sim.network.collectives.x__ring__mutmut_24": "a rank's route to itself has no link and 0 s of latency",
+    "sim.network.collectives.x_hierarchical_reduce_scatter__mutmut_5": "gather=None and gather=False are both the "
+                                                                       "reduce-scatter",
+    "sim.network.fabric.xǁFabricǁ_private_link__mutmut_10": "private links grown by a third instead of a half: more "
+                                                            "growths, the same links and rates",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",

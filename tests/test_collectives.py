@@ -123,10 +123,11 @@ def test_chunks_are_bounded():
     from sim.checks import InputError
     tr = route_tokens(MoERouting(ep=8, gpus_per_node=8, num_experts=8, topk=1, tokens_per_gpu=8))
     env, fab = fabric()
-    for chunks in (0, 1001, 2.5):
-        with pytest.raises(InputError, match="chunks"):
+    for chunks in (0, 1001, 2.5, "4"):
+        with pytest.raises(InputError, match=r"^chunks must be an integer in \[1, 1,000\], got "):
             all_to_all(fab, list(range(8)), tr, 1.0, chunks=chunks)
     env.run(all_to_all(fab, list(range(8)), tr, 1.0, chunks=1000))
+    env.run(all_to_all(fab, list(range(8)), tr, 1.0, chunks=4.0))     # an integral float is that integer
 
 
 def test_bad_all_to_all_arguments():

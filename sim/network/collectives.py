@@ -79,9 +79,7 @@ def all_to_all(fabric: Fabric, group: Sequence[int], traffic: Traffic, token_byt
     store-and-forward)."""
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    number(chunks, "chunks", integer=True, low=1, high=1_000)
-    if not isinstance(chunks, int):
-        raise InputError(f"chunks must be an integer, got {chunks!r}")
+    chunks = number(chunks, "chunks", integer=True, low=1, high=1_000)
     if direction not in DIRECTIONS:
         raise InputError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     r = traffic.routing

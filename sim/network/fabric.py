@@ -37,12 +37,11 @@ _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
 
 
 class _Flow:
-    __slots__ = ("links", "size", "on_done", "weights", "private")
+    __slots__ = ("links", "size", "on_done", "weights")
 
-    def __init__(self, links: np.ndarray, size: float, on_done, weights: np.ndarray | None = None,
-                 private: int = -1):
+    def __init__(self, links: np.ndarray, size: float, on_done, weights: np.ndarray | None = None):
         self.links, self.size, self.on_done = links, size, on_done
-        self.weights, self.private = weights, private    # bundle: pair weights, its rate-limit link
+        self.weights = weights                           # bundle: pair weights (its rate limit included)
 
 
 class Fabric:
@@ -204,7 +203,7 @@ class Fabric:
             else:
                 on_done()
             return done
-        links, weights, private = load.links, load.weights, -1
+        links, weights = load.links, load.weights
         if min_seconds > 0:
             private = self._private_link(load.size / min_seconds)
             links, weights = np.append(links, private), np.append(weights, 1.0)
@@ -213,7 +212,7 @@ class Fabric:
             def on_done(private=private, inner=inner):
                 self._free_private.append(private)
                 inner()
-        self._enqueue(_Flow(links, load.size, on_done, weights, private), latency)
+        self._enqueue(_Flow(links, load.size, on_done, weights), latency)
         return done
 
     def _route(self, src: int, dst: int) -> tuple[np.ndarray, float]:
@@ -256,9 +255,6 @@ class Fabric:
         self._capacity[link] = capacity
         self._link_rate[link] = 0.0
         return link
-
-    def active_flows(self) -> int:
-        return self._n + len(self._pending) + sum(len(b) for b in self._arrivals.values())
 
     # -- internals ----------------------------------------------------------------------------
     def _arrive(self, at: float) -> None:
