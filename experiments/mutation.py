@@ -139,6 +139,8 @@ EQUIVALENT = {
                                                                        "reduce-scatter",
     "sim.network.fabric.xǁFabricǁ_private_link__mutmut_10": "private links grown by a third instead of a half: more "
                                                             "growths, the same links and rates",
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_4": "5 new flows appended one by one instead of as "
+                                                               "arrays: the same arrays (the threshold is only speed)",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
