@@ -356,7 +356,8 @@ def run(args) -> int:
                                  env={**os.environ, "NUMBA_DISABLE_JIT": "1"})
         if status:
             print(f"the kernels' run exited with {status}", file=sys.stderr)
-        args.report, args.kernels = True, False         # then the table of every tree, from here
+        args.kernels, args.report = False, True         # then only the table of every tree, from here
+        args.recheck_timeouts = args.recheck_survivors = False
         return run(args)
     if args.recheck_timeouts or args.recheck_survivors:
         if args.recheck_timeouts:

@@ -123,3 +123,26 @@ def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_change
     (tmp_path / "experiments/x.py").write_text("changed")
     kernel_tree(tmp_path / "k")
     assert copied.stat().st_mtime_ns == before and (tree / "experiments/x.py").read_text() == "changed"
+
+
+def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp_path, monkeypatch):
+    """``--kernels --sample 5 --recheck-survivors``: one run in the kernels' tree with numba off and
+    the options passed on; back here only the table is written (no recheck of this tree's mutants)."""
+    import argparse
+
+    import experiments.mutation as mutation
+    calls, rechecks = [], []
+    monkeypatch.setattr(mutation, "kernel_tree", lambda: tmp_path)
+    monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, cwd, env: calls.append((cmd, cwd, env)) or 0)
+    monkeypatch.setattr(mutation, "recheck", lambda *a, **k: rechecks.append((a, k)))
+    monkeypatch.setattr(mutation, "scores", lambda roots: mutation.pd.DataFrame(
+        [{"module": "m", "mutants": 1, "checked": 1, "killed": 1, "survived": 0, "equivalent": 0, "score": 1.0,
+          "survivors": ""}]))
+    parser = argparse.ArgumentParser()
+    mutation.add_arguments(parser)
+    args = parser.parse_args(["--kernels", "--sample", "5", "--recheck-survivors", "--out", str(tmp_path / "out")])
+    assert mutation.run(args) == 0
+    (cmd, cwd, env), = calls
+    assert cwd == tmp_path and env["NUMBA_DISABLE_JIT"] == "1"
+    assert cmd[3:6] == list(mutation.KERNELS) and "--recheck-survivors" in cmd and cmd[cmd.index("--sample") + 1] == "5"
+    assert rechecks == [] and (tmp_path / "out" / "mutation.csv").is_file()
