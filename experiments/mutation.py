@@ -141,6 +141,8 @@ EQUIVALENT = {
                                                             "growths, the same links and rates",
     "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_4": "5 new flows appended one by one instead of as "
                                                                "arrays: the same arrays (the threshold is only speed)",
+    "sim.network.fabric.xǁFabricǁ_grow__mutmut_7": "flow arrays grown to exactly what is needed instead of "
+                                                   "doubled: more growths, the same flows",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",

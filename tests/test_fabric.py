@@ -92,6 +92,15 @@ def test_bad_transfer_arguments():
     fab = Fabric(simpy.Environment(), load_topology("h800-node"))
     with pytest.raises(ValueError, match="out of range"):
         fab.transfer(0, 99, 1)
+    for src, dst in ((8, 0), (0, 8), (-1, 0)):                  # h800-node has GPUs 0..7
+        with pytest.raises(ValueError, match=rf"^GPU index out of range: src={src}, dst={dst}; this fabric has "
+                                             r"GPUs 0\.\.7$"):
+            fab.transfer(src, dst, 1)
+    env = simpy.Environment()
+    for kwargs, message in ((dict(completion_window=-0.1), r"^completion_window must be a finite number in \[0, 1\)"),
+                            (dict(gpu_rate=2e18), r"^gpu_rate \(bytes/s\) must be a finite number in \(0, ")):
+        with pytest.raises(ValueError, match=message):
+            Fabric(env, load_topology("h800-node"), **kwargs)
     for bad in (-5, float("nan"), float("inf"), True, "10"):
         with pytest.raises(ValueError, match=r"bytes must be a finite number in \[0, "):
             fab.transfer(0, 1, bad)
