@@ -202,3 +202,27 @@ def test_a_ring_sends_to_the_next_rank_over_its_route(bulk):
         return out
     assert fab.link_bytes == pytest.approx(link_bytes(+1), rel=1e-9, abs=1e-3)
     assert not np.allclose(link_bytes(+1), link_bytes(-1))
+
+
+@pytest.mark.parametrize("algorithm", ["flat", "hierarchical"])
+def test_a_pair_with_one_token_sends_it(algorithm):
+    """EP8 on one node, one token from every GPU to every other: each GPU sends and receives 7
+    tokens' bytes, whatever the algorithm (a single token is a message)."""
+    r = MoERouting(ep=8, gpus_per_node=8, num_experts=8, topk=1, tokens_per_gpu=7, node_limit=None)
+    G = np.ones((8, 8)) - np.eye(8)
+    env, fab = fabric()
+    env.run(all_to_all(fab, list(range(8)), Traffic(r, G, np.full((8, 1), 7.0)), 1000.0, algorithm))
+    assert fab.bytes_sent.tolist() == fab.bytes_received.tolist() == [7000.0] * 8
+
+
+@pytest.mark.parametrize("ring", [ring_all_reduce, ring_reduce_scatter, ring_all_gather])
+def test_a_bulk_ring_is_one_transfer_per_neighbour(ring):
+    """``bulk``: each rank's steps as one transfer to its neighbour, all starting at one instant (after
+    the steps' latencies): at most two recomputations of the fabric, where the step-by-step ring
+    needs some per step."""
+    counts = {}
+    for bulk in (True, False):
+        env, fab = fabric()
+        env.run(ring(fab, list(range(8)), 8e8, bulk=bulk))
+        counts[bulk] = fab.recomputations
+    assert counts[True] <= 2 and counts[False] > 6
