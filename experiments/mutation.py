@@ -9,7 +9,7 @@ wrappers; ``--kernels`` mutates them in a tree of their own (:func:`kernel_tree`
 ``.mutation-kernels/``) with compilation off, judged by their own tests (numpy oracles, hypothesis).
 
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
-``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores), then writes
+``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores; the kernels about 1,900), then writes
 the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
 module. ``--report`` only writes the table.
 ``--kernels`` does any of this for the compiled kernels; the table always holds both trees.
