@@ -9,8 +9,8 @@ wrappers; ``--kernels`` mutates them in a tree of their own (:func:`kernel_tree`
 ``.mutation-kernels/``) with compilation off, judged by their own tests (numpy oracles, hypothesis).
 
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
-``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores; the kernels about 1,900), then writes
-the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
+``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores; the kernels
+about 1,900), then writes the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
 module. ``--report`` only writes the table.
 ``--kernels`` does any of this for the compiled kernels; the table always holds both trees.
 ``--recheck-timeouts`` runs every mutant mutmut recorded as a timeout again, alone and with a
@@ -193,14 +193,14 @@ KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutan
 NOT_KILLED = {"survived", "no tests", "suspicious"}                     # ... and one it does not
 
 
-def scores(roots=(Path("mutants"), KERNEL_TREE / "mutants")) -> pd.DataFrame:
-    """Per module (of every tree in ``roots``): mutants, checked, killed, survived (no test failed or
-    none reached it), equivalent (listed above), score = killed / (checked - equivalent), and the
-    survivors' names."""
+def scores(roots=None) -> pd.DataFrame:
+    """Per module (of every tree in ``roots``, default :func:`_roots`): mutants, checked, killed,
+    survived (no test failed or none reached it), equivalent (listed above), score = killed /
+    (checked - equivalent), and the survivors' names."""
     from mutmut.stats import status_by_exit_code
-    roots = [roots] if isinstance(roots, (str, Path)) else roots
+    roots = _roots() if roots is None else [roots] if isinstance(roots, (str, Path)) else roots
     rows = []
-    for root, meta in sorted((root, meta) for root in map(Path, roots) for meta in root.glob("**/*.py.meta")):
+    for root, meta in ((root, meta) for root in map(Path, roots) for meta in root.glob("**/*.py.meta")):
         status = {m: status_by_exit_code[c] for m, c in json.loads(meta.read_text())["exit_code_by_key"].items()}
         module = str(meta.relative_to(root)).removesuffix(".py.meta").replace("/", ".")
         killed = sum(1 for s in status.values() if s in KILLED)
@@ -218,23 +218,32 @@ def kernel_tree(tree: Path = KERNEL_TREE) -> Path:
     """``tree``: a copy of the sources, tests and presets whose mutmut configuration
     (:data:`KERNEL_CONFIG`) mutates only the compiled kernels. mutmut wraps every function it
     mutates, and numba cannot compile the wrappers, so these run with compilation off: the same code
-    as Python (their tests take about 40 s so). Files are only rewritten when they changed, so
-    mutmut keeps its results for the rest."""
+    as Python (their tests and the fabric's take about 50 s so). Files are only rewritten when they
+    changed, so mutmut keeps its results for the rest."""
     import re
-    for top in ("sim", "tests", "topologies", "experiments"):
-        for src in sorted(Path(top).rglob("*")):
-            if src.is_file() and "__pycache__" not in src.parts:
-                _write_if_changed(tree / src, src.read_bytes())
+    for src in _tree_files():
+        _write_if_changed(tree / src, src.read_bytes())
     project = Path("pyproject.toml").read_text()
     project = re.sub(r"\[tool\.mutmut\].*?(?=^\[)", lambda _m: KERNEL_CONFIG + "\n", project, flags=re.S | re.M)
     _write_if_changed(tree / "pyproject.toml", project.encode())
     return tree
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
-    if not path.is_file() or path.read_bytes() != data:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+def _tree_files():
+    """The files mutmut's trees copy: sources, tests, presets and scripts (no bytecode)."""
+    for top in ("sim", "topologies", "experiments", "tests"):
+        for src in sorted(Path(top).rglob("*")):
+            if src.is_file() and "__pycache__" not in src.parts:
+                yield src
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` unless it already holds it; whether it wrote."""
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return True
 
 
 def add_arguments(parser) -> None:
@@ -259,20 +268,10 @@ def sync_data_files(root: Path = Path("mutants")) -> list[str]:
     """Copy into mutmut's tree the data files (presets, profiles: everything but Python) that have
     changed since it was made: mutmut refreshes the Python sources it copies, not the rest, and a
     stale preset makes its clean run fail. Returns the files copied."""
-    import shutil
-    copied = []
     if not root.is_dir():
-        return copied
-    for top in ("sim", "topologies", "experiments", "tests"):
-        for src in sorted(Path(top).rglob("*")):
-            if not src.is_file() or src.suffix in (".py", ".pyc", ".meta", ".spans") or "__pycache__" in src.parts:
-                continue
-            dst = root / src
-            if not dst.exists() or dst.read_bytes() != src.read_bytes():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
-                copied.append(str(src))
-    return copied
+        return []
+    return [str(src) for src in _tree_files() if src.suffix not in (".py", ".pyc", ".meta", ".spans")
+            and _write_if_changed(root / src, src.read_bytes())]
 
 
 def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = "timeout",
@@ -377,7 +376,7 @@ def run(args) -> int:
                                   *patterns]) if patterns else 0
         if status:
             print(f"mutmut exited with {status}; writing what it finished", file=sys.stderr)
-    df = scores(_roots())
+    df = scores()
     if df.empty:
         print("no mutmut results under mutants/: run without --report first", file=sys.stderr)
         return 1
@@ -389,8 +388,7 @@ def run(args) -> int:
 def _roots() -> tuple[Path, ...]:
     """Where mutmut's results are: here, and the kernels' tree (when this is not it)."""
     here = Path("mutants")
-    return (here,) if Path.cwd().resolve() == KERNEL_TREE.resolve() or Path.cwd().name == KERNEL_TREE.name \
-        else (here, KERNEL_TREE / "mutants")
+    return (here,) if Path.cwd().name == KERNEL_TREE.name else (here, KERNEL_TREE / "mutants")
 
 
 def main(argv=None) -> int:

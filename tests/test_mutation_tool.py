@@ -135,7 +135,7 @@ def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp
     monkeypatch.setattr(mutation, "kernel_tree", lambda: tmp_path)
     monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, cwd, env: calls.append((cmd, cwd, env)) or 0)
     monkeypatch.setattr(mutation, "recheck", lambda *a, **k: rechecks.append((a, k)))
-    monkeypatch.setattr(mutation, "scores", lambda roots: mutation.pd.DataFrame(
+    monkeypatch.setattr(mutation, "scores", lambda roots=None: mutation.pd.DataFrame(
         [{"module": "m", "mutants": 1, "checked": 1, "killed": 1, "survived": 0, "equivalent": 0, "score": 1.0,
           "survivors": ""}]))
     parser = argparse.ArgumentParser()

@@ -1,9 +1,21 @@
 """sim.moe.runner: ops as parts in Figure 4's order, and the lockstep runner against one process per replica."""
+import numpy as np
 import pytest
+import simpy
 
 from sim.moe.scenario import Scenario
 from sim.moe.specs import load_scenario
 from sim.moe.step import MoEStep
+from sim.network import Fabric
+
+
+def probe(run=None):
+    """(step, env, fabric, the first group's runner) of the tiny scenario (or ``run``), every rank
+    simulated, on a fresh fabric: for sends driven by hand."""
+    step = MoEStep(Scenario(run or load_scenario("tiny")), "full")
+    env = simpy.Environment()
+    fabric = Fabric(env, step.scenario.links)
+    return step, env, fabric, step.runners(fabric)[0]
 
 
 @pytest.mark.parametrize("schedule", ["dualpipe", "1f1b"])
@@ -29,17 +41,7 @@ def test_a_send_started_after_its_time_records_how_late_and_lands_each_replica()
     others at 3 us and 30 us; the send only starts at 5 us (the group was held up), so the first
     two replicas' sends leave at once and the largest lag, 5 - (1 + launch) us, is recorded; the
     others leave at 30 us + launch. Each replica's input lands when its own transfer ends."""
-    import numpy as np
-    import simpy
-
-    from sim.moe.scenario import Scenario
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import MoEStep
-    from sim.network import Fabric
-    step = MoEStep(Scenario(load_scenario("tiny")), "full")
-    env = simpy.Environment()
-    fabric = Fabric(env, step.scenario.links)
-    runner = step.runners(fabric)[0]
+    step, env, fabric, runner = probe()
     launch = runner.send_launch_s
     key = ("probe",)
     assert len(runner.replicas) >= 2 and runner.late_s == 0.0
@@ -58,16 +60,9 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
     up to the 10 us grid (faults.SEND_GRID_S): replicas that finished at 1, 3, 12 and 25 us send at
     10, 10, 20 and 30 us, all in one process started at 0 (none late); without jitter they send at
     their own end times."""
-    import numpy as np
-    import simpy
-
     from sim.moe.faults import SEND_GRID_S
-    from sim.network import Fabric
     for cv, want in ((0.05, [10e-6, 10e-6, 20e-6, 30e-6]), (0.0, [1e-6, 3e-6, 12e-6, 25e-6])):
-        step = MoEStep(Scenario(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1})), "full")
-        env = simpy.Environment()
-        fabric = Fabric(env, step.scenario.links)
-        runner = step.runners(fabric)[0]
+        _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1}))
         assert runner.send_launch_s == 0.0 and len(runner.replicas) == 4 and SEND_GRID_S == 10e-6
         started = []
         transfer = fabric.transfer
@@ -86,13 +81,7 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
 def test_a_send_a_rounding_error_behind_the_clock_is_not_late():
     """A producer end 1e-13 s behind the clock (float rounding of summed op times) is not a late
     send: ``late_s`` only records lags beyond 1e-12 s."""
-    import numpy as np
-    import simpy
-
-    from sim.network import Fabric
-    step = MoEStep(Scenario(load_scenario("tiny")), "full")
-    env = simpy.Environment()
-    runner = step.runners(Fabric(env, step.scenario.links))[0]
+    _, env, _, runner = probe()
     env.run(until=5e-6)
     runner.arrivals[("probe",)] = np.full(len(runner.replicas), 5e-6 - 1e-13)
     env.run(env.process(runner._send(env, 0, 1, ("probe",))))
