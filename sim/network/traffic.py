@@ -26,6 +26,7 @@ from math import comb
 import numpy as np
 
 from ..checks import InputError, number
+from .pcg64 import standard_exponential_f32
 
 try:                                     # optional: the numpy sampler below is the fallback
     from numba import njit
@@ -173,7 +174,7 @@ def _sampled(r: MoERouting, batch_rows: int = 16384) -> Traffic:
     for first in range(0, r.ep, sources):
         src = range(first, min(first + sources, r.ep))
         keys = buffer[:len(src) * T]
-        rng.standard_exponential(dtype=np.float32, out=keys)
+        standard_exponential_f32(rng, keys)           # numpy's draws, compiled (sim.network.pcg64)
         keys *= inv_p
         gpus, nodes = select(keys, T, N, e_node, m, k, per_node_top, r.experts_per_gpu, r.ep, r.gpus_in_node)
         gpu_tokens[src.start:src.stop] += gpus
