@@ -124,3 +124,5 @@ def test_the_command_end_to_end(tmp_path, capsys):
     assert load_kernels(str(out)).fitted == ("nvlink_efficiency", "ib_efficiency", "notify_us")
     assert main(["calibrate", str(tmp_path / "missing.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+    assert main(["calibrate", str(tmp_path)]) == 2                    # a folder: it exists, but is no CSV
+    assert f"communication profile {tmp_path}: not a regular file" in capsys.readouterr().err

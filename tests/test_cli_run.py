@@ -29,6 +29,7 @@ def test_run_all_schedules_writes_files(tmp_path, capsys):
     (["run", "nope"], "unknown scenario 'nope'"),
     (["run", "tiny", "--ep", "3", "--dp", "3"], "must divide the 8 GPUs per node"),
     (["run", "tiny", "--schedule", "dualpipe", "--pp", "3", "--dp", "4"], "even P"),
+    (["run", "tiny", "--schedule", ""], "unknown schedule ''; valid schedules: gpipe"),   # not "every schedule"
 ])
 def test_run_errors(capsys, argv, pattern):
     code = main(argv)

@@ -55,8 +55,8 @@ def cmd_run(args) -> int:
                  "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
                  "faults": fault_overrides(args)}
     own = load_scenario(args.scenario, **overrides).schedule
-    schedules = [args.schedule] if args.schedule else list(COMPARED_SCHEDULES)
-    if not args.schedule and own not in schedules:
+    schedules = [args.schedule] if args.schedule is not None else list(COMPARED_SCHEDULES)
+    if args.schedule is None and own not in schedules:
         schedules.append(own)
     from ..io import json_text, overwriting
     with overwriting(args.force):
@@ -125,7 +125,8 @@ def add_arguments(p) -> None:
     p.add_argument("--kernels", help="communication kernels: a preset (deepep, ideal) or a YAML file such as "
                                      "`python -m sim calibrate` writes")
     p.add_argument("--comm-sms", type=arg(integer=True, low=0, high=100_000),
-                   help="SMs an all-to-all kernel holds (bounds its throughput, slows compute beside it)")
+                   help="SMs an all-to-all kernel holds (bounds its throughput, slows compute beside it; 0: a "
+                        "kernel that holds none, no bound and no slowdown)")
     count = arg(integer=True, low=1, high=100_000_000)
     p.add_argument("--microbatches", type=count, help="override the scenario's micro-batches")
     p.add_argument("--pp", type=count, help="override pipeline ranks")

@@ -146,7 +146,8 @@ def read_profile(path: str | Path, sim: Collectives) -> list[Measurement]:
     import pandas as pd
     path = Path(path)
     if not path.is_file():
-        raise CalibrationError(f"communication profile {path}: no such file")
+        what = "not a regular file" if path.exists() else "no such file"
+        raise CalibrationError(f"communication profile {path}: {what}")
     try:
         df = pd.read_csv(path, comment="#", skipinitialspace=True)
     except pd.errors.EmptyDataError:
