@@ -146,3 +146,33 @@ def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp
     assert cwd == tmp_path and env["NUMBA_DISABLE_JIT"] == "1"
     assert cmd[3:6] == list(mutation.KERNELS) and "--recheck-survivors" in cmd and cmd[cmd.index("--sample") + 1] == "5"
     assert rechecks == [] and (tmp_path / "out" / "mutation.csv").is_file()
+
+
+def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch):
+    """A source newer than mutmut's copy of it makes its module stale; a sampled run then has mutmut
+    mutate it again (a run stopped at a name that matches nothing) before drawing the sample."""
+    import argparse
+    import os
+
+    import experiments.mutation as mutation
+    monkeypatch.chdir(tmp_path)
+    for folder in (tmp_path / "pkg", tmp_path / "mutants" / "pkg"):
+        folder.mkdir(parents=True)
+        (folder / "a.py").write_text("x = 1\n")
+        (folder / "b.py").write_text("y = 2\n")
+    os.utime(tmp_path / "mutants" / "pkg" / "a.py", (1e9, 1e9))        # mutmut's copy of a.py is old
+    assert mutation.stale_modules(["pkg.a", "pkg.b", "pkg"]) == ["pkg.a", "pkg"]
+    assert mutation.stale_modules(["pkg.b", "pkg.none"]) == []
+    calls = []
+    monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    monkeypatch.setattr(mutation, "sample", lambda modules, n, seed: [])
+    monkeypatch.setattr(mutation, "scores", lambda roots=None: mutation.pd.DataFrame(
+        [{"module": "m", "mutants": 1, "checked": 1, "killed": 1, "survived": 0, "equivalent": 0, "score": 1.0,
+          "survivors": ""}]))
+    parser = argparse.ArgumentParser()
+    mutation.add_arguments(parser)
+    assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "pkg.a"])) == 0
+    assert calls == [[mutation.sys.executable, "-m", "mutmut", "run", "refresh-only.no-such-mutant"]]
+    calls.clear()
+    assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "pkg.b"])) == 0
+    assert calls == []                                                  # nothing changed: no refresh
