@@ -390,8 +390,9 @@ def run(args) -> int:
         for name in sync_data_files():
             print(f"refreshed mutants/{name}")
         modules = args.modules or CORE
-        if args.sample is not None and stale_modules(modules):
-            print(f"refreshing the mutants of {', '.join(stale_modules(modules))} (changed since mutmut's last run)")
+        stale = stale_modules(modules) if args.sample is not None else []
+        if stale:
+            print(f"refreshing the mutants of {', '.join(stale)} (changed since mutmut's last run)")
             refresh_mutants()
         patterns = sample(modules, args.sample, args.seed) if args.sample is not None else [f"{m}*" for m in modules]
         if not patterns:

@@ -1,4 +1,4 @@
-"""numpy's float32 exponential draws, compiled: the same numbers, about 3x faster.
+"""numpy's float32 exponential draws, compiled: the same numbers, about twice as fast.
 
 Skewed routing (:mod:`sim.network.traffic`) draws one float32 exponential key per expert per token
 (67 million per EP64 group of DeepSeek-V3). numpy draws them at about 10 ns each, mostly its
