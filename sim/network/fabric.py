@@ -6,8 +6,10 @@ The model (SimGrid's "flow" fidelity, see README "Network model"):
 2. It first pays the route's latency (the sum of its links' latencies), which does not contend.
 3. Then it becomes an active flow. Active flows share every link's bandwidth max-min fairly
    (:mod:`sim.network.maxmin`); rates are recomputed whenever a flow starts or ends (only those of
-   the flows connected to it through shared links: the others cannot change), and all starts and
-   ends at the same instant are batched into one recomputation.
+   the flows connected to it through shared links: the others cannot change; none when a flow
+   ends on links that froze no other flow, or starts on spare capacity without slowing a faster
+   flow: :func:`~sim.network.flowcore.rate_unchanged`), and all starts and ends at the same
+   instant are batched into one recomputation.
 4. It completes when its last byte has drained: ``t_end = t_start + latency + time to drain``.
 
 So one flow alone takes ``latency + N / min(bandwidth on route)``; k equal flows on one link get
@@ -103,12 +105,17 @@ class Fabric:
         self._remaining = np.zeros(64)
         self._rate = np.zeros(64)
         self._flow_id = np.zeros(64, dtype=np.int64)
+        self._bottleneck = np.zeros(64, dtype=np.int64)  # the link that froze each flow (flowcore.solve)
         self._pair_flow = np.zeros(256, dtype=np.int64)
         self._pair_link = np.zeros(256, dtype=np.int64)
         self._pair_weight = np.ones(256)
         self._callbacks: dict[int, Callable] = {}
         self._next_id = 0
         self._link_rate = np.zeros(L)
+        self._link_users = np.zeros(L, dtype=np.int64)  # flows with a rate on each link
+        self._link_max = np.zeros(L)                    # at least the fastest of them (per unit of weight)
+        self._bott_count = np.zeros(L, dtype=np.int64)  # flows each link froze
+        self.unchanged_solves = 0                       # recomputations that left every earlier rate as it was
         self._tick = 0                                # scratch marks compare against ever-increasing ticks
         self._stamp = np.zeros(L, dtype=np.int64)
         self._gen = np.zeros(L, dtype=np.int64)
@@ -247,9 +254,9 @@ class Fabric:
         else:
             link = self._capacity.size
             grow = max(16, link // 2)
-            for name in ("_capacity", "_link_bytes", "_link_busy_s", "_link_peak_util", "_link_rate"):
+            for name in ("_capacity", "_link_bytes", "_link_busy_s", "_link_peak_util", "_link_rate", "_link_max"):
                 setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow)]))
-            for name in ("_stamp", "_gen", "_local"):
+            for name in ("_stamp", "_gen", "_local", "_link_users", "_bott_count"):
                 setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow, dtype=np.int64)]))
             self._free_private.extend(range(link + grow - 1, link, -1))
         self._capacity[link] = capacity
@@ -309,8 +316,9 @@ class Fabric:
         if self._n_dirty + self._n_pairs > self._dirty.size:
             self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
         self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
-            n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, window, self._pair_flow,
-            self._pair_link, self._pair_weight, self._link_bytes, self._link_rate, done, self._dirty[self._n_dirty:])
+            n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, self._bottleneck, window,
+            self._pair_flow, self._pair_link, self._pair_weight, self._link_bytes, self._link_rate, self._link_users,
+            self._bott_count, done, self._dirty[self._n_dirty:])
         self._n_dirty += n_dirty
         pop = self._callbacks.pop
         for flow_id in done[:n_done].tolist():
@@ -365,7 +373,7 @@ class Fabric:
         """Make room for ``flows`` flows and ``pairs`` pairs (doubling)."""
         if flows > self._size.size:
             size = max(flows, 2 * self._size.size)
-            for name in ("_size", "_remaining", "_rate", "_flow_id", "_done"):
+            for name in ("_size", "_remaining", "_rate", "_flow_id", "_done", "_bottleneck"):
                 old = getattr(self, name)
                 new = np.zeros(size, dtype=old.dtype)
                 new[:self._n] = old[:self._n]
@@ -399,10 +407,11 @@ class Fabric:
         if self._busy_since is None:
             self._busy_since = self.env.now
         self._tick += 1
-        nearest = flowcore.solve(n, kept, self._n_pairs, self._pair_flow, self._pair_link, self._pair_weight,
-                                 self._capacity, self._rate, self._remaining, self._dirty, self._n_dirty,
-                                 self._link_rate, self._link_peak_util, self.incremental, self._gen, self._local,
-                                 self._tick)
+        nearest, unchanged = flowcore.solve(
+            n, kept, self._n_pairs, self._pair_flow, self._pair_link, self._pair_weight, self._capacity, self._rate,
+            self._remaining, self._dirty, self._n_dirty, self._link_rate, self._link_peak_util, self.incremental,
+            self._gen, self._local, self._tick, self._bottleneck, self._link_users, self._link_max, self._bott_count)
+        self.unchanged_solves += unchanged
         self._settled = False                   # new rates: a flow may now be due within the window
         self._n_dirty = 0
         self._notify()
