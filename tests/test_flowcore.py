@@ -17,26 +17,35 @@ def table():
 
 
 def link_state(n_links):
-    """The per-link arrays the fabric keeps: rates, peak utilisation, scratch, bottleneck bookkeeping."""
+    """The per-link arrays the fabric keeps: rates, peak utilisation, scratch, bottleneck bookkeeping,
+    tallies (bytes, busy seconds, and the time they run to)."""
     return dict(link_rate=np.zeros(n_links), peak=np.zeros(n_links), gen=np.zeros(n_links, dtype=np.int64),
+                link_bytes=np.zeros(n_links), link_busy=np.zeros(n_links), since=np.zeros(n_links),
                 local=np.zeros(n_links, dtype=np.int64), link_users=np.zeros(n_links, dtype=np.int64),
                 link_max=np.zeros(n_links), bott_count=np.zeros(n_links, dtype=np.int64))
 
 
-def solve(t, k, capacity, n, kept, n_pairs, dirty=np.zeros(1, dtype=np.int64), n_dirty=0, tick=1, incremental=True):
+def solve(t, k, capacity, n, kept, n_pairs, dirty=np.zeros(1, dtype=np.int64), n_dirty=0, tick=1, incremental=True,
+          now=0.0):
     """flowcore.solve on a table and a link state: (seconds to the next completion, rates unchanged)."""
     return flowcore.solve(n, kept, n_pairs, t["pair_flow"], t["pair_link"], t["pair_weight"], capacity, t["rate"],
                           t["remaining"], dirty, n_dirty, k["link_rate"], k["peak"], incremental, k["gen"], k["local"],
-                          tick, t["bottleneck"], k["link_users"], k["link_max"], k["bott_count"])
+                          tick, t["bottleneck"], k["link_users"], k["link_max"], k["bott_count"], now, k["link_bytes"],
+                          k["link_busy"], k["since"])
 
 
-def drop(t, k, n, n_pairs, link_bytes, window=0.0):
-    """flowcore.drop_finished: (flows left, pairs left, done ids, links they left)."""
+def drop(t, k, n, n_pairs, now=0.0, window=0.0):
+    """flowcore.drop_finished at ``now``: (flows left, pairs left, done ids, links they left)."""
     done, dirty = np.empty(n, dtype=np.int64), np.empty(n_pairs, dtype=np.int64)
     n, n_pairs, n_done, n_dirty = flowcore.drop_finished(
         n, n_pairs, t["size"], t["remaining"], t["rate"], t["flow_id"], t["bottleneck"], window, t["pair_flow"],
-        t["pair_link"], t["pair_weight"], link_bytes, k["link_rate"], k["link_users"], k["bott_count"], done, dirty)
+        t["pair_link"], t["pair_weight"], now, k["link_bytes"], k["link_busy"], k["since"], k["link_rate"],
+        k["link_users"], k["bott_count"], done, dirty)
     return n, n_pairs, done[:n_done], dirty[:n_dirty]
+
+
+def credit_all(k, now):
+    flowcore.credit_all(now, k["link_rate"], k["link_users"], k["link_bytes"], k["link_busy"], k["since"])
 
 
 def test_solve_then_advance_then_drop():
@@ -49,17 +58,20 @@ def test_solve_then_advance_then_drop():
     assert t["bottleneck"].tolist() == [1, 1, 2] and k["bott_count"].tolist() == [0, 2, 1]
     assert k["link_users"].tolist() == [1, 2, 1] and k["link_max"].tolist() == [5.0, 5.0, 5.0]
     assert nearest == pytest.approx(30.0 / 5.0)                      # flow 2 first
-    link_bytes, busy, stamp = np.zeros(3), np.zeros(3), np.zeros(3, dtype=np.int64)
-    flowcore.advance(6.0, 3, t["rate"], t["remaining"], 4, t["pair_flow"], t["pair_link"], t["pair_weight"], link_bytes,
-                     busy, stamp, 1)
+    flowcore.advance(6.0, 3, t["rate"], t["remaining"])
     assert t["remaining"].tolist() == [70.0, 20.0, 0.0]
-    assert link_bytes.tolist() == [30.0, 60.0, 30.0] and busy.tolist() == [6.0, 6.0, 6.0]
-    n, pairs, done, dirty = drop(t, k, 3, 4, link_bytes)
+    n, pairs, done, dirty = drop(t, k, 3, 4, now=6.0)
     assert (n, pairs, done.tolist(), dirty.tolist()) == (2, 3, [9], [2])
+    # flow 2 leaves link 2: its tally comes up to 6 s first (5 B/s x 6 s); links 0 and 1 wait for a change
+    assert k["link_bytes"].tolist() == [0.0, 0.0, 30.0] and k["link_busy"].tolist() == [0.0, 0.0, 6.0]
+    credit_all(k, 6.0)
+    assert k["link_bytes"].tolist() == [30.0, 60.0, 30.0] and k["link_busy"].tolist() == [6.0, 6.0, 6.0]
+    credit_all(k, 8.0)                                               # link 2 is idle now: no bytes, not busy
+    assert k["link_bytes"].tolist() == [40.0, 80.0, 30.0] and k["link_busy"].tolist() == [8.0, 8.0, 6.0]
     assert k["link_rate"][2] == 0.0 and k["link_users"][2] == 0 and k["bott_count"][2] == 0   # flow 2 left link 2
     assert t["pair_flow"][:3].tolist() == [0, 0, 1] and t["flow_id"][:2].tolist() == [7, 8]
     # flow 2 ended on link 2, which froze no other flow: flows 0 and 1 keep their rates, unrefilled
-    nearest, unchanged = solve(t, k, capacity, 2, 2, 3, dirty, dirty.size, tick=2)
+    nearest, unchanged = solve(t, k, capacity, 2, 2, 3, dirty, dirty.size, tick=2, now=8.0)
     assert unchanged and t["rate"][:2].tolist() == [5.0, 5.0] and nearest == pytest.approx(20.0 / 5.0)
 
 
@@ -68,12 +80,13 @@ def test_a_departure_speeds_up_its_neighbours():
     capacity = np.array([10.0, 10.0, 5.0])
     solve(t, k, capacity, 3, 0, 4)
     t["remaining"][1] = 0.0                                          # flow 1 is done
-    n, pairs, done, dirty = drop(t, k, 3, 4, np.zeros(3))
-    _, unchanged = solve(t, k, capacity, n, n, pairs, dirty, dirty.size, tick=2)
+    n, pairs, done, dirty = drop(t, k, 3, 4, now=1.0)
+    _, unchanged = solve(t, k, capacity, n, n, pairs, dirty, dirty.size, tick=2, now=1.0)
     assert not unchanged                                             # link 1 froze flow 0 too
     assert t["rate"][:2].tolist() == [10.0, 5.0]                     # flow 0 now alone on links 0 and 1
     assert k["link_rate"].tolist() == [10.0, 10.0, 5.0]
     assert t["bottleneck"][:2].tolist() == [0, 2] and k["bott_count"].tolist() == [1, 0, 1]
+    assert k["link_bytes"].tolist() == [5.0, 10.0, 0.0]   # links 0 and 1 changed rate at 1 s; link 2 did not
 
 
 def test_a_weighted_pair_counts_as_that_many_flows():
@@ -85,10 +98,8 @@ def test_a_weighted_pair_counts_as_that_many_flows():
     solve(t, k, capacity, 3, 0, 4)
     assert t["rate"].tolist() == [2.5, 2.5, 5.0]
     assert k["link_rate"].tolist() == [2.5, 10.0, 5.0]
-    link_bytes, busy, stamp = np.zeros(3), np.zeros(3), np.zeros(3, dtype=np.int64)
-    flowcore.advance(2.0, 3, t["rate"], t["remaining"], 4, t["pair_flow"], t["pair_link"], t["pair_weight"],
-                     link_bytes, busy, stamp, 1)
-    assert link_bytes.tolist() == [5.0, 20.0, 10.0]             # link 1: (3 x 2.5 + 2.5) x 2 s
+    credit_all(k, 2.0)
+    assert k["link_bytes"].tolist() == [5.0, 20.0, 10.0]        # link 1: (3 x 2.5 + 2.5) x 2 s
 
 
 def test_a_flow_within_a_billionth_of_its_size_is_done_and_its_last_bytes_are_credited():
@@ -101,10 +112,10 @@ def test_a_flow_within_a_billionth_of_its_size_is_done_and_its_last_bytes_are_cr
     k = link_state(2)
     k["link_rate"][:] = [2e9, 1.0]
     k["link_users"][:] = k["bott_count"][:] = [1, 1]
-    link_bytes = np.array([10.0, 0.0])
-    n, pairs, done, dirty = drop(t, k, 2, 2, link_bytes)
+    k["link_bytes"][:] = [10.0, 0.0]
+    n, pairs, done, dirty = drop(t, k, 2, 2)
     assert (n, pairs, done.tolist(), dirty.tolist()) == (1, 1, [4], [0])
-    assert link_bytes.tolist() == [11.0, 0.0] and k["link_rate"].tolist() == [0.0, 1.0]
+    assert k["link_bytes"].tolist() == [11.0, 0.0] and k["link_rate"].tolist() == [0.0, 1.0]
     assert k["link_users"].tolist() == [0, 1] and k["bott_count"].tolist() == [0, 1]
     assert t["flow_id"][0] == 5 and t["remaining"][0] == 0.5 and t["pair_link"][0] == 1 and t["bottleneck"][0] == 1
 
@@ -151,7 +162,7 @@ def test_a_link_left_empty_forgets_its_fastest_flow():
     k, capacity = link_state(2), np.array([10.0, 4.0])
     solve(t, k, capacity, 1, 0, 1)
     t["remaining"][0] = 0.0
-    n, pairs, _, dirty = drop(t, k, 1, 1, np.zeros(2))
+    n, pairs, _, dirty = drop(t, k, 1, 1)
     assert (n, pairs) == (0, 0) and k["link_users"][0] == 0 and k["link_max"][0] == 10.0
     t["pair_flow"][:3], t["pair_link"][:3] = [0, 0, 1], [0, 1, 0]       # B, then C, compacted to 0 and 1
     t["remaining"][:2] = 1e3
@@ -172,16 +183,24 @@ class ActiveFlows:
                       flow_id=np.zeros(size, dtype=np.int64), bottleneck=np.zeros(size, dtype=np.int64),
                       pair_flow=np.zeros(4 * size, dtype=np.int64), pair_link=np.zeros(4 * size, dtype=np.int64),
                       pair_weight=np.ones(4 * size))
-        self.k = link_state(self.capacity.size)
+        self.L = self.capacity.size
+        self.k = link_state(self.L)
         self.n = self.n_pairs = self.tick = self.next_id = self.unchanged = 0
+        self.now, self.want_bytes, self.want_busy = 0.0, np.zeros(self.L), np.zeros(self.L)
 
     def step(self, ends: int, arrivals: list) -> None:
-        """End the ``ends`` oldest flows, start ``arrivals`` ([(links, weights)]) and solve."""
+        """One second later: end the ``ends`` oldest flows, start ``arrivals`` ([(links, weights)]),
+        solve. Keeps what each link should have carried (``want_bytes``) and been busy."""
         t, n, P = self.t, self.n, self.n_pairs
+        links, flows = t["pair_link"][:P], t["pair_flow"][:P]
+        self.want_bytes += np.bincount(links, weights=t["rate"][flows] * t["pair_weight"][:P], minlength=self.L)
+        self.want_busy += np.bincount(links, minlength=self.L) > 0
+        self.now += 1.0
+        flowcore.advance(1.0, n, t["rate"], t["remaining"])
         t["remaining"][:min(ends, n)] = 0.0
         dirty, n_dirty = np.zeros(1, dtype=np.int64), 0
         if ends and n:
-            n, P, _, dirty = drop(t, self.k, n, P, np.zeros(self.capacity.size))
+            n, P, _, dirty = drop(t, self.k, n, P, now=self.now)
             n_dirty = dirty.size
         kept = n
         for links, weights in arrivals:
@@ -194,12 +213,17 @@ class ActiveFlows:
             n, P = n + 1, P + len(links)
         self.n, self.n_pairs, self.tick = n, P, self.tick + 1
         if n:
-            _, unchanged = solve(t, self.k, self.capacity, n, kept, P, dirty, n_dirty, self.tick, self.incremental)
+            _, unchanged = solve(t, self.k, self.capacity, n, kept, P, dirty, n_dirty, self.tick, self.incremental,
+                                 self.now)
             self.unchanged += unchanged
 
     def check(self) -> None:
-        """Rates equal the numpy oracle's for the flows now; the bookkeeping matches the flows."""
-        t, k, n, P, L = self.t, self.k, self.n, self.n_pairs, self.capacity.size
+        """Rates equal the numpy oracle's for the flows now; the bookkeeping matches the flows; each
+        link's tallies, brought up to now, are what its flows put on it second by second."""
+        t, k, n, P, L = self.t, self.k, self.n, self.n_pairs, self.L
+        credit_all(k, self.now)
+        assert k["link_bytes"] == pytest.approx(self.want_bytes, rel=1e-9, abs=1e-9)
+        assert (k["link_busy"] == self.want_busy).all()
         flows, links, weights = t["pair_flow"][:P], t["pair_link"][:P], t["pair_weight"][:P]
         rate = t["rate"][:n]
         want = max_min_rates(flows, links, self.capacity, n, weights)

@@ -116,8 +116,8 @@ class Fabric:
         self._link_max = np.zeros(L)                    # at least the fastest of them (per unit of weight)
         self._bott_count = np.zeros(L, dtype=np.int64)  # flows each link froze
         self.unchanged_solves = 0                       # recomputations that left every earlier rate as it was
+        self._since = np.zeros(L)                     # link tallies (bytes, busy) run up to this time
         self._tick = 0                                # scratch marks compare against ever-increasing ticks
-        self._stamp = np.zeros(L, dtype=np.int64)
         self._gen = np.zeros(L, dtype=np.int64)
         self._local = np.zeros(L, dtype=np.int64)
         self._dirty = np.zeros(256, dtype=np.int64)   # links left by flows that ended since the last solve
@@ -254,9 +254,10 @@ class Fabric:
         else:
             link = self._capacity.size
             grow = max(16, link // 2)
-            for name in ("_capacity", "_link_bytes", "_link_busy_s", "_link_peak_util", "_link_rate", "_link_max"):
+            for name in ("_capacity", "_link_bytes", "_link_busy_s", "_link_peak_util", "_link_rate", "_link_max",
+                         "_since"):
                 setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow)]))
-            for name in ("_stamp", "_gen", "_local", "_link_users", "_bott_count"):
+            for name in ("_gen", "_local", "_link_users", "_bott_count"):
                 setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow, dtype=np.int64)]))
             self._free_private.extend(range(link + grow - 1, link, -1))
         self._capacity[link] = capacity
@@ -289,17 +290,18 @@ class Fabric:
 
     def sync(self) -> None:
         """Bring bytes drained and link statistics up to the current simulated time (to read
-        ``link_bytes`` or ``link_busy_s`` mid-run)."""
+        ``link_bytes`` or ``link_busy_s`` mid-run; each link's are otherwise brought up to date
+        when its rate changes, and are complete once its flows have ended)."""
         self._advance()
+        flowcore.credit_all(self.env.now, self._link_rate, self._link_users, self._link_bytes, self._link_busy_s,
+                            self._since)
 
     def _advance(self) -> None:
-        """Drain bytes and accumulate link statistics from the last update to now."""
+        """Drain the flows from the last update to now."""
         dt = self.env.now - self._last
         if dt > 0 and self._n:
             self._settled = False
-            self._tick += 1
-            flowcore.advance(dt, self._n, self._rate, self._remaining, self._n_pairs, self._pair_flow, self._pair_link,
-                             self._pair_weight, self._link_bytes, self._link_busy_s, self._stamp, self._tick)
+            flowcore.advance(dt, self._n, self._rate, self._remaining)
         self._last = self.env.now
 
     def _complete_finished(self) -> None:
@@ -317,8 +319,8 @@ class Fabric:
             self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
         self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
             n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, self._bottleneck, window,
-            self._pair_flow, self._pair_link, self._pair_weight, self._link_bytes, self._link_rate, self._link_users,
-            self._bott_count, done, self._dirty[self._n_dirty:])
+            self._pair_flow, self._pair_link, self._pair_weight, self.env.now, self._link_bytes, self._link_busy_s,
+            self._since, self._link_rate, self._link_users, self._bott_count, done, self._dirty[self._n_dirty:])
         self._n_dirty += n_dirty
         pop = self._callbacks.pop
         for flow_id in done[:n_done].tolist():
@@ -410,7 +412,8 @@ class Fabric:
         nearest, unchanged = flowcore.solve(
             n, kept, self._n_pairs, self._pair_flow, self._pair_link, self._pair_weight, self._capacity, self._rate,
             self._remaining, self._dirty, self._n_dirty, self._link_rate, self._link_peak_util, self.incremental,
-            self._gen, self._local, self._tick, self._bottleneck, self._link_users, self._link_max, self._bott_count)
+            self._gen, self._local, self._tick, self._bottleneck, self._link_users, self._link_max, self._bott_count,
+            self.env.now, self._link_bytes, self._link_busy_s, self._since)
         self.unchanged_solves += unchanged
         self._settled = False                   # new rates: a flow may now be due within the window
         self._n_dirty = 0

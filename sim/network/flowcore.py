@@ -7,7 +7,8 @@ the same rules, where numba is missing) over the active flows kept in contiguous
   is how many times the flow's rate it puts on its link (:mod:`sim.network.maxmin`);
 * ``link_rate[l]`` is kept up to date as rates change.
 
-Kernels: :func:`advance` drains every flow for ``dt`` and credits link bytes and busy time;
+Kernels: :func:`advance` drains every flow for ``dt``; :func:`credit` brings a link's bytes and busy
+time up to now, before its rate changes (the rate is constant in between);
 :func:`drop_finished` removes the flows due now (crediting their last bytes), compacting the arrays
 in place and naming the links they leave; :func:`solve` gives the new flows their rates and keeps
 every other rate when :func:`rate_unchanged` shows none can change (the bottleneck test below),
@@ -28,23 +29,35 @@ import numpy as np
 from .maxmin import WIDE_FLOW, _fill, _fill_flows, njit
 
 
-def advance(dt, n, rate, remaining, n_pairs, pair_flow, pair_link, pair_weight, link_bytes, link_busy, stamp, tick):
-    """Drain every flow for ``dt`` seconds; credit each link its flows' bytes and, once, ``dt`` of
-    busy time (``stamp``: per-link scratch, ``tick`` a value it does not hold yet)."""
+def advance(dt, n, rate, remaining):
+    """Drain every flow for ``dt`` seconds (the links' tallies are kept by :func:`credit`)."""
     for f in range(n):
         remaining[f] -= rate[f] * dt
-    for p in range(n_pairs):
-        l = pair_link[p]
-        link_bytes[l] += rate[pair_flow[p]] * pair_weight[p] * dt
-        if stamp[l] != tick:
-            stamp[l] = tick
+
+
+def credit(l, now, link_rate, link_users, link_bytes, link_busy, since):
+    """Bring link l's tallies up to ``now``: it has carried ``link_rate[l]`` bytes/s, and been busy if
+    any flow was on it, since ``since[l]``. Called before its rate or flows change, so each link
+    costs one update per change instead of one per pair per event."""
+    dt = now - since[l]
+    if dt > 0.0:
+        if link_users[l] > 0:
+            link_bytes[l] += link_rate[l] * dt
             link_busy[l] += dt
+        since[l] = now
+
+
+def credit_all(now, link_rate, link_users, link_bytes, link_busy, since):
+    """:func:`credit` every link (to read the tallies mid-run)."""
+    for l in range(link_rate.size):
+        credit(l, now, link_rate, link_users, link_bytes, link_busy, since)
 
 
 def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window, pair_flow, pair_link, pair_weight,
-                  link_bytes, link_rate, link_users, bott_count, done_out, dirty_out):
+                  now, link_bytes, link_busy, since, link_rate, link_users, bott_count, done_out, dirty_out):
     """Remove the flows due now (``remaining <= rate x window``, with a byte of slack): credit the
-    bytes each still had to its links, take its rate off them (a link left with no flow carries 0),
+    bytes each still had to its links (first bringing their tallies to ``now``, :func:`credit`),
+    take its rate off them (a link left with no flow carries 0),
     take it out of ``link_users`` (flows per link) and ``bott_count`` (flows per bottleneck link),
     compact the flow and pair arrays in place. Returns (flows left, pairs left, flows done, links
     they left); ``done_out`` gets the done flows' ids (``flow_id``), ``dirty_out`` the links they used."""
@@ -68,6 +81,7 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window
         f, l, w = pair_flow[p], pair_link[p], pair_weight[p]
         g = new_index[f]
         if g < 0:
+            credit(l, now, link_rate, link_users, link_bytes, link_busy, since)
             if remaining[f] > 0.0:
                 link_bytes[l] += remaining[f] * w
             link_users[l] -= 1
@@ -91,7 +105,7 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window
 
 
 def rate_unchanged(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity, rate, dirty, n_dirty,
-                   link_rate, bottleneck, link_users, link_max, bott_count, saved):
+                   link_rate, bottleneck, link_users, link_max, bott_count, saved, now, link_bytes, link_busy, since):
     """The fast path of :func:`solve`: whether the flows that ended (on the links ``dirty``) and
     the new flows (``kept``..n-1, whose pairs start at ``first_new``) leave every other flow's rate
     as it is; if so, give each new flow its rate and return True, else change nothing.
@@ -136,6 +150,7 @@ def rate_unchanged(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weigh
             break
         for q in range(start, p):
             l = pair_link[q]
+            credit(l, now, link_rate, link_users, link_bytes, link_busy, since)
             saved[q - first_new] = link_rate[l]
             link_rate[l] += r * pair_weight[q]
             if link_users[l] == 0 or r > link_max[l]:
@@ -156,7 +171,8 @@ def rate_unchanged(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weigh
 
 
 def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, remaining, dirty, n_dirty, link_rate,
-          peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count):
+          peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count, now, link_bytes, link_busy,
+          since):
     """Rates after the flows ``kept``..n-1 arrived and flows left the links ``dirty``: returns
     (seconds to the next completion, whether no earlier flow's rate had to change).
 
@@ -175,7 +191,8 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, r
         first_new -= 1
     unchanged = incremental and rate_unchanged(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity,
                                                rate, dirty, n_dirty, link_rate, bottleneck, link_users, link_max,
-                                               bott_count, np.empty(n_pairs - first_new))
+                                               bott_count, np.empty(n_pairs - first_new), now, link_bytes, link_busy,
+                                               since)
     if unchanged:
         for q in range(first_new, n_pairs):
             l = pair_link[q]
@@ -184,7 +201,8 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, r
                 peak[l] = utilisation
     else:
         refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity, rate, dirty, n_dirty,
-               link_rate, peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count)
+               link_rate, peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count, now,
+               link_bytes, link_busy, since)
     nearest = np.inf
     for f in range(n):
         t = remaining[f] / rate[f]
@@ -194,7 +212,8 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, r
 
 
 def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity, rate, dirty, n_dirty, link_rate,
-           peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count):
+           peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count, now, link_bytes, link_busy,
+           since):
     """The progressive filling of :func:`solve`'s flows to refill (see there), with its bookkeeping."""
     pf = pair_flow[:n_pairs]
     used = np.empty(n_pairs, dtype=np.int64)
@@ -277,6 +296,8 @@ def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capac
             links[u] = u
     flows = flows[:n_f]
     links = links[:n_l]
+    for u in links:                                      # their rates change: tallies up to now first
+        credit(used[u], now, link_rate, link_users, link_bytes, link_busy, since)
     widest = 0
     for f in flows:                                      # their old rates leave their links
         if f < kept:
@@ -313,6 +334,8 @@ def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capac
 
 if njit is not None:
     advance = njit(cache=True)(advance)
+    credit = njit(cache=True, inline='always')(credit)
+    credit_all = njit(cache=True)(credit_all)
     drop_finished = njit(cache=True)(drop_finished)
     rate_unchanged = njit(cache=True)(rate_unchanged)
     refill = njit(cache=True)(refill)
