@@ -63,15 +63,19 @@ def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
 
 
 def test_worker_processes_give_the_same_step(monkeypatch):
-    """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers."""
+    """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers; the
+    processes that sampled the routing measure too (they are started once)."""
     from sim.moe import comm
     from sim.moe.step import simulate_schedules
     monkeypatch.setattr(comm, "PARALLEL_MIN_TOKENS", 0)      # the tiny run would otherwise stay here
     monkeypatch.setattr(comm, "PARALLEL_MIN_FLOWS", 0)
+    started, real_pool = [], comm._pool
+    monkeypatch.setattr(comm, "_pool", lambda workers, *a: started.append(workers) or real_pool(workers, *a))
     run = load_scenario("tiny", routing_skew=1.2, routing_seed=4)
     one, two = (simulate_schedules(Scenario(run), [run.schedule], workers=w)[0].to_json() for w in (1, 2))
     one.pop("wall_s"), two.pop("wall_s")
     assert one == two
+    assert started.count(2) == 1
     with pytest.raises(SpecError, match="workers must be a positive integer"):
         MoEStep(Scenario(run), workers=0)
 

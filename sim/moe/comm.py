@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 
 import numpy as np
 import simpy
@@ -50,8 +51,8 @@ class CommModel:
         """``kernels``: the all-to-all kernels' launch and notify costs and SM throughput
         (:mod:`sim.moe.kernels`; ``None``: pure link time). ``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
         topology where stages sit differently) in that many processes when the work is large enough
-        to pay for starting them (``PARALLEL_MIN_TOKENS``, ``PARALLEL_MIN_FLOWS``); the same numbers
-        as one process."""
+        to pay for starting them (``PARALLEL_MIN_TOKENS``, ``PARALLEL_MIN_FLOWS``), the processes that
+        sampled the routing measuring next; the same numbers as one process."""
         if scope not in SCOPES:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
@@ -68,13 +69,23 @@ class CommModel:
         self._loads: dict[tuple, LinkLoad] = {}
         self._twins: dict[int, int] = {}
         self._signatures: dict[int, tuple] = {}
+        self._kept_pool = None      # the routing's worker processes, kept for the measurements
         if model.is_moe:
             routings = [self._routing(g) for g in range(layout.groups_per_rank * run.pp)]
             tokens = sum(r.tokens_per_gpu * r.ep for r in routings)
             sampled = run.routing_skew > 0 and tokens >= PARALLEL_MIN_TOKENS     # expected counts are cheap
-            with _pool(self.workers if sampled else 1) as pool:
-                self._traffic = dict(enumerate((pool.map if pool else map)(route_tokens, routings)))
+            if sampled and self.workers > 1:
+                # The same processes measure the skewed all-to-alls next: starting them once saves a
+                # start of every worker (imports and compiled kernels, 1-3 s).
+                self._kept_pool = _pool(self.workers, links)
+                weakref.finalize(self, self._kept_pool.shutdown, wait=False)
+                self._traffic = dict(enumerate(self._kept_pool.map(route_tokens, routings)))
+            else:
+                self._traffic = dict(enumerate(map(route_tokens, routings)))
         self._load = self._load_factors() if model.is_moe and run.routing_skew > 0 else None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_kept_pool": None}       # worker processes do not travel
 
     def _routing(self, group: int) -> MoERouting:
         r = self.run
@@ -230,7 +241,10 @@ class CommModel:
                 jobs[(key, i)] = ([groups[g] for g in members], *rest)
         flows = sum(len(gpus) ** 2 for job in jobs.values() for gpus, _ in job[0])
         parallel = len(jobs) > 1 and flows >= PARALLEL_MIN_FLOWS
-        with _pool(self.workers if parallel else 1, self.links) as pool:
+        kept, self._kept_pool = self._kept_pool, None
+        if kept is not None and not parallel:
+            kept.shutdown()
+        with (kept if kept is not None and parallel else _pool(self.workers if parallel else 1, self.links)) as pool:
             if pool is None:
                 results = {k: measure_all_to_alls(self.links, *job) for k, job in jobs.items()}
             else:
