@@ -146,29 +146,27 @@ EQUIVALENT = {
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
-    "sim.network.fabric.xǁFabricǁ_grow__mutmut_36": "growing when the pair arrays are exactly full rather than "
+    "sim.network.fabric.xǁFabricǁ_grow__mutmut_38": "growing when the pair arrays are exactly full rather than "
                                                     "over: larger arrays, the same flows and rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
                                                        "with them: the same rates",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_136": "the scratch marks start at 0 and the tick is raised before "
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_158": "the scratch marks start at 0 and the tick is raised before "
                                                         "each use: starting it at 1 skips a value, nothing else",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_167": "_settled is only read when flows are active, and the "
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_183": "_settled is only read when flows are active, and the "
                                                         "first solve sets it",
-    "sim.network.fabric.xǁFabricǁ_private_link__mutmut_68": "a private link's rate is never reported (only the "
-                                                            "topology's links are) nor used in a filling",
     "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
     # The compiled kernels (--kernels).
-    "sim.network.flowcore.x_drop_finished__mutmut_42": "a done flow with exactly 0 bytes left credits 0 bytes "
+    "sim.network.flowcore.x_drop_finished__mutmut_59": "a done flow with exactly 0 bytes left credits 0 bytes "
                                                        "to its links: x + 0.0 == x",
-    "sim.network.flowcore.x_solve__mutmut_90": "refilling every component, not only the touched ones: the others' "
+    "sim.network.flowcore.x_refill__mutmut_84": "refilling every component, not only the touched ones: the others' "
                                                "rates cannot change (max-min splits over components; tested equal)",
-    "sim.network.maxmin.x__rates_compiled__mutmut_28": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
+    "sim.network.maxmin.x__rates_compiled__mutmut_33": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
                                                        "instead of links: the same rounds (both equal the oracle)",
     "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",
-    "sim.network.flowcore.x_solve__mutmut_212": "a wrong width only picks the other fill (heap of flows or of links): "
+    "sim.network.flowcore.x_refill__mutmut_234": "a wrong width only picks the other fill (heap of flows or of links): "
                                                 "the same rounds, both equal the oracle",
     "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "
                                                          "token index either",
