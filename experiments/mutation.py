@@ -164,6 +164,16 @@ EQUIVALENT = {
                                                "rates cannot change (max-min splits over components; tested equal)",
     "sim.network.maxmin.x__rates_compiled__mutmut_33": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
                                                        "instead of links: the same rounds (both equal the oracle)",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_18": "arg is set at a flow's first link (every flow has one) "
+                                                        "before it is read",
+    "sim.network.flowcore.x_refill__mutmut_66": "one spare entry at the end of by_flow_ptr, never read",
+    "sim.network.maxmin.x__fill__mutmut_4": "pair counts held as floats: exact at these sizes",
+    "sim.network.maxmin.x__fill__mutmut_78": "frozen marks held as 0.0/1.0 instead of booleans",
+    "sim.network.maxmin.x__fill_flows__mutmut_48": "None stored in a boolean array is False",
+    "sim.network.maxmin.x__fill_flows__mutmut_62": "on a tie the later link is a flow's tightest: the same share, "
+                                                  "and both links fill in the round it freezes (all their other "
+                                                  "unfrozen flows are as tight), so either is its bottleneck",
+    "sim.network.maxmin.x_rates__mutmut_33": "a copy of the capacities instead of the array itself: the same values",
     "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",
     "sim.network.flowcore.x_refill__mutmut_234": "a wrong width only picks the other fill (heap of flows or of links): "

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.network import flowcore
-from sim.network.maxmin import max_min_rates
+from sim.network.maxmin import WIDE_FLOW, max_min_rates
 
 
 def table():
@@ -277,3 +277,20 @@ def test_the_fast_path_is_taken_and_right_on_a_long_random_run():
         fast, full = runs
         assert fast.t["rate"][:fast.n] == pytest.approx(full.t["rate"][:full.n], rel=1e-9)
     assert runs[0].unchanged > 50 and runs[1].unchanged == 0
+
+
+def test_a_flow_over_many_links_is_refilled_by_the_heap_of_flows():
+    """A flow over 34 links (wider than WIDE_FLOW: a bundle, weight 2 on each) among narrow flows:
+    the refill takes the heap of flows (maxmin._fill_flows); rates and bottlenecks are the oracle's
+    as flows arrive across it and as it ends."""
+    rng = np.random.default_rng(3)
+    capacity = rng.choice([4.0, 5.0, 8.0, 10.0], 40)
+    active = ActiveFlows(capacity)
+    assert 34 > WIDE_FLOW
+    active.step(0, [(np.arange(34), np.full(34, 2.0)), (np.array([0, 35]), np.ones(2)), (np.array([5]), np.ones(1))])
+    active.check()
+    for _ in range(6):
+        active.step(0, [(rng.choice(40, 2, replace=False), np.ones(2))])
+        active.check()
+    active.step(1, [])                                     # the wide flow ends: its neighbours refill
+    active.check()

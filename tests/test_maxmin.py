@@ -72,6 +72,13 @@ def test_a_weighted_pair_counts_as_that_many_flows_textbook():
     assert max_min_rates(flow, link, np.array([12.0]), 2, w).tolist() == [4.0, 4.0]
 
 
+def test_a_flow_of_zero_weight_loads_nothing_and_is_unbounded_in_the_oracle():
+    """Flow 1 weighs 0 on link 1, which no other flow uses (it puts nothing there): bounded by no
+    link, it gets inf, as a flow over no link does; flow 0 has link 0's 12 B/s."""
+    flow, link, w = np.array([0, 1]), np.array([0, 1]), np.array([1.0, 0.0])
+    assert max_min_rates(flow, link, np.array([12.0, 5.0]), 2, w).tolist() == [12.0, np.inf]
+
+
 @given(instances, st.lists(st.floats(0.05, 20), min_size=300, max_size=300))
 def test_weighted_compiled_rates_equal_the_numpy_oracle_and_fit_the_links(instance, weights):
     from sim.network.maxmin import rates
