@@ -148,6 +148,8 @@ EQUIVALENT = {
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
     "sim.network.fabric.xǁFabricǁ_grow__mutmut_38": "growing when the pair arrays are exactly full rather than "
                                                     "over: larger arrays, the same flows and rates",
+    "sim.network.fabric.xǁFabricǁ_grow__mutmut_45": "pair arrays grown threefold instead of doubled: larger "
+                                                    "arrays, the same flows and rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
                                                        "with them: the same rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_158": "the scratch marks start at 0 and the tick is raised before "

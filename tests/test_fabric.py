@@ -86,6 +86,11 @@ def test_same_gpu_and_zero_bytes():
     assert env.now == 0
     env.run(fab.transfer(0, 1, 0))
     assert env.now == pytest.approx(3.3e-6)
+    slow = simpy.Environment()                                  # after its latency, one byte drains at 1 B/s
+    g = gpu_chain("a", 1.0, "b")
+    g.edges["a", "b"]["latency"] = 0.5
+    slow.run(Fabric(slow, g).transfer(0, 1, 1.0))
+    assert slow.now == pytest.approx(1.5, rel=1e-12)
 
 
 def test_bad_transfer_arguments():
