@@ -241,10 +241,11 @@ class CommModel:
                 jobs[(key, i)] = ([groups[g] for g in members], *rest)
         flows = sum(len(gpus) ** 2 for job in jobs.values() for gpus, _ in job[0])
         parallel = len(jobs) > 1 and flows >= PARALLEL_MIN_FLOWS
-        kept, self._kept_pool = self._kept_pool, None
-        if kept is not None and not parallel:
-            kept.shutdown()
-        with (kept if kept is not None and parallel else _pool(self.workers if parallel else 1, self.links)) as pool:
+        pool, self._kept_pool = self._kept_pool, None     # the routing's processes, if any
+        if pool is not None and not parallel:
+            pool.shutdown()
+            pool = None
+        with pool if pool is not None else _pool(self.workers if parallel else 1, self.links) as pool:
             if pool is None:
                 results = {k: measure_all_to_alls(self.links, *job) for k, job in jobs.items()}
             else:

@@ -212,8 +212,8 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, r
 
 
 def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity, rate, dirty, n_dirty, link_rate,
-           peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count, now, link_bytes, link_busy,
-           since):
+           peak, incremental, gen, local, tick, bottleneck, link_users, link_max, bott_count, now, link_bytes,
+           link_busy, since):
     """The progressive filling of :func:`solve`'s flows to refill (see there), with its bookkeeping."""
     pf = pair_flow[:n_pairs]
     used = np.empty(n_pairs, dtype=np.int64)

@@ -256,7 +256,8 @@ def _fill_flows(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_
     flows instead of links: each unfrozen flow keeps its tightest link share and that link; a round
     freezes the flows at the lowest share, takes their rates off their links, and recomputes only
     the flows whose tightest link was one of those (shares never fall, so no other flow's can
-    change); ``frozen_by[f]``: the tightest link of flow f when it froze. Faster than a heap of links when a few flows (bundles) cross many links each."""
+    change); ``frozen_by[f]``: the tightest link of flow f when it froze. Faster than a heap of
+    links when a few flows (bundles) cross many links each."""
     L = capacity.size
     users = np.zeros(L)
     remaining = np.zeros(L)
