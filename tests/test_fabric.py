@@ -249,6 +249,26 @@ def test_transfers_started_at_one_instant_share_one_recomputation():
     assert env.now == pytest.approx(5e-3, rel=1e-12) and fab.recomputations == 2
 
 
+def test_an_arrival_that_leaves_the_next_completion_in_place_arms_no_new_timer():
+    """a -1 GB/s- b -1 GB/s- c. 1 GB a->b from t = 0 (ends at 1 s); 1 GB b->c from t = 0.25 s
+    (ends at 1.25 s): its arrival leaves the next completion at 1 s, so the fabric keeps its
+    timer: two timers in all (one per completion) instead of a third that would fire stale."""
+    class Counting(simpy.Environment):
+        timers = 0
+
+        def timeout(self, delay, value=None):
+            Counting.timers += 1
+            return super().timeout(delay, value)
+    env = Counting()
+    fab = Fabric(env, gpu_chain("a", 1e9, "b", 1e9, "c"))
+    ends = []
+    fab.transfer(0, 1, 1e9, on_done=lambda: ends.append(env.now))
+    start_second = simpy.Timeout(env, 0.25)                     # made directly: not counted
+    start_second.callbacks.append(lambda _e: fab.transfer(1, 2, 1e9, on_done=lambda: ends.append(env.now)))
+    env.run()
+    assert ends == [1.0, 1.25] and Counting.timers == 2 and fab.recomputations == 4
+
+
 def test_a_bundle_with_no_link_takes_only_its_latency():
     env = simpy.Environment()
     fab = Fabric(env, gpu_chain("a", 1e9, "b"))

@@ -367,9 +367,9 @@ def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algo
 _WORKER_LINKS: list[LinkTable] = []
 
 
-def _set_worker_links(links: LinkTable) -> None:
-    """Pool initializer: keep the parent's link table in this worker process."""
-    _WORKER_LINKS[:] = [links]
+def _set_worker_links(queue) -> None:
+    """Pool initializer: keep the parent's link table (from ``queue``) in this worker process."""
+    _WORKER_LINKS[:] = [queue.get()]
 
 
 def _measure_job(job: tuple):
@@ -385,5 +385,16 @@ def _pool(workers: int, links: LinkTable | None = None):
         return contextlib.nullcontext(None)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    init = {"initializer": _set_worker_links, "initargs": (links,)} if links is not None else {}
-    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), **init)
+    ctx = mp.get_context("spawn")
+    init = {}
+    if links is not None:
+        # The table travels through a queue, not as the initializer's argument: a start's arguments
+        # are written to the new process before it returns, and 2 MB (2,048 GPUs) fill the pipe
+        # until the process has imported its modules, so the workers would start one after the
+        # other (1.2 s each). A queue's feeder thread writes in the background; all start at once.
+        queue = ctx.Queue()
+        queue.cancel_join_thread()          # exit does not wait for a table no worker read
+        for _ in range(workers):
+            queue.put(links)
+        init = {"initializer": _set_worker_links, "initargs": (queue,)}
+    return ProcessPoolExecutor(workers, mp_context=ctx, **init)

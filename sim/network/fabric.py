@@ -129,6 +129,7 @@ class Fabric:
         self._last = env.now
         self._batch_scheduled = False
         self._timer_version = 0
+        self._timer_at = None                         # when the live timer fires (None: no live timer)
 
     @property
     def num_gpus(self) -> int:
@@ -404,6 +405,7 @@ class Fabric:
             self._link_rate[:] = 0
             self._n_dirty = 0
             self._timer_version += 1
+            self._timer_at = None
             self._notify()
             return
         if self._busy_since is None:
@@ -418,9 +420,12 @@ class Fabric:
         self._settled = False                   # new rates: a flow may now be due within the window
         self._n_dirty = 0
         self._notify()
-        self._timer_version += 1
-        version = self._timer_version
-        self.env.timeout(float(nearest)).callbacks.append(lambda _ev: self._on_timer(version))
+        at = self.env.now + nearest             # as SimPy adds a timeout's delay
+        if at != self._timer_at:                # else the live timer already fires then
+            self._timer_at = at
+            self._timer_version += 1
+            version = self._timer_version
+            self.env.timeout(float(nearest)).callbacks.append(lambda _ev: self._on_timer(version))
 
     def _notify(self) -> None:
         """Tell the observers the links' rates, which hold until the next recomputation."""
@@ -430,6 +435,7 @@ class Fabric:
     def _on_timer(self, version: int) -> None:
         if version != self._timer_version:
             return
+        self._timer_at = None
         self._advance()
         self._complete_finished()
         # What the finished flows' owners start now joins the same batch.
