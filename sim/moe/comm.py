@@ -77,7 +77,7 @@ class CommModel:
             if sampled and self.workers > 1:
                 # The same processes measure the skewed all-to-alls next: starting them once saves a
                 # start of every worker (imports and compiled kernels, 1-3 s).
-                self._kept_pool = _pool(self.workers, links)
+                self._kept_pool = _pool(min(self.workers, len(routings)), links)
                 weakref.finalize(self, self._kept_pool.shutdown, wait=False)
                 self._traffic = dict(enumerate(self._kept_pool.map(route_tokens, routings)))
             else:
@@ -245,7 +245,7 @@ class CommModel:
         if pool is not None and not parallel:
             pool.shutdown()
             pool = None
-        with pool if pool is not None else _pool(self.workers if parallel else 1, self.links) as pool:
+        with pool if pool is not None else _pool(min(self.workers, len(jobs)) if parallel else 1, self.links) as pool:
             if pool is None:
                 results = {k: measure_all_to_alls(self.links, *job) for k, job in jobs.items()}
             else:
@@ -380,7 +380,9 @@ def _measure_job(job: tuple):
 
 def _pool(workers: int, links: LinkTable | None = None):
     """A process pool of ``workers`` (spawned: safe with threads and SimPy state), each holding
-    ``links`` when given, or a context giving ``None`` (run here) for one worker."""
+    ``links`` when given, or a context giving ``None`` (run here) for one worker. Give it at least
+    ``workers`` tasks at once: the pool starts a process per task until it has ``workers``, and a
+    copy of ``links`` that no process takes keeps the queue's feeder thread waiting (until exit)."""
     if workers <= 1:
         return contextlib.nullcontext(None)
     import multiprocessing as mp
