@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import flowcore
+from sim.network import flowcore, tallies
 from sim.network.maxmin import WIDE_FLOW, max_min_rates
 
 
@@ -27,11 +27,13 @@ def link_state(n_links):
 
 def solve(t, k, capacity, n, kept, n_pairs, dirty=np.zeros(1, dtype=np.int64), n_dirty=0, tick=1, incremental=True,
           now=0.0):
-    """flowcore.solve on a table and a link state: (seconds to the next completion, rates unchanged)."""
-    return flowcore.solve(n, kept, n_pairs, t["pair_flow"], t["pair_link"], t["pair_weight"], capacity, t["rate"],
-                          t["remaining"], dirty, n_dirty, k["link_rate"], k["peak"], incremental, k["gen"], k["local"],
-                          tick, t["bottleneck"], k["link_users"], k["link_max"], k["bott_count"], now, k["link_bytes"],
-                          k["link_busy"], k["since"])
+    """flowcore.solve on a table and a link state: (seconds to the next completion, rates unchanged);
+    ``k["refilled"]`` gets the number of flows it refilled."""
+    nearest, k["refilled"] = flowcore.solve(
+        n, kept, n_pairs, t["pair_flow"], t["pair_link"], t["pair_weight"], capacity, t["rate"], t["remaining"], dirty,
+        n_dirty, k["link_rate"], k["peak"], incremental, k["gen"], k["local"], tick, t["bottleneck"], k["link_users"],
+        k["link_max"], k["bott_count"], now, k["link_bytes"], k["link_busy"], k["since"])
+    return nearest, k["refilled"] == 0
 
 
 def drop(t, k, n, n_pairs, now=0.0, window=0.0):
@@ -45,7 +47,7 @@ def drop(t, k, n, n_pairs, now=0.0, window=0.0):
 
 
 def credit_all(k, now):
-    flowcore.credit_all(now, k["link_rate"], k["link_users"], k["link_bytes"], k["link_busy"], k["since"])
+    tallies.credit_all(now, k["link_rate"], k["link_users"], k["link_bytes"], k["link_busy"], k["since"])
 
 
 def test_solve_then_advance_then_drop():

@@ -5,11 +5,11 @@ The model (SimGrid's "flow" fidelity, see README "Network model"):
 1. A transfer of N bytes from GPU a to GPU b follows one route (``LinkTable.route``).
 2. It first pays the route's latency (the sum of its links' latencies), which does not contend.
 3. Then it becomes an active flow. Active flows share every link's bandwidth max-min fairly
-   (:mod:`sim.network.maxmin`); rates are recomputed whenever a flow starts or ends (only those of
-   the flows connected to it through shared links: the others cannot change; none when a flow
-   ends on links that froze no other flow, or starts on spare capacity without slowing a faster
-   flow: :func:`~sim.network.flowcore.rate_unchanged`), and all starts and ends at the same
-   instant are batched into one recomputation.
+   (:mod:`sim.network.maxmin`); rates are recomputed whenever a flow starts or ends (only those
+   that may change, :mod:`sim.network.refill`; none when a flow ends on links that froze no other
+   flow, or starts on spare capacity without slowing a faster flow:
+   :func:`~sim.network.flowcore.rate_unchanged`), and all starts and ends at the same instant are
+   batched into one recomputation.
 4. It completes when its last byte has drained: ``t_end = t_start + latency + time to drain``.
 
 So one flow alone takes ``latency + N / min(bandwidth on route)``; k equal flows on one link get
@@ -32,7 +32,7 @@ import simpy
 
 from ..checks import InputError, number
 from ..limits import check_deadline
-from . import flowcore
+from . import flowcore, tallies
 from .links import LinkTable
 
 _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
@@ -55,9 +55,9 @@ class Fabric:
 
     def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, completion_window: float = 0.0,
                  incremental: bool = True, gpu_rate: float | None = None):
-        """``incremental``: recompute only the rates of the flows connected (through shared links) to
-        the flows that started or ended; the others keep theirs (the max-min allocation splits over
-        the components of the flow-link graph). ``False`` recomputes every rate each time.
+        """``incremental``: recompute only the rates that may change when flows start or end (the
+        bottleneck test, then the set of :mod:`sim.network.refill`); the others keep theirs.
+        ``False`` recomputes every rate each time.
 
         ``gpu_rate`` (bytes/s): the most a GPU's communication kernels move per direction, however
         fast its links (the SMs they run on: :mod:`sim.moe.kernels`). Each GPU then has an outgoing
@@ -116,6 +116,7 @@ class Fabric:
         self._link_max = np.zeros(L)                    # at least the fastest of them (per unit of weight)
         self._bott_count = np.zeros(L, dtype=np.int64)  # flows each link froze
         self.unchanged_solves = 0                       # recomputations that left every earlier rate as it was
+        self.refilled_flows = 0                         # flows whose rates recomputations refilled, in all
         self._since = np.zeros(L)                     # link tallies (bytes, busy) run up to this time
         self._tick = 0                                # scratch marks compare against ever-increasing ticks
         self._gen = np.zeros(L, dtype=np.int64)
@@ -294,8 +295,8 @@ class Fabric:
         ``link_bytes`` or ``link_busy_s`` mid-run; each link's are otherwise brought up to date
         when its rate changes, and are complete once its flows have ended)."""
         self._advance()
-        flowcore.credit_all(self.env.now, self._link_rate, self._link_users, self._link_bytes, self._link_busy_s,
-                            self._since)
+        tallies.credit_all(self.env.now, self._link_rate, self._link_users, self._link_bytes, self._link_busy_s,
+                           self._since)
 
     def _advance(self) -> None:
         """Drain the flows from the last update to now."""
@@ -411,12 +412,13 @@ class Fabric:
         if self._busy_since is None:
             self._busy_since = self.env.now
         self._tick += 1
-        nearest, unchanged = flowcore.solve(
+        nearest, refilled = flowcore.solve(
             n, kept, self._n_pairs, self._pair_flow, self._pair_link, self._pair_weight, self._capacity, self._rate,
             self._remaining, self._dirty, self._n_dirty, self._link_rate, self._link_peak_util, self.incremental,
             self._gen, self._local, self._tick, self._bottleneck, self._link_users, self._link_max, self._bott_count,
             self.env.now, self._link_bytes, self._link_busy_s, self._since)
-        self.unchanged_solves += unchanged
+        self.unchanged_solves += refilled == 0
+        self.refilled_flows += refilled
         self._settled = False                   # new rates: a flow may now be due within the window
         self._n_dirty = 0
         self._notify()

@@ -16,11 +16,10 @@ round the bottleneck links taken from an indexed heap of link shares, and each f
 which :func:`rates` uses. They agree to rounding (a property test). Cost: O(rounds x pairs) for
 numpy, O(pairs log links) compiled, where rounds is the number of distinct bottleneck levels.
 
-The allocation splits over the connected components of the flow-link graph (flows that share no
-link, directly or through other flows, do not affect each other), so the fabric refills only the
-components an arrival or a departure touched, and none when the links that froze each flow show
-that no other rate can change (:func:`sim.network.flowcore.solve`): both fillings name, for every
-flow, the link that froze it (its bottleneck).
+The fabric refills only the flows whose rates an arrival or a departure may change, and none when
+the links that froze each flow show that no other rate can change (:mod:`sim.network.refill`,
+:func:`sim.network.flowcore.rate_unchanged`): both fillings name, for every flow, the link that froze
+it (its bottleneck).
 """
 from __future__ import annotations
 

@@ -1,0 +1,73 @@
+"""sim.network.refill: which flows a refill recomputes (the refill set) and that the others keep
+their rates, on cases worked by hand and on random arrivals and departures (flows driven as the
+fabric drives them, :class:`test_flowcore.ActiveFlows`)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_flowcore import ActiveFlows
+
+
+def test_a_departure_refills_only_the_flows_its_links_froze():
+    """Link 0 (10 B/s) carries a, b and c; link 1 (6 B/s) carries c, d and e. Link 1 freezes c, d
+    and e at 2 B/s, then link 0 a and b at (10 - 2) / 2 = 4. When a ends, only b, which link 0
+    froze, changes: to 10 - 2 = 8. c, d and e share links with it but link 1 froze them: they keep
+    their rates and are not refilled (their connected component is all four flows)."""
+    active = ActiveFlows([10.0, 6.0])
+    active.step(0, [([0], [1.0]), ([0], [1.0]), ([0, 1], [1.0, 1.0]), ([1], [1.0]), ([1], [1.0])])
+    assert active.t["rate"][:5].tolist() == [4.0, 4.0, 2.0, 2.0, 2.0]
+    active.step(1, [])
+    active.check()
+    assert active.t["rate"][:4].tolist() == [8.0, 2.0, 2.0, 2.0] and active.k["refilled"] == 1
+
+
+def test_a_flow_outside_the_set_faster_on_a_members_bottleneck_joins_it():
+    """Link 0 (10 B/s) carries g and h, each also on a 4 B/s link of its own (1, 2), which freeze
+    them at 4; four flows share link 3 (100 B/s) apart. A new flow x on link 0 alone slows g and h,
+    yet link 0 froze neither: the set {x} gets the 2 B/s they leave, and g and h, faster on x's
+    bottleneck, join it; filled again, all three get 10 / 3 B/s. Three flows refilled, not seven."""
+    active = ActiveFlows([10.0, 4.0, 4.0, 100.0])
+    active.step(0, [([0, 1], [1.0, 1.0]), ([0, 2], [1.0, 1.0])] + [([3], [1.0])] * 4)
+    assert active.t["rate"][:6].tolist() == [4.0, 4.0, 25.0, 25.0, 25.0, 25.0]
+    active.step(0, [([0], [1.0])])
+    active.check()
+    assert active.t["rate"][:7] == pytest.approx([10 / 3, 10 / 3, 25, 25, 25, 25, 10 / 3], rel=1e-12)
+    assert active.k["refilled"] == 3
+
+
+
+routes = st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)
+events = st.lists(st.tuples(st.integers(0, 3), st.lists(routes, max_size=3)), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([4.0, 5.0, 8.0, 10.0, 20.0]), min_size=8, max_size=8), events)
+def test_flows_outside_the_refill_set_keep_their_rates_bit_for_bit(capacity, events):
+    """After random arrivals and departures, no more earlier flows change rate (to the last bit)
+    than the refill recomputed, and the rates equal a whole refill's after every event (to 1e-9,
+    rounding; the oracle's too, ``ActiveFlows.check``)."""
+    active, whole = ActiveFlows(capacity), ActiveFlows(capacity, incremental=False)
+    for ends, arrivals in events:
+        kept = max(active.n - ends, 0)
+        before = active.t["rate"][ends:ends + kept].copy()
+        for run in (active, whole):
+            run.step(ends, [(links, [1.0] * len(links)) for links in arrivals])
+        active.check()
+        changed = int(np.sum(active.t["rate"][:kept] != before))
+        assert changed <= active.k.get("refilled", 0)
+        assert active.t["rate"][:active.n] == pytest.approx(whole.t["rate"][:whole.n], rel=1e-9)
+
+
+def test_a_set_that_keeps_growing_gives_way_to_a_whole_refill():
+    """A new flow x over links 0-3 (10 B/s each), each also carrying a flow g_i held by a link of its
+    own at 6, 7, 8 and 9 B/s (six more flows share link 8 apart). Filled alone, x gets the 1 B/s
+    link 3 leaves, and g_3 is faster there; with g_3, x takes link 2's 2 B/s and g_2 joins; and so on,
+    one link a filling. After MAX_FILLINGS fillings every flow is refilled: x and every g_i at 5."""
+    from sim.network.refill import MAX_FILLINGS
+    assert MAX_FILLINGS == 3
+    active = ActiveFlows([10.0] * 4 + [6.0, 7.0, 8.0, 9.0, 100.0])
+    active.step(0, [([i, 4 + i], [1.0, 1.0]) for i in range(4)] + [([8], [1.0])] * 6)
+    assert active.t["rate"][:4].tolist() == [6.0, 7.0, 8.0, 9.0]
+    active.step(0, [([0, 1, 2, 3], [1.0] * 4)])
+    active.check()
+    assert active.t["rate"][[0, 1, 2, 3, 10]].tolist() == [5.0] * 5 and active.k["refilled"] == 11
