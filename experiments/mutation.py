@@ -164,13 +164,10 @@ EQUIVALENT = {
     # The compiled kernels (--kernels).
     "sim.network.flowcore.x_drop_finished__mutmut_59": "a done flow with exactly 0 bytes left credits 0 bytes "
                                                        "to its links: x + 0.0 == x",
-    "sim.network.flowcore.x_refill__mutmut_84": "refilling every component, not only the touched ones: the others' "
-                                               "rates cannot change (max-min splits over components; tested equal)",
     "sim.network.maxmin.x__rates_compiled__mutmut_33": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
                                                        "instead of links: the same rounds (both equal the oracle)",
     "sim.network.flowcore.x_rate_unchanged__mutmut_18": "arg is set at a flow's first link (every flow has one) "
                                                         "before it is read",
-    "sim.network.flowcore.x_refill__mutmut_66": "one spare entry at the end of by_flow_ptr, never read",
     "sim.network.maxmin.x__fill__mutmut_4": "pair counts held as floats: exact at these sizes",
     "sim.network.maxmin.x__fill__mutmut_78": "frozen marks held as 0.0/1.0 instead of booleans",
     "sim.network.maxmin.x__fill_flows__mutmut_48": "None stored in a boolean array is False",
@@ -180,8 +177,15 @@ EQUIVALENT = {
     "sim.network.maxmin.x_rates__mutmut_33": "a copy of the capacities instead of the array itself: the same values",
     "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",
-    "sim.network.flowcore.x_refill__mutmut_234": "a wrong width only picks the other fill (heap of flows or of links): "
-                                                "the same rounds, both equal the oracle",
+    "sim.network.flowcore.x_drop_finished__mutmut_24": "a done flow's new index -2 instead of -1: only its sign "
+                                                       "is read (g < 0)",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_47": "ok = None instead of False: both falsy where read "
+                                                        "(not ok, and solve's test of the result)",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_85": "bott_count[arg] = 1 instead of += 1: a new flow takes only "
+                                                        "a link that froze nobody (bott_count 0), so both give 1",
+    "sim.network.refill.x_refill_all__mutmut_122": "link_max raised on an equal rate too: the same value",
+    "sim.network.tallies.x_credit__mutmut_3": "crediting when dt == 0 too: adds 0 bytes and 0 s, sets since to now "
+                                              "(already its value)",
     "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "
                                                          "token index either",
     "sim.network.traffic.x__select_compiled__mutmut_24": "np.full(N, -1) is int64 without the dtype too",
@@ -223,7 +227,8 @@ def scores(roots=None) -> pd.DataFrame:
                      "survived": len(survived), "equivalent": equivalent,
                      "score": round(killed / (checked - equivalent), 4) if checked > equivalent else float("nan"),
                      "survivors": " ".join(survived)})
-    return pd.DataFrame(rows).sort_values("module", kind="stable").reset_index(drop=True)
+    columns = ["module", "mutants", "checked", "killed", "survived", "equivalent", "score", "survivors"]
+    return pd.DataFrame(rows, columns=columns).sort_values("module", kind="stable").reset_index(drop=True)
 
 
 def kernel_tree(tree: Path = KERNEL_TREE) -> Path:
@@ -344,13 +349,14 @@ def sample(modules, n: int, seed: int, root: Path = Path("mutants")) -> list[str
 
 def stale_modules(modules, root: Path = Path("mutants")) -> list[str]:
     """The modules (of ``modules``) with a source file changed since mutmut last mutated it (its
-    copy under ``root`` is older): their listed mutants are yesterday's, and a sample drawn from
-    them would find nothing to run and report the old score."""
+    copy under ``root`` is older) or never mutated yet (no copy: a new module, or a fresh checkout):
+    their listed mutants are yesterday's or missing, and a sample drawn from them would find nothing
+    to run and report the old score, or stop for want of a list."""
     stale = []
     for module in modules:
         path = Path(module.replace(".", "/"))
         files = [path.with_suffix(".py")] if path.with_suffix(".py").is_file() else sorted(path.glob("**/*.py"))
-        if any((root / f).is_file() and f.stat().st_mtime > (root / f).stat().st_mtime for f in files):
+        if any(not (root / f).is_file() or f.stat().st_mtime > (root / f).stat().st_mtime for f in files):
             stale.append(module)
     return stale
 

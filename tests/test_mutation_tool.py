@@ -87,6 +87,22 @@ def test_recheck_runs_only_the_named_survivors_alone_and_records_them(tmp_path, 
         {"sim.engine.x_inputs_of__mutmut_1": 1}
 
 
+def test_no_results_make_an_empty_table_and_a_clear_line(tmp_path, monkeypatch, capsys):
+    """No mutmut results anywhere (a fresh checkout): an empty table with its columns, and
+    ``--report`` says to run first instead of a traceback."""
+    pytest.importorskip("mutmut")
+    import argparse
+
+    import experiments.mutation as mutation
+    df = scores([tmp_path / "none"])
+    assert df.empty and list(df.columns)[:2] == ["module", "mutants"]
+    monkeypatch.setattr(mutation, "_roots", lambda: (tmp_path / "none",))
+    parser = argparse.ArgumentParser()
+    mutation.add_arguments(parser)
+    assert mutation.run(parser.parse_args(["--report", "--out", str(tmp_path / "out")])) == 1
+    assert "no mutmut results" in capsys.readouterr().err
+
+
 def test_scores_read_every_tree(tmp_path):
     """The core modules' results and the kernels' (their own tree) make one table, by module."""
     pytest.importorskip("mutmut")
@@ -165,6 +181,9 @@ def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch)
     os.utime(tmp_path / "mutants" / "pkg" / "a.py", (1e9, 1e9))        # mutmut's copy of a.py is old
     assert mutation.stale_modules(["pkg.a", "pkg.b", "pkg"]) == ["pkg.a", "pkg"]
     assert mutation.stale_modules(["pkg.b", "pkg.none"]) == []
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "fresh" / "c.py").write_text("z = 3\n")                # never mutated: no copy at all
+    assert mutation.stale_modules(["fresh.c", "fresh"]) == ["fresh.c", "fresh"]
     calls = []
     monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
     monkeypatch.setattr(mutation, "sample", lambda modules, n, seed: [])

@@ -71,3 +71,16 @@ def test_a_set_that_keeps_growing_gives_way_to_a_whole_refill():
     active.step(0, [([0, 1, 2, 3], [1.0] * 4)])
     active.check()
     assert active.t["rate"][[0, 1, 2, 3, 10]].tolist() == [5.0] * 5 and active.k["refilled"] == 11
+
+
+def test_a_set_holding_a_flow_over_many_links_is_filled_by_the_heap_of_flows():
+    """A flow W over links 0-33 (wider than WIDE_FLOW) shares link 0 (4 B/s) with a, which leaves;
+    four flows share link 40 apart. Link 0 froze W: the set is W alone, filled with the heap of
+    flows (maxmin._fill_flows): W now has link 0 to itself, 4 B/s."""
+    from sim.network.maxmin import WIDE_FLOW
+    active = ActiveFlows([4.0] + [10.0] * 40 + [100.0])
+    active.step(0, [([0], [1.0]), (list(range(34)), [1.0] * 34)] + [([41], [1.0])] * 4)
+    assert 34 > WIDE_FLOW and active.t["rate"][:2].tolist() == [2.0, 2.0]
+    active.step(1, [])
+    active.check()
+    assert active.t["rate"][:5].tolist() == [4.0, 25.0, 25.0, 25.0, 25.0] and active.k["refilled"] == 1

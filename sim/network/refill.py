@@ -175,7 +175,7 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pl, pair_weight, capacity, 
         if filling == MAX_FILLINGS:
             return -1                                # still growing: cheaper to refill every flow
         while head < n_f:                            # close the set: the flows a member's links froze
-            if n_f > limit:
+            if n_f > limit:                          # (checked whenever it grew: at the end it is not)
                 return -1
             f = flows[head]
             head += 1
@@ -187,8 +187,6 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pl, pair_weight, capacity, 
                 links[n_l] = u
                 n_l += 1
                 n_f = _take_frozen(u, used[u], kept, pf, by_link_ptr, by_link, bottleneck, flow_in, flows, n_f)
-        if n_f > limit:
-            return -1
         sub_of = np.empty(U, dtype=np.int64)
         for i in range(n_l):                         # what the others leave of each link
             u = links[i]
