@@ -12,14 +12,17 @@ starts with the new flows and the flows whose bottleneck a departed flow left, a
 every link of a member, the flows that link froze. The members are filled progressively on what
 the others leave of their links (capacity minus the others' load), which gives every member a
 bottleneck among its own; it is one for the whole allocation unless a flow outside S is faster
-there: such a flow joins S (with the flows its links froze) and S is filled again. Once S is more
-than half of the flows, every flow is refilled (:func:`refill_all`). The result is the max-min
-allocation, which is unique: a whole refill's, up to rounding (sums are taken in another order;
-tests hold both to the numpy oracle on random arrivals and departures).
+there (by more than 1e-12 relative, the filling's own tolerance for ties): such a flow joins S
+(with the flows its links froze) and S is filled again. Once S is more than half of the flows, or
+still grows after ``MAX_FILLINGS`` fillings, every flow is refilled (:func:`refill_all`). The
+result is the max-min allocation, which is unique: a whole refill's, up to rounding (sums are taken
+in another order; tests hold both to the numpy oracle on random arrivals and departures).
 
 S is usually much smaller than the connected component of the flow-link graph (the flows that
 share a link with the changed ones, directly or through others), which the fabric refilled before:
-a departure from a crowded link changes the flows that link froze and, through them, few others.
+a departure from a crowded link changes the flows that link froze and, through them, few others
+(on snapshots of a skewed EP256 all-to-all: 1,120 flows at the median, against 3,500 in the
+component and 14,400 active).
 """
 from __future__ import annotations
 
