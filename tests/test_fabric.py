@@ -37,6 +37,20 @@ def test_worked_example_one_transfer_by_hand():
     assert lat == pytest.approx(2.8e-6)
 
 
+def test_the_fabric_counts_the_flows_its_recomputations_refill():
+    """Two transfers GPU 0 -> GPU 8 (100 and 200 MB) share their route: the first recomputation fills
+    both (2 flows); when the first ends at 4.0028 ms the second, which the shared link froze, is the
+    only one refilled (it then has the link to itself and ends at 2.8 us + 6 ms)."""
+    env = simpy.Environment()
+    fab = Fabric(env, load_topology("h800-16"))
+    first, second = fab.transfer(0, 8, 100e6), fab.transfer(0, 8, 200e6)
+    env.run(first)
+    assert env.now == pytest.approx(2.8e-6 + 4e-3, rel=1e-12)
+    env.run(second)
+    assert env.now == pytest.approx(2.8e-6 + 6e-3, rel=1e-12)
+    assert fab.refilled_flows == 3 and fab.unchanged_solves == 0
+
+
 def test_one_flow_is_latency_plus_size_over_bandwidth():
     env = simpy.Environment()
     fab = Fabric(env, load_topology("h800-node"))
