@@ -143,6 +143,16 @@ def _fill_set(flows, n_f, n_l, sub_of, sub_cap, by_flow_ptr, pl, pair_weight):
     return s_rate, s_frozen_by, s_flow_ptr, s_link, s_weight
 
 
+def _settle(l, capacity, link_rate, peak):
+    """After a refill, link l's rate: a rate below 1e-9 of its capacity is the rounding of many
+    additions and removals (set to 0); its peak utilisation is raised to the new rate's."""
+    if link_rate[l] < 1e-9 * capacity[l]:
+        link_rate[l] = 0.0
+    utilisation = link_rate[l] / capacity[l]
+    if utilisation > peak[l]:
+        peak[l] = utilisation
+
+
 def refill_affected(n, kept, n_pairs, first_new, pf, pl, pair_weight, capacity, used, U, by_link_ptr, by_link,
                     by_flow_ptr, rate, dirty, n_dirty, gen, local, tick, link_rate, peak, bottleneck, link_users,
                     link_max, bott_count, now, link_bytes, link_busy, since):
@@ -174,6 +184,7 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pl, pair_weight, capacity, 
     other = np.empty(U)                              # per link of the set: load of the flows outside it
     other_max = np.empty(U)                          # and the fastest of them
     sub_cap = np.empty(U)
+    sub_of = np.empty(U, dtype=np.int64)             # a link's place among the set's links
     for filling in range(MAX_FILLINGS + 1):
         if filling == MAX_FILLINGS:
             return -1                                # still growing: cheaper to refill every flow
@@ -190,7 +201,6 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pl, pair_weight, capacity, 
                 links[n_l] = u
                 n_l += 1
                 n_f = _take_frozen(u, used[u], kept, pf, by_link_ptr, by_link, bottleneck, flow_in, flows, n_f)
-        sub_of = np.empty(U, dtype=np.int64)
         for i in range(n_l):                         # what the others leave of each link
             u = links[i]
             sub_of[u] = i
@@ -247,12 +257,7 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pl, pair_weight, capacity, 
             if r > link_max[l]:
                 link_max[l] = r
     for i in range(n_l):
-        l = used[links[i]]
-        if link_rate[l] < 1e-9 * capacity[l]:
-            link_rate[l] = 0.0                          # rounding of many additions and removals
-        utilisation = link_rate[l] / capacity[l]
-        if utilisation > peak[l]:
-            peak[l] = utilisation
+        _settle(used[links[i]], capacity, link_rate, peak)
     return n_f
 
 
@@ -294,16 +299,12 @@ def refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capa
             if rate[f] > link_max[l]:
                 link_max[l] = rate[f]
     for u in links:
-        l = used[u]
-        if link_rate[l] < 1e-9 * capacity[l]:
-            link_rate[l] = 0.0                          # rounding of many additions and removals
-        utilisation = link_rate[l] / capacity[l]
-        if utilisation > peak[l]:
-            peak[l] = utilisation
+        _settle(used[u], capacity, link_rate, peak)
 
 
 if njit is not None:
     index = njit(cache=True)(index)
+    _settle = njit(cache=True, inline='always')(_settle)
     _take_frozen = njit(cache=True)(_take_frozen)
     _fill_set = njit(cache=True)(_fill_set)
     refill_affected = njit(cache=True)(refill_affected)
