@@ -35,3 +35,23 @@ def test_run_errors(capsys, argv, pattern):
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and pattern in err
+
+
+def test_a_scenario_file_reads_exponent_numbers_and_a_long_step_ends(tmp_path, capsys):
+    """``seq_len: 1e7`` is a number (YAML 1.2; PyYAML alone reads it as text and the field refused
+    it), and the step it makes, about 7,800 s, ends: its pipeline sends' last bytes, due sooner than
+    the float clock can tick at that hour, once re-armed a timer at the same instant forever."""
+    import time
+
+    from sim.checks import yaml_load
+    from sim.limits import deadline
+    from sim.moe.specs import PRESETS
+    tiny = yaml_load((PRESETS / "scenarios.yaml").read_text())["tiny"]
+    text = "".join(f"{k}: {v}\n" for k, v in tiny.items() if k != "seq_len") + "seq_len: 1e7\n"
+    (tmp_path / "long.yaml").write_text(text)
+    start = time.perf_counter()
+    with deadline(60):                      # the hang as an error, not a stuck suite
+        code = main(["run", str(tmp_path / "long.yaml"), "--schedule", "dualpipe", "--json"])
+    js = json.loads(capsys.readouterr().out)
+    assert code == 0 and 7000 < js["step_time_s"] < 9000
+    assert time.perf_counter() - start < 30

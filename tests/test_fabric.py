@@ -51,6 +51,22 @@ def test_the_fabric_counts_the_flows_its_recomputations_refill():
     assert fab.refilled_flows == 3 and fab.unchanged_solves == 0
 
 
+def test_a_flow_due_sooner_than_the_clock_can_tick_finishes_now():
+    """At t = 2**20 s the float clock moves in steps of 2**-32 s (about 2.3e-10 s): 1 mB at 80 GB/s
+    is due in 1.25e-14 s, a timer that would fire at the same instant forever (a long step's last
+    bytes after rounding hung this way). It finishes at the instant it started, after one
+    recomputation or two (the deadline turns a hang into an error)."""
+    from sim.limits import deadline
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 80e9, "b"))
+    start = 2.0 ** 20
+    env.run(until=start)
+    with deadline(10):
+        env.run(fab.transfer(0, 1, 1e-3))
+    assert env.now == start
+    assert fab.recomputations <= 2
+
+
 def test_one_flow_is_latency_plus_size_over_bandwidth():
     env = simpy.Environment()
     fab = Fabric(env, load_topology("h800-node"))

@@ -36,6 +36,7 @@ from . import flowcore, tallies
 from .links import LinkTable
 
 _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
+_CLOCK_RESOLUTION = 2.0 ** -52  # x now: at least half the float clock's spacing (a shorter delay does not advance it)
 
 
 class _Flow:
@@ -310,18 +311,21 @@ class Fabric:
         """Finish every flow due now. Flows due within ``completion_window x (time since the
         fabric became busy)`` finish with them (their last bytes are credited to their links at
         once): this bounds the number of rate recomputations when skewed traffic spreads
-        completions thinly; symmetric traffic is unaffected (its flows end together anyway)."""
+        completions thinly; symmetric traffic is unaffected (its flows end together anyway).
+        Flows due within the clock's resolution at now (``now x 2**-52`` s, half a float's spacing
+        at least) finish now too: a timer that short would fire at the same instant, forever."""
         n = self._n
         if not n or self._settled:              # nothing drained nor re-rated since the last look
             return
         self._settled = True
-        window = self.completion_window * (self.env.now - self._busy_since)   # flows are active: it is set
+        now = self.env.now
+        window = self.completion_window * (now - self._busy_since) + now * _CLOCK_RESOLUTION  # flows are active
         done = self._done
         if self._n_dirty + self._n_pairs > self._dirty.size:
             self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
         self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
             n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, self._bottleneck, window,
-            self._pair_flow, self._pair_link, self._pair_weight, self.env.now, self._link_bytes, self._link_busy_s,
+            self._pair_flow, self._pair_link, self._pair_weight, now, self._link_bytes, self._link_busy_s,
             self._since, self._link_rate, self._link_users, self._bott_count, done, self._dirty[self._n_dirty:])
         self._n_dirty += n_dirty
         pop = self._callbacks.pop
