@@ -9,7 +9,9 @@ what Python's ``float()`` lets through (NaN, infinity, booleans as numbers).
 """
 from __future__ import annotations
 
+import functools
 import math
+import re
 from numbers import Integral, Real
 
 
@@ -68,13 +70,38 @@ def arg(**rules):
     return parse
 
 
+# YAML 1.2's floats: PyYAML (YAML 1.1) reads ``1e9`` or ``5e2`` (no dot) as text, which a numeric
+# field would then refuse; these are the YAML 1.2 core schema's float forms.
+_YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+def yaml_load(stream):
+    """``yaml.safe_load`` (no tags that run code) that also reads ``1e9`` as a number (YAML 1.2)."""
+    import yaml
+    return yaml.load(stream, Loader=_yaml_loader())
+
+
+@functools.lru_cache(maxsize=1)
+def _yaml_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader with YAML 1.2's floats (its resolvers are copied, SafeLoader's stay as they are)."""
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789."))
+    return Loader
+
+
 def read_yaml(path, error: type = InputError):
-    """The document of YAML file ``path`` (``yaml.safe_load``: no tags that run code), or an
-    ``error`` in one line naming the file and, for bad YAML, the line and column."""
+    """The document of YAML file ``path`` (:func:`yaml_load`), or an ``error`` in one line naming
+    the file and, for bad YAML, the line and column."""
     import yaml
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yaml_load(fh)
     except UnicodeDecodeError:
         raise error(f"{path}: not a text file (it is not UTF-8)") from None
     except OSError as exc:
@@ -100,4 +127,4 @@ def _range_text(low, high, low_open, high_open) -> str:
     return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "arg", "choice", "number", "optional_number", "read_yaml"]
+__all__ = ["InputError", "arg", "choice", "number", "optional_number", "read_yaml", "yaml_load"]

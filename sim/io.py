@@ -101,7 +101,10 @@ def remove_stale_temporaries(path: Path) -> None:
 
 def _replace(path: Path, data: bytes, write=None) -> None:
     """Write ``data`` (or call ``write(tmp_path)``) into a temporary next to ``path``, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:                  # name the file asked for, not the temporary
+        raise OSError(exc.errno, f"cannot write it ({exc.strerror})", str(path)) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)          # mkstemp makes 0600; results are ordinary files

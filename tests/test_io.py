@@ -31,3 +31,18 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
         write_text_atomic(Boom(), path)           # fh.write refuses a non-string
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == [MANIFEST, "x.txt"]
+
+
+def test_a_folder_that_takes_no_file_is_named_by_the_file_asked_for(tmp_path, monkeypatch):
+    """The error names the path the user gave, not the hidden temporary beside it."""
+    import errno
+
+    import sim.io
+
+    def full(**_kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / ".x.txt.abc.tmp"))
+    monkeypatch.setattr(sim.io.tempfile, "mkstemp", full)
+    with pytest.raises(OSError) as caught:
+        write_text_atomic("new", tmp_path / "x.txt")
+    assert caught.value.filename == str(tmp_path / "x.txt")
+    assert caught.value.strerror == "cannot write it (No space left on device)"

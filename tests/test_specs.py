@@ -72,3 +72,23 @@ def test_split_that_does_not_fit_the_schedule_is_refused():
         Scenario(load_scenario("tiny", stage_layers=[3, 3, 2]))
     with pytest.raises(SpecError, match="sums to 9, but the model has 8"):
         Scenario(load_scenario("tiny", stage_layers=[3, 2, 2, 2]))
+
+
+def test_yaml_numbers_with_an_exponent_are_numbers():
+    """YAML 1.2 reads ``1e9`` as a float; PyYAML (YAML 1.1) alone reads it as text. Text stays text,
+    integers stay integers, and SafeLoader itself is left as it was."""
+    import yaml
+
+    from sim.checks import yaml_load
+    doc = yaml_load("a: 1e9\nb: -2E+3\nc: 5e-1\nd: 1.5\ne: 10\nf: .inf\ng: 1e9x\nh: e9\n")
+    assert doc == {"a": 1e9, "b": -2000.0, "c": 0.5, "d": 1.5, "e": 10, "f": float("inf"), "g": "1e9x", "h": "e9"}
+    assert isinstance(doc["e"], int)
+    assert yaml.safe_load("a: 1e9") == {"a": "1e9"}
+
+
+def test_a_scenario_file_missing_fields_names_them(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("topology: h800-16\npp: 4\n")
+    with pytest.raises(SpecError, match="missing field\\(s\\) model, gpu, ep, dp, schedule, microbatches, "
+                                        "seq_len \\(required: model, gpu, topology, pp, ep"):
+        load_scenario(str(p))

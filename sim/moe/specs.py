@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import copy
 import functools
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 
-import yaml
-
-from ..checks import InputError, choice, number, read_yaml
+from ..checks import InputError, choice, number, read_yaml, yaml_load
 from .faults import FaultSpec
 
 PRESETS = Path(__file__).with_name("presets")
@@ -35,7 +33,7 @@ def _load(kind: str) -> dict:
 
 @functools.lru_cache(maxsize=16)
 def _parsed(path: Path, mtime_ns: int) -> dict:
-    return yaml.safe_load(path.read_text())
+    return yaml_load(path.read_text())
 
 
 def _pos(obj, name: str, integer: bool = True, allow_zero: bool = False, high: float | None = None) -> None:
@@ -274,6 +272,12 @@ def _from_mapping(cls, name: str, mapping: dict, kind: str):
     if unknown:
         raise SpecError(f"{kind} {name!r}: unknown field(s) {', '.join(repr(k) for k in sorted(unknown, key=str))}; "
                         f"allowed: {', '.join(sorted(allowed))}")
+    required = [f.name for f in fields(cls) if f.name != "name" and f.default is MISSING
+                and f.default_factory is MISSING]
+    missing = [k for k in required if k not in mapping]
+    if missing:
+        raise SpecError(f"{kind} {name!r}: missing field(s) {', '.join(missing)} "
+                        f"(required: {', '.join(required)})")
     try:
         return cls(name=name, **mapping) if "name" in {f.name for f in fields(cls)} else cls(**mapping)
     except TypeError as exc:
