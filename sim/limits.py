@@ -12,6 +12,8 @@ limit              default     what it counts (flag that raises it)
 ``max_parts``      20,000,000  compute and communication parts of one MoE step, about 50,000 per
                                second (``--max-parts``)
 ``max_graph_nodes`` 1,000,000  nodes of a topology graph (``--max-nodes``)
+``max_draws``      10 ** 10    expert scores drawn by one sample of skewed routing: GPUs x tokens
+                               x experts, about 80 million per second (``--max-draws``)
 =================  ==========  ===============================================================
 
 The limits are process-wide (:func:`current`, changed for a block with :func:`raised`). A
@@ -34,9 +36,11 @@ class Limits:
     max_ops: int = 2_000_000
     max_parts: int = 20_000_000
     max_graph_nodes: int = 1_000_000
+    max_draws: int = 10_000_000_000
 
 
-FLAGS = {"max_ops": "--max-ops", "max_parts": "--max-parts", "max_graph_nodes": "--max-nodes"}
+FLAGS = {"max_ops": "--max-ops", "max_parts": "--max-parts", "max_graph_nodes": "--max-nodes",
+         "max_draws": "--max-draws"}
 _current = Limits()
 
 

@@ -25,6 +25,7 @@ from math import comb
 
 import numpy as np
 
+from .. import limits
 from ..checks import InputError, number
 from .pcg64 import standard_exponential_f32
 
@@ -168,17 +169,22 @@ def _sampled(r: MoERouting, batch_rows: int = 16384) -> Traffic:
     T = int(round(r.tokens_per_gpu))
     if T == 0:
         return Traffic(r, gpu_tokens, node_tokens)
+    limits.check("max_draws", r.ep * T * E, f"skewed routing of {r.ep} GPUs x {T:,} tokens x {E} experts")
     select = _select_compiled if njit is not None else _select_numpy
     sources = max(1, batch_rows // T)                       # whole sources per batch
-    buffer = np.empty((sources * T, E), dtype=np.float32)  # reused: no fresh pages per batch
+    piece = min(T, batch_rows)             # a source's tokens drawn at once: all, unless over a batch
+    buffer = np.empty((sources * piece, E), dtype=np.float32)   # reused: no fresh pages per batch
     for first in range(0, r.ep, sources):
         src = range(first, min(first + sources, r.ep))
-        keys = buffer[:len(src) * T]
-        standard_exponential_f32(rng, keys)           # numpy's draws, compiled (sim.network.pcg64)
-        keys *= inv_p
-        gpus, nodes = select(keys, T, N, e_node, m, k, per_node_top, r.experts_per_gpu, r.ep, r.gpus_in_node)
-        gpu_tokens[src.start:src.stop] += gpus
-        node_tokens[src.start:src.stop] += nodes
+        for lo in range(0, T, piece):      # pieces in order: the same draws as one block
+            block = min(piece, T - lo)
+            keys = buffer[:len(src) * block]
+            standard_exponential_f32(rng, keys)           # numpy's draws, compiled (sim.network.pcg64)
+            keys *= inv_p
+            gpus, nodes = select(keys, block, N, e_node, m, k, per_node_top, r.experts_per_gpu, r.ep,
+                                 r.gpus_in_node)
+            gpu_tokens[src.start:src.stop] += gpus
+            node_tokens[src.start:src.stop] += nodes
     return Traffic(r, gpu_tokens, node_tokens)
 
 
