@@ -52,9 +52,14 @@ def _read_manifest(folder: Path) -> dict:
 
 def check_output(path: str | Path) -> Path:
     """Refuse (:class:`InputError`) to write ``path`` when it is a folder, lies under a file, or is
-    a file that is not ours (see the module doc); call it before a long run to fail early."""
+    a file that is not ours (see the module doc), or its folder cannot be made; call it before a
+    long run to fail early (it makes the folder, which the write would make anyway)."""
     path = Path(path)
     _claim(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: its folder cannot be made ({exc.strerror or exc})") from None
     return path
 
 

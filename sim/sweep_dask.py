@@ -47,6 +47,9 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
                 cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                                        processes=True, dashboard_address=None)
                 client = Client(cluster)
+    except ValueError as exc:                    # distributed's parse of the address
+        raise ClusterLost(f"--scheduler {scheduler!r} is not a Dask scheduler address ({exc}); give "
+                          f"tcp://HOST:PORT, e.g. tcp://10.0.0.1:8786; nothing ran") from None
     except (OSError, TimeoutError) as exc:
         raise ClusterLost(f"cannot reach the Dask scheduler at {scheduler} within {lost_after_s:g} s "
                           f"({type(exc).__name__}); nothing ran, rows so far are in {table.path}") from None

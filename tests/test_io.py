@@ -46,3 +46,12 @@ def test_a_folder_that_takes_no_file_is_named_by_the_file_asked_for(tmp_path, mo
         write_text_atomic("new", tmp_path / "x.txt")
     assert caught.value.filename == str(tmp_path / "x.txt")
     assert caught.value.strerror == "cannot write it (No space left on device)"
+
+
+def test_an_output_whose_folder_cannot_be_made_is_refused_before_the_run(tmp_path):
+    from sim.checks import InputError
+    from sim.io import check_output
+    (tmp_path / "file").write_text("x")
+    assert check_output(tmp_path / "new" / "deeper" / "x.csv").parent.is_dir()
+    with pytest.raises(InputError, match="cannot write .*/proc/nope/x.csv: its folder cannot be made"):
+        check_output("/proc/nope/x.csv")

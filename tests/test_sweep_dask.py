@@ -166,6 +166,13 @@ def test_an_unreachable_scheduler_stops_quickly_with_a_message(tmp_path):
     assert time.monotonic() - t0 < 20
 
 
+def test_a_scheduler_address_without_a_port_is_one_line(tmp_path):
+    """distributed raises a ValueError deep in its address parsing; the sweep says which flag."""
+    with pytest.raises(ClusterLost, match="--scheduler 'garbage' is not a Dask scheduler address "
+                                          "\\(missing port number.*give tcp://HOST:PORT"):
+        run_sweep(square, POINTS, tmp_path / "s.csv", scheduler="garbage", progress=False, lost_after_s=2)
+
+
 def test_serial_time_limit_is_a_row(tmp_path):
     points = grid(x=range(3), spin_at=(1,))
     df = run_sweep(spin, points, tmp_path / "s.csv", scheduler="serial", progress=False, point_timeout_s=0.2)
