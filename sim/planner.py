@@ -96,6 +96,9 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
     from .moe.scenario import Scenario
     model, gpu = load_model(req.model), load_gpu(req.gpu)
     graph = load_topology(req.topology)
+    have = len(graph.graph["gpus"])
+    if req.gpus > have:
+        raise InputError(f"gpus {req.gpus:,} is more than the {have:,} GPUs of topology {req.topology!r}")
     ok, refused = [], []
     for pp in req.pps:
         if req.gpus % pp:

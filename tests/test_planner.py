@@ -21,6 +21,13 @@ def test_candidates_checks_memory_without_a_link_table(monkeypatch):
     assert all(p["dp"] * p["pp"] == 16 and p["microbatches"] == 32 // p["dp"] for p in ok)
 
 
+def test_more_gpus_than_the_topology_has_is_one_line_before_any_candidate():
+    """Not "no candidate fits" for a reason that hides this one (a batch that DP does not divide)."""
+    from sim.checks import InputError
+    with pytest.raises(InputError, match="gpus 100,000,000 is more than the 16 GPUs of topology 'h800-16'"):
+        candidates(PlanRequest(**{**TINY, "gpus": 100_000_000}))
+
+
 def test_memory_refusals_say_by_how_much():
     ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 131072}))
     assert ok == [] and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in refused)
