@@ -67,6 +67,21 @@ def test_a_flow_due_sooner_than_the_clock_can_tick_finishes_now():
     assert fab.recomputations <= 2
 
 
+def test_a_flow_due_in_a_few_clock_ticks_takes_its_time():
+    """The rule above is no wider than the clock's resolution: at t = 2**20 s (a tick of about
+    2.3e-10 s), 80 and 160 bytes at 80 GB/s on two links end 1e-9 s and 2e-9 s later; when the
+    first ends, the second, due in about four ticks, does not end with it."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 80e9, "b", 80e9, "c"))
+    start = 2.0 ** 20
+    env.run(until=start)
+    first, second = fab.transfer(0, 1, 80.0), fab.transfer(1, 2, 160.0)
+    env.run(first)
+    assert env.now == pytest.approx(start + 1e-9, abs=2 ** -31)
+    env.run(second)
+    assert env.now == pytest.approx(start + 2e-9, abs=2 ** -31)
+
+
 def test_one_flow_is_latency_plus_size_over_bandwidth():
     env = simpy.Environment()
     fab = Fabric(env, load_topology("h800-node"))
