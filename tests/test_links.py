@@ -101,3 +101,49 @@ def test_a_gpu_cut_off_is_named_and_scaling_keeps_unnamed_kinds():
     assert links.route(0, 1)[0].size == 1
     half = links.scaled({"nvlink": 0.5})
     assert {links.kind[i]: half.capacity[i] for i in range(len(links))} == {"nvlink": 0.5e9, "ib": 2e9}
+
+
+def reference_route(links, src_gpu, dst_gpu):
+    """The routing rule in plain Python, neighbour by neighbour (the compiled walk must agree)."""
+    s, t = links.gpus[src_gpu], links.gpus[dst_gpu]
+    dist = links._distances_to(t)
+    path, u, hop = [], s, 0
+    while u != t:
+        lo, hi = links._indptr[u], links._indptr[u + 1]
+        cands = [(int(v), int(link)) for v, link in zip(links._csr_nbrs[lo:hi], links._csr_links[lo:hi])
+                 if dist[v] == dist[u] - 1]
+        rank = [(bool(links.is_gpu[v]) and v != t, links.kind[link] == "nvlink") for v, link in cands]
+        cands = [c for c, k in zip(cands, rank) if k == min(rank)]
+        v, link = cands[hash((src_gpu, dst_gpu, hop)) % len(cands)]
+        path.append(link)
+        u, hop = v, hop + 1
+    return path
+
+
+@pytest.mark.parametrize("name,step", [("h800-64", 1), ("h100-1024", 37),
+                                       ("topologies/variants/h800-2048-one-plane-oversub4.yaml", 97)])
+def test_the_compiled_walk_follows_the_rule(name, step):
+    """Every pair of h800-64 (8 planes: relays over NVLink), and a spread of pairs on a single-plane
+    cluster and on an oversubscribed one-plane fabric (spines: many equal next hops): the same
+    links as the rule applied in plain Python, and a latency that is their sum."""
+    links = LinkTable(load_topology(name))
+    n = len(links.gpus)
+    pairs = [(s, d) for s in range(0, n, step) for d in range(0, n, max(1, step // 3)) if s != d]
+    assert len(pairs) > 300
+    for s, d in pairs:
+        path, latency = links.route(s, d)
+        assert path.tolist() == reference_route(links, s, d), (s, d)
+        assert latency == float(links.latency[path].sum())
+
+
+def test_a_route_that_can_only_relay_over_nvlink_through_a_gpu_takes_it():
+    """GPUs a - c - b in a line of NVLinks: the only route from a to b relays through GPU c (the
+    worst rank a hop can have, and the only candidate)."""
+    import networkx as nx
+    g = nx.Graph(gpus=["a", "b", "c"])
+    g.add_nodes_from(["a", "b", "c"], type="gpu")
+    g.add_edge("a", "c", bandwidth=1e9, latency=1e-6, kind="nvlink")
+    g.add_edge("c", "b", bandwidth=1e9, latency=2e-6, kind="nvlink")
+    links = LinkTable(g)
+    path, latency = links.route(0, 1)
+    assert [links.link_name(link) for link in path] == ["a->c", "c->b"] and latency == pytest.approx(3e-6)

@@ -15,6 +15,46 @@ import networkx as nx
 import numpy as np
 
 from ..checks import InputError
+from .maxmin import njit
+
+
+def _rank(v, link, is_gpu, is_nvlink):
+    """A next hop's rank, lowest best: 2 if it relays through a GPU, plus 1 if its link is NVLink
+    (the order of the tuple (relays, is NVLink), False first). The destination GPU itself is never
+    ranked against another hop: it is the only neighbour at distance 0."""
+    return 2 * int(is_gpu[v]) + int(is_nvlink[link])
+
+
+def _walk(s, t, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+    """The route from node ``s`` to node ``t`` (``dist``: hops to t), hop by hop, into ``links``.
+    At each hop the candidates are the neighbours one hop nearer, in the table's order (by node
+    number); the best by (transits another GPU, is NVLink), False first; then the one at
+    ``choice[hop] % their number``."""
+    u = s
+    hop = 0
+    while u != t:
+        want = dist[u] - 1
+        best = 4                                     # above every rank
+        count = 0
+        for j in range(indptr[u], indptr[u + 1]):
+            v = nbrs[j]
+            if dist[v] == want:
+                key = _rank(v, link_of[j], is_gpu, is_nvlink)
+                if key < best:
+                    best = key
+                    count = 1
+                elif key == best:
+                    count += 1
+        pick = choice[hop] % count                   # Python's modulo (numba's too): never negative
+        for j in range(indptr[u], indptr[u + 1]):
+            v = nbrs[j]
+            if dist[v] == want and _rank(v, link_of[j], is_gpu, is_nvlink) == best:
+                if pick == 0:
+                    links[hop] = link_of[j]
+                    u = v
+                    break
+                pick -= 1
+        hop += 1
 
 
 class LinkTable:
@@ -43,8 +83,8 @@ class LinkTable:
         order = np.lexsort((self.dst, self.src))
         self._csr_nbrs = self.dst[order]
         self._indptr = np.searchsorted(self.src[order], np.arange(n + 1))
-        self.adjacency = [list(zip(self._csr_nbrs[self._indptr[i]:self._indptr[i + 1]].tolist(),
-                                   order[self._indptr[i]:self._indptr[i + 1]].tolist())) for i in range(n)]
+        self._csr_links = order                      # the link of each (node, neighbour) entry
+        self._is_nvlink = np.array([k == "nvlink" for k in kinds], dtype=np.bool_)
         self.gpus = [index[g] for g in graph.graph["gpus"]]
         self._gpu_index = {node: i for i, node in enumerate(self.gpus)}
         self._dist: dict[int, np.ndarray] = {}
@@ -120,18 +160,17 @@ class LinkTable:
         dist = self._distances_to(t)
         if dist[s] < 0:
             raise InputError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
-        path = []
-        u, hop = s, 0
-        while u != t:
-            want = dist[u] - 1
-            cands = [(v, link) for v, link in self.adjacency[u] if dist[v] == want]
-            rank = [(bool(self.is_gpu[v]) and v != t, self.kind[link] == "nvlink") for v, link in cands]
-            best = min(rank)
-            cands = [c for c, k in zip(cands, rank) if k == best]
-            v, link = cands[hash((src_gpu, dst_gpu, hop)) % len(cands)]  # ints hash the same every run
-            path.append(link)
-            u, hop = v, hop + 1
-        links = np.array(path, dtype=np.int64)
+        hops = int(dist[s])
+        # The ECMP choice at each hop: hash((source, destination, hop)) of the GPUs' indices (ints
+        # hash the same every run), drawn here because Python's tuple hash is Python's.
+        choice = np.array([hash((src_gpu, dst_gpu, hop)) for hop in range(hops)], dtype=np.int64)
+        links = np.empty(hops, dtype=np.int64)
+        _walk(s, t, dist, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice, links)
         result = (links, float(self.latency[links].sum()))
         self._routes[key] = result
         return result
+
+
+if njit is not None:
+    _rank = njit(cache=True, inline='always')(_rank)
+    _walk = njit(cache=True)(_walk)
