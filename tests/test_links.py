@@ -98,6 +98,8 @@ def test_a_gpu_cut_off_is_named_and_scaling_keeps_unnamed_kinds():
     links = LinkTable(g)
     with pytest.raises(InputError, match="GPU 'a' cannot reach GPU 'c'"):
         links.route(0, 2)
+    with pytest.raises(InputError, match="GPU 'c' cannot reach GPU 'b'"):
+        links.routes([(0, 1), (2, 1)])
     assert links.route(0, 1)[0].size == 1
     half = links.scaled({"nvlink": 0.5})
     assert {links.kind[i]: half.capacity[i] for i in range(len(links))} == {"nvlink": 0.5e9, "ib": 2e9}
@@ -134,6 +136,12 @@ def test_the_compiled_walk_follows_the_rule(name, step):
         path, latency = links.route(s, d)
         assert path.tolist() == reference_route(links, s, d), (s, d)
         assert latency == float(links.latency[path].sum())
+    fresh = LinkTable(links.graph)                    # routes found together: the same, uncached
+    hops, together = fresh.routes(pairs + [(3, 3)])
+    assert hops.tolist() == [links.route(s, d)[0].size for s, d in pairs] + [0]
+    assert together.tolist() == [link for s, d in pairs for link in links.route(s, d)[0].tolist()]
+    assert not fresh._routes
+    assert [x.size for x in fresh.routes([])] == [0, 0]
 
 
 def test_a_route_that_can_only_relay_over_nvlink_through_a_gpu_takes_it():

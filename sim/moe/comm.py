@@ -285,9 +285,9 @@ def group_latency(links: LinkTable, gpus: list[int]) -> float:
 
 
 def route_signature(links: LinkTable, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(number of links of each pair's route, the routes' links one after the other)."""
-    routes = [links.route(a, b)[0] for a, b in pairs]
-    return np.array([r.size for r in routes]), (np.concatenate(routes) if routes else np.zeros(0, dtype=np.int64))
+    """(number of links of each pair's route, the routes' links one after the other):
+    :meth:`LinkTable.routes`, which finds them together."""
+    return links.routes(pairs)
 
 
 def same_routes(links: LinkTable, a: tuple, b: tuple) -> bool:

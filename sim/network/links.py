@@ -25,20 +25,20 @@ def _rank(v, link, is_gpu, is_nvlink):
     return 2 * int(is_gpu[v]) + int(is_nvlink[link])
 
 
-def _walk(s, t, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
-    """The route from node ``s`` to node ``t`` (``dist``: hops to t), hop by hop, into ``links``.
-    At each hop the candidates are the neighbours one hop nearer, in the table's order (by node
-    number); the best by (transits another GPU, is NVLink), False first; then the one at
-    ``choice[hop] % their number``."""
+def _walk(s, t, dist, col, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+    """The route from node ``s`` to node ``t`` (``dist[:, col]``: hops to t), hop by hop, into
+    ``links``; ``choice`` and ``links`` hold one entry per hop. At each hop the candidates are the
+    neighbours one hop nearer, in the table's order (by node number); the best by (relays through
+    a GPU, is NVLink), False first; then the one at ``choice[hop] % their number``."""
     u = s
     hop = 0
     while u != t:
-        want = dist[u] - 1
+        want = dist[u, col] - 1
         best = 4                                     # above every rank
         count = 0
         for j in range(indptr[u], indptr[u + 1]):
             v = nbrs[j]
-            if dist[v] == want:
+            if dist[v, col] == want:
                 key = _rank(v, link_of[j], is_gpu, is_nvlink)
                 if key < best:
                     best = key
@@ -48,13 +48,28 @@ def _walk(s, t, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
         pick = choice[hop] % count                   # Python's modulo (numba's too): never negative
         for j in range(indptr[u], indptr[u + 1]):
             v = nbrs[j]
-            if dist[v] == want and _rank(v, link_of[j], is_gpu, is_nvlink) == best:
+            if dist[v, col] == want and _rank(v, link_of[j], is_gpu, is_nvlink) == best:
                 if pick == 0:
                     links[hop] = link_of[j]
                     u = v
                     break
                 pick -= 1
         hop += 1
+
+
+def _walk_all(sources, targets, cols, starts, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+    """:func:`_walk` for many routes to GPUs of one distance table: route i, from node
+    ``sources[i]`` to ``targets[i]`` (column ``cols[i]``), takes the ``choice`` and ``links``
+    entries from ``starts[i]`` on, one per hop."""
+    for i in range(sources.size):
+        lo = starts[i]
+        _walk(sources[i], targets[i], dist, cols[i], indptr, nbrs, link_of, is_gpu, is_nvlink, choice[lo:], links[lo:])
+
+
+def _choices(src_gpu: int, dst_gpu: int, hops: int) -> list[int]:
+    """The ECMP choice at each hop of a route: ``hash((source, destination, hop))`` of the GPUs'
+    indices (ints hash the same every run; drawn in Python because the tuple hash is Python's)."""
+    return [hash((src_gpu, dst_gpu, hop)) for hop in range(hops)]
 
 
 class LinkTable:
@@ -87,7 +102,7 @@ class LinkTable:
         self._is_nvlink = np.array([k == "nvlink" for k in kinds], dtype=np.bool_)
         self.gpus = [index[g] for g in graph.graph["gpus"]]
         self._gpu_index = {node: i for i, node in enumerate(self.gpus)}
-        self._dist: dict[int, np.ndarray] = {}
+        self._dist: dict[int, np.ndarray] = {}         # distance blocks by their first GPU
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
 
     def __len__(self) -> int:
@@ -114,17 +129,21 @@ class LinkTable:
 
     _BLOCK = 256   # GPU targets searched together
 
+    def _distances(self, target: int) -> tuple[np.ndarray, int]:
+        """(hop distances of every node to a block of up to 256 GPUs, [node, GPU of the block];
+        the column of the GPU node ``target``). A block is found by one breadth-first search from
+        all its GPUs at once (one boolean matrix per hop) and kept."""
+        at = self._gpu_index[target]
+        first = at // self._BLOCK * self._BLOCK
+        block = self._dist.get(first)
+        if block is None:
+            block = self._dist[first] = np.ascontiguousarray(self._bfs(self.gpus[first:first + self._BLOCK]))
+        return block, at - first
+
     def _distances_to(self, target: int) -> np.ndarray:
-        """Hop distance of every node to the GPU node ``target``; found by a breadth-first search
-        from a block of up to 256 GPUs at once (one boolean matrix per hop), cached per target."""
-        dist = self._dist.get(target)
-        if dist is None:
-            first = self._gpu_index[target] // self._BLOCK * self._BLOCK
-            block = self.gpus[first:first + self._BLOCK]
-            for t, column in zip(block, self._bfs(block).T):
-                self._dist[t] = column
-            dist = self._dist[target]
-        return dist
+        """Hop distance of every node to the GPU node ``target``."""
+        block, col = self._distances(target)
+        return block[:, col]
 
     def _bfs(self, targets: list[int]) -> np.ndarray:
         """[node, target] hop distances to each of ``targets`` (-1: unreachable). The reached set of
@@ -157,20 +176,55 @@ class LinkTable:
         if hit is not None:
             return hit
         s, t = self.gpus[src_gpu], self.gpus[dst_gpu]
-        dist = self._distances_to(t)
-        if dist[s] < 0:
-            raise InputError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
-        hops = int(dist[s])
-        # The ECMP choice at each hop: hash((source, destination, hop)) of the GPUs' indices (ints
-        # hash the same every run), drawn here because Python's tuple hash is Python's.
-        choice = np.array([hash((src_gpu, dst_gpu, hop)) for hop in range(hops)], dtype=np.int64)
+        dist, col = self._distances(t)
+        hops = self._hops(dist, col, s, t)
+        choice = np.array(_choices(src_gpu, dst_gpu, hops), dtype=np.int64)
         links = np.empty(hops, dtype=np.int64)
-        _walk(s, t, dist, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice, links)
+        _walk(s, t, dist, col, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice,
+              links)
         result = (links, float(self.latency[links].sum()))
         self._routes[key] = result
         return result
+
+    def _hops(self, dist: np.ndarray, col: int, s: int, t: int) -> int:
+        hops = int(dist[s, col])
+        if hops < 0:
+            raise InputError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
+        return hops
+
+    def routes(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """(hops of each route, the routes' links one after the other) of GPU ``pairs``: the links
+        :meth:`route` gives, found together (one compiled walk per block of destinations, not a
+        call per route) and not kept in the route cache; what comparing many routes needs."""
+        m = len(pairs)
+        gpu_nodes = np.asarray(self.gpus, dtype=np.int64)
+        src = np.array([a for a, _ in pairs], dtype=np.int64)
+        dst = np.array([b for _, b in pairs], dtype=np.int64)
+        sources, targets = gpu_nodes[src], gpu_nodes[dst]
+        block_of = dst // self._BLOCK               # GPU b is column b % BLOCK of its block
+        cols = dst % self._BLOCK
+        hops = np.zeros(m, dtype=np.int64)
+        blocks = {}
+        for block in np.unique(block_of).tolist():
+            idx = np.flatnonzero(block_of == block)
+            dist, _ = self._distances(int(targets[idx[0]]))
+            hops[idx] = dist[sources[idx], cols[idx]]
+            if (hops[idx] < 0).any():
+                i = int(idx[np.argmax(hops[idx] < 0)])
+                self._hops(dist, int(cols[i]), int(sources[i]), int(targets[i]))      # raises, naming both
+            blocks[block] = idx
+        starts = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(hops, out=starts[1:])
+        choice = np.array([h for (a, b), n in zip(pairs, hops.tolist()) for h in _choices(a, b, n)], dtype=np.int64)
+        links = np.empty(int(starts[-1]), dtype=np.int64)
+        for idx in blocks.values():
+            dist, _ = self._distances(int(targets[idx[0]]))
+            _walk_all(sources[idx], targets[idx], cols[idx], starts[idx], dist, self._indptr, self._csr_nbrs,
+                      self._csr_links, self.is_gpu, self._is_nvlink, choice, links)
+        return hops, links
 
 
 if njit is not None:
     _rank = njit(cache=True, inline='always')(_rank)
     _walk = njit(cache=True)(_walk)
+    _walk_all = njit(cache=True)(_walk_all)
