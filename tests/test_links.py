@@ -136,12 +136,32 @@ def test_the_compiled_walk_follows_the_rule(name, step):
         path, latency = links.route(s, d)
         assert path.tolist() == reference_route(links, s, d), (s, d)
         assert latency == float(links.latency[path].sum())
-    fresh = LinkTable(links.graph)                    # routes found together: the same, uncached
+    fresh = LinkTable(links.graph)                    # routes found together: the same links and latencies
     hops, together = fresh.routes(pairs + [(3, 3)])
     assert hops.tolist() == [links.route(s, d)[0].size for s, d in pairs] + [0]
     assert together.tolist() == [link for s, d in pairs for link in links.route(s, d)[0].tolist()]
-    assert not fresh._routes
+    assert all(fresh.route(s, d)[1] == links.route(s, d)[1] for s, d in pairs)      # cached by routes()
     assert [x.size for x in fresh.routes([])] == [0, 0]
+
+
+def test_routes_found_together_have_the_latencies_of_routes_found_alone():
+    """A line of 12 GPUs with random link latencies: the routes of every pair (1 to 11 hops) found
+    together carry the very floats ``route`` computes (numpy's sum, whose order changes past 7
+    terms)."""
+    import networkx as nx
+    import numpy as np
+    rng = np.random.default_rng(5)
+    names = [f"g{i}" for i in range(12)]
+    g = nx.Graph(gpus=names)
+    g.add_nodes_from(names, type="gpu")
+    for a, b in zip(names, names[1:]):
+        g.add_edge(a, b, bandwidth=1e9, latency=float(rng.random() * 10 ** rng.uniform(-8, -5)), kind="nvlink")
+    pairs = [(s, d) for s in range(12) for d in range(12) if s != d]
+    alone, together = LinkTable(g), LinkTable(g)
+    together.routes(pairs)
+    for s, d in pairs:
+        assert together._routes[(s, d)][1] == alone.route(s, d)[1], (s, d)
+        assert together._routes[(s, d)][0].tolist() == alone.route(s, d)[0].tolist()
 
 
 def test_a_route_that_can_only_relay_over_nvlink_through_a_gpu_takes_it():

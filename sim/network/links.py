@@ -66,6 +66,16 @@ def _walk_all(sources, targets, cols, starts, dist, indptr, nbrs, link_of, is_gp
         _walk(sources[i], targets[i], dist, cols[i], indptr, nbrs, link_of, is_gpu, is_nvlink, choice[lo:], links[lo:])
 
 
+def _latencies(latency, links, starts, out):
+    """``out[i]``: the sum of the latencies of the links ``links[starts[i]:starts[i + 1]]``, added
+    one after the other from the first."""
+    for i in range(out.size):
+        total = 0.0
+        for q in range(starts[i], starts[i + 1]):
+            total += latency[links[q]]
+        out[i] = total
+
+
 def _choices(src_gpu: int, dst_gpu: int, hops: int) -> list[int]:
     """The ECMP choice at each hop of a route: ``hash((source, destination, hop))`` of the GPUs'
     indices (ints hash the same every run; drawn in Python because the tuple hash is Python's)."""
@@ -194,8 +204,20 @@ class LinkTable:
 
     def routes(self, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
         """(hops of each route, the routes' links one after the other) of GPU ``pairs``: the links
-        :meth:`route` gives, found together (one compiled walk per block of destinations, not a
-        call per route) and not kept in the route cache; what comparing many routes needs."""
+        :meth:`route` gives. Those not cached yet are found together (one compiled walk per block
+        of destinations, not a call per route) and cached as :meth:`route` caches them."""
+        cache = self._routes
+        missing = [pair for pair in dict.fromkeys(pairs) if pair not in cache]
+        if missing:
+            self._find(missing)
+        found = [cache[pair][0] for pair in pairs]
+        hops = np.array([r.size for r in found], dtype=np.int64)
+        return hops, (np.concatenate(found) if found else np.zeros(0, dtype=np.int64))
+
+    def _find(self, pairs: list[tuple[int, int]]) -> None:
+        """Walk the routes of ``pairs`` (distinct, none cached) together and cache them with their
+        latencies (the sum of their links', added in route order as ``numpy.sum`` does up to 7 links;
+        longer routes are summed by numpy itself)."""
         m = len(pairs)
         gpu_nodes = np.asarray(self.gpus, dtype=np.int64)
         src = np.array([a for a, _ in pairs], dtype=np.int64)
@@ -221,10 +243,16 @@ class LinkTable:
             dist, _ = self._distances(int(targets[idx[0]]))
             _walk_all(sources[idx], targets[idx], cols[idx], starts[idx], dist, self._indptr, self._csr_nbrs,
                       self._csr_links, self.is_gpu, self._is_nvlink, choice, links)
-        return hops, links
+        latency = np.empty(m)
+        _latencies(self.latency, links, starts, latency)
+        bounds = starts.tolist()
+        for pair, lo, hi, lat in zip(pairs, bounds, bounds[1:], latency.tolist()):
+            route = links[lo:hi]
+            self._routes[pair] = (route, lat if hi - lo < 8 else float(self.latency[route].sum()))
 
 
 if njit is not None:
     _rank = njit(cache=True, inline='always')(_rank)
     _walk = njit(cache=True)(_walk)
     _walk_all = njit(cache=True)(_walk_all)
+    _latencies = njit(cache=True)(_latencies)
