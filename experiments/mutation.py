@@ -39,18 +39,19 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.mo
         "sim.moe.memory", "sim.sweep")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.maxmin", "sim.network.flowcore", "sim.network.refill", "sim.network.tallies",
-           "sim.network.traffic")
+           "sim.network.traffic", "sim.network.links")
 KERNEL_TREE = Path(".mutation-kernels")
 KERNEL_CONFIG = """[tool.mutmut]
 # experiments/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
 # judged by their own tests (numpy oracles, hypothesis, hand-worked cases) and the fabric's.
 source_paths = ["sim/"]
 only_mutate = ["sim/network/maxmin.py", "sim/network/flowcore.py", "sim/network/refill.py", "sim/network/tallies.py",
-               "sim/network/traffic.py"]
+               "sim/network/traffic.py", "sim/network/links.py"]
 do_not_mutate = ["*/__init__.py"]
 also_copy = ["topologies/", "experiments/"]
 pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_flowcore.py", "tests/test_refill.py",
-                                      "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py"]
+                                      "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
+                                      "tests/test_links.py"]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
