@@ -99,8 +99,9 @@ def test_a_gpu_cut_off_is_named_and_scaling_keeps_unnamed_kinds():
     with pytest.raises(InputError, match="GPU 'a' cannot reach GPU 'c'"):
         links.route(0, 2)
     with pytest.raises(InputError, match="GPU 'c' cannot reach GPU 'b'"):
-        links.routes([(0, 1), (2, 1)])
+        links.routes([(0, 0), (0, 1), (2, 1)])              # named after a pair of no hop
     assert links.route(0, 1)[0].size == 1
+    assert links.route(2, 2)[0].size == 0 and links.route(2, 2)[1] == 0.0      # a GPU to itself: no link
     half = links.scaled({"nvlink": 0.5})
     assert {links.kind[i]: half.capacity[i] for i in range(len(links))} == {"nvlink": 0.5e9, "ib": 2e9}
 
