@@ -8,6 +8,11 @@ link, and then picks one by a
 deterministic hash of (source, destination, hop): deterministic ECMP, the same on every run.
 Where a GPU must relay (between planes of a multi-plane fabric), the route leaves over the
 scale-out network first and crosses NVLink at the far node, the shape of DeepSeek's dispatch.
+
+Hop distances to the GPUs come from a breadth-first search per block of 256 GPUs; the walk along
+them is compiled (numba; the same code as Python where numba is missing), one route at a time
+(:meth:`LinkTable.route`) or many to a block at once (:meth:`LinkTable.routes`); both cache what
+they find, with the same links and latencies.
 """
 from __future__ import annotations
 
