@@ -239,13 +239,12 @@ class LinkTable:
             if (hops[idx] < 0).any():
                 i = int(idx[np.argmax(hops[idx] < 0)])
                 self._hops(dist, int(cols[i]), int(sources[i]), int(targets[i]))      # raises, naming both
-            blocks[block] = idx
+            blocks[block] = idx, dist
         starts = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(hops, out=starts[1:])
         choice = np.array([h for (a, b), n in zip(pairs, hops.tolist()) for h in _choices(a, b, n)], dtype=np.int64)
         links = np.empty(int(starts[-1]), dtype=np.int64)
-        for idx in blocks.values():
-            dist, _ = self._distances(int(targets[idx[0]]))
+        for idx, dist in blocks.values():
             _walk_all(sources[idx], targets[idx], cols[idx], starts[idx], dist, self._indptr, self._csr_nbrs,
                       self._csr_links, self.is_gpu, self._is_nvlink, choice, links)
         latency = np.empty(m)
