@@ -84,3 +84,33 @@ def test_a_set_holding_a_flow_over_many_links_is_filled_by_the_heap_of_flows():
     active.step(1, [])
     active.check()
     assert active.t["rate"][:5].tolist() == [4.0, 25.0, 25.0, 25.0, 25.0] and active.k["refilled"] == 1
+
+
+def test_flows_are_grouped_by_the_link_that_froze_them_in_increasing_order():
+    """_frozen_by on flows 0..5 frozen by links 7, 2, 7, 9, 2, 7 (counts kept per link, as the
+    fabric keeps them): link 7's group is 0, 2, 5, link 2's 1, 4, link 9's 3; each link that froze
+    a flow is marked, the others are not."""
+    from sim.network.refill import _frozen_by
+    bottleneck = np.array([7, 2, 7, 9, 2, 7])
+    counts = np.bincount(bottleneck, minlength=12)
+    gen, local = np.zeros(12, dtype=np.int64), np.zeros(12, dtype=np.int64)
+    start, frozen = _frozen_by(6, bottleneck, counts, gen, local, -5)
+    groups = {l: frozen[start[local[l]]:start[local[l]] + counts[l]].tolist() for l in (7, 2, 9)}
+    assert groups == {7: [0, 2, 5], 2: [1, 4], 9: [3]}
+    assert np.flatnonzero(gen == -5).tolist() == [2, 7, 9]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=40))
+def test_grouping_by_bottleneck_is_a_stable_sort(bottlenecks):
+    """Any bottleneck links: the groups, read in the order their links first come up, are the
+    flows sorted by link in that order, each group in increasing flow order (a stable sort)."""
+    from sim.network.refill import _frozen_by
+    bottleneck = np.array(bottlenecks, dtype=np.int64)
+    counts = np.bincount(bottleneck, minlength=10)
+    gen, local = np.full(10, 3, dtype=np.int64), np.zeros(10, dtype=np.int64)
+    start, frozen = _frozen_by(bottleneck.size, bottleneck, counts, gen, local, -1)
+    firsts = list(dict.fromkeys(bottlenecks))
+    assert frozen.tolist() == [g for l in firsts for g in np.flatnonzero(bottleneck == l)]
+    assert [local[l] for l in firsts] == list(range(len(firsts)))
+    assert start[:len(firsts)].tolist() == np.cumsum([0] + [counts[l] for l in firsts])[:-1].tolist()
