@@ -185,6 +185,7 @@ EQUIVALENT = {
     "sim.network.flowcore.x_rate_unchanged__mutmut_85": "bott_count[arg] = 1 instead of += 1: a new flow takes only "
                                                         "a link that froze nobody (bott_count 0), so both give 1",
     "sim.network.refill.x_refill_all__mutmut_122": "link_max raised on an equal rate too: the same value",
+    "sim.network.refill.x_refill_affected__mutmut_306": "link_max raised on an equal rate too: the same value",
     "sim.network.tallies.x_credit__mutmut_3": "crediting when dt == 0 too: adds 0 bytes and 0 s, sets since to now "
                                               "(already its value)",
     "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "
