@@ -171,10 +171,12 @@ EQUIVALENT = {
                                                         "before it is read",
     "sim.network.maxmin.x__fill__mutmut_4": "pair counts held as floats: exact at these sizes",
     "sim.network.maxmin.x__fill__mutmut_78": "frozen marks held as 0.0/1.0 instead of booleans",
-    "sim.network.maxmin.x__fill_flows__mutmut_48": "None stored in a boolean array is False",
-    "sim.network.maxmin.x__fill_flows__mutmut_62": "on a tie the later link is a flow's tightest: the same share, "
+    "sim.network.maxmin.x__fill_flows__mutmut_61": "None stored in a boolean array is False",
+    "sim.network.maxmin.x__fill_flows__mutmut_75": "on a tie the later link is a flow's tightest: the same share, "
                                                   "and both links fill in the round it freezes (all their other "
                                                   "unfrozen flows are as tight), so either is its bottleneck",
+    "sim.network.maxmin.x__fill_flows__mutmut_222": "a key that rose by >= instead of >: the branch is only taken "
+                                                   "when the key changed (t != tight[g]), so never on equality",
     "sim.network.maxmin.x_rates__mutmut_33": "a copy of the capacities instead of the array itself: the same values",
     "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",

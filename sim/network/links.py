@@ -20,7 +20,7 @@ import networkx as nx
 import numpy as np
 
 from ..checks import InputError
-from .maxmin import njit
+from .maxmin import LEAF, njit
 
 
 def _rank(v, link, is_gpu, is_nvlink):
@@ -256,7 +256,7 @@ class LinkTable:
 
 
 if njit is not None:
-    _rank = njit(cache=True, inline='always')(_rank)
+    _rank = njit(**LEAF)(_rank)
     _walk = njit(cache=True)(_walk)
     _walk_all = njit(cache=True)(_walk_all)
     _latencies = njit(cache=True)(_latencies)

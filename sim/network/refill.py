@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maxmin import WIDE_FLOW, _csr, _fill, _fill_flows, njit
+from .maxmin import LEAF, WIDE_FLOW, _csr, _fill, _fill_flows, njit
 from .tallies import credit
 
 MAX_FILLINGS = 3   # fillings of the refill set before refilling every flow instead (see refill_affected)
@@ -365,8 +365,8 @@ def refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capa
 if njit is not None:
     index = njit(cache=True)(index)
     _frozen_by = njit(cache=True)(_frozen_by)
-    _settle = njit(cache=True, inline='always')(_settle)
-    _take_frozen = njit(cache=True)(_take_frozen)
+    _settle = njit(**LEAF)(_settle)
+    _take_frozen = njit(**LEAF)(_take_frozen)
     _fill_set = njit(cache=True)(_fill_set)
     refill_affected = njit(cache=True)(refill_affected)
     refill_all = njit(cache=True)(refill_all)

@@ -5,7 +5,7 @@ per flow-link pair per event. Compiled with numba where installed, as the kernel
 (:mod:`sim.network.flowcore`, :mod:`sim.network.refill`)."""
 from __future__ import annotations
 
-from .maxmin import njit
+from .maxmin import LEAF, njit
 
 
 def credit(l, now, link_rate, link_users, link_bytes, link_busy, since):
@@ -26,5 +26,5 @@ def credit_all(now, link_rate, link_users, link_bytes, link_busy, since):
 
 
 if njit is not None:
-    credit = njit(cache=True, inline='always')(credit)
+    credit = njit(**LEAF)(credit)
     credit_all = njit(cache=True)(credit_all)

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import limits
 from ..checks import InputError, number
+from .maxmin import LEAF
 from .pcg64 import standard_exponential_f32
 
 try:                                     # optional: the numpy sampler below is the fallback
@@ -300,5 +301,5 @@ def _select_compiled(keys, T, N, e_node, m, k, per_node_top, experts_per_gpu, ep
 
 
 if njit is not None:
-    _keep_smallest = njit(cache=True)(_keep_smallest)
+    _keep_smallest = njit(**LEAF)(_keep_smallest)
     _select_compiled = njit(cache=True)(_select_compiled)
