@@ -146,3 +146,16 @@ def test_without_numba_rates_are_the_numpy_version(monkeypatch):
     monkeypatch.setattr(maxmin, "COMPILED", False)
     got = maxmin.rates(flows, links, capacity, 3, weights)
     assert got.tolist() == max_min_rates(flows, links, capacity, 3, weights).tolist() == [0.5, 0.5, 0.75]
+
+
+def test_inner_loop_helpers_are_compiled_without_reference_counting():
+    """The helpers the kernels call per link, pair or heap move run without numba's reference
+    counting (``maxmin.LEAF``): counting every array argument around each call made a loop of
+    ``credit`` calls up to 28x slower than the same code inline (numba/numba#2345)."""
+    from sim.network import links, maxmin, refill, tallies, traffic
+    if not maxmin.COMPILED or not hasattr(tallies.credit, "targetoptions"):
+        pytest.skip("numba is not installed or compiles nothing (NUMBA_DISABLE_JIT)")
+    helpers = [maxmin._heap_less, maxmin._heap_up, maxmin._heap_down, maxmin._heap_remove, tallies.credit,
+               refill._settle, refill._take_frozen, traffic._keep_smallest, links._rank, links._walk]
+    assert maxmin.LEAF == {"cache": True, "_nrt": False}
+    assert [h.targetoptions.get("_nrt") for h in helpers] == [False] * len(helpers)

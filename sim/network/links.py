@@ -257,6 +257,6 @@ class LinkTable:
 
 if njit is not None:
     _rank = njit(**LEAF)(_rank)
-    _walk = njit(cache=True)(_walk)
+    _walk = njit(**LEAF)(_walk)
     _walk_all = njit(cache=True)(_walk_all)
     _latencies = njit(cache=True)(_latencies)
