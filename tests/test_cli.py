@@ -31,3 +31,13 @@ def test_the_library_never_imports_the_cli():
                    for n in names):
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+def test_the_schedule_command_starts_without_the_heavy_libraries():
+    """``python -m sim schedule`` needs neither pandas, matplotlib, networkx nor numba: importing
+    them cost most of its start-up (README: Speed, the 0.5 s target)."""
+    code = ("import sys; from sim.cli import main; main(['schedule', 'dualpipe', '--pp', '4', '--microbatches', '8']); "
+            "print(sorted(m for m in ('pandas', 'matplotlib', 'networkx', 'numba') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]"

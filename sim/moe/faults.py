@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from ..checks import InputError, number
+
+if TYPE_CHECKING:                        # networkx is imported where a graph is changed: not at start-up
+    import networkx as nx
 
 
 class FaultError(InputError):
@@ -147,6 +150,7 @@ class FaultSpec:
                 else:
                     g.edges[u, v]["bandwidth"] = graph.edges[u, v]["bandwidth"] * factor
         gpus = graph.graph["gpus"]
+        import networkx as nx
         home = nx.node_connected_component(g, gpus[0])
         cut = [x for x in gpus if x not in home]
         if cut:
