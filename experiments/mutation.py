@@ -171,12 +171,43 @@ EQUIVALENT = {
                                                         "before it is read",
     "sim.network.maxmin.x__fill__mutmut_4": "pair counts held as floats: exact at these sizes",
     "sim.network.maxmin.x__fill__mutmut_78": "frozen marks held as 0.0/1.0 instead of booleans",
-    "sim.network.maxmin.x__fill_flows__mutmut_61": "None stored in a boolean array is False",
-    "sim.network.maxmin.x__fill_flows__mutmut_75": "on a tie the later link is a flow's tightest: the same share, "
+    "sim.network.maxmin.x__fill_flows__mutmut_53": "None stored in a boolean array is False",
+    "sim.network.maxmin.x__fill_flows__mutmut_67": "on a tie the later link is a flow's tightest: the same share, "
                                                   "and both links fill in the round it freezes (all their other "
                                                   "unfrozen flows are as tight), so either is its bottleneck",
-    "sim.network.maxmin.x__fill_flows__mutmut_222": "a key that rose by >= instead of >: the branch is only taken "
-                                                   "when the key changed (t != tight[g]), so never on equality",
+    "sim.network.maxmin.x__fill_flows__mutmut_20": "a flow's tight share is set before it is read, for every flow "
+                                                   "filled (the others are never read)",
+    "sim.network.maxmin.x__fill_flows__mutmut_26": "np.full infers int64 from the fill value -1",
+    "sim.network.maxmin.x__fill_flows__mutmut_29": "same as mutmut_26",
+    "sim.network.maxmin.x__fill_flows__mutmut_30": "argmin is set for every flow filled before it is read",
+    "sim.network.maxmin.x__fill_flows__mutmut_31": "same as mutmut_30",
+    "sim.network.maxmin.x__fill_flows__mutmut_34": "frozen marks held as 0.0/1.0 instead of booleans",
+    "sim.network.maxmin.x__fill_flows__mutmut_36": "same as mutmut_34",
+    "sim.network.maxmin.x__fill_flows__mutmut_45": "np.full infers int64 from the fill value -1",
+    "sim.network.maxmin.x__fill_flows__mutmut_48": "same as mutmut_45",
+    "sim.network.maxmin.x__fill_flows__mutmut_49": "pos is set for every flow put in the heap before it is read; the "
+                                                   "others' is never read",
+    "sim.network.maxmin.x__fill_flows__mutmut_50": "same as mutmut_49",
+    "sim.network.maxmin.x__fill_flows__mutmut_56": "a flow's first link gives a finite share, which replaces the "
+                                                   "initial link",
+    "sim.network.maxmin.x__fill_flows__mutmut_57": "same as mutmut_56",
+    "sim.network.maxmin.x__fill_flows__mutmut_111": "round stamps held as floats: exact at these counts",
+    "sim.network.maxmin.x__fill_flows__mutmut_113": "same as mutmut_111",
+    "sim.network.maxmin.x__fill_flows__mutmut_115": "the round stamps start at 2 instead of 1: still a new value each "
+                                                    "round, never the initial 0",
+    "sim.network.maxmin.x__fill_flows__mutmut_119": "the round stamps go -1, -2, ...: still a new value each round, "
+                                                    "never the initial 0",
+    "sim.network.maxmin.x__fill_flows__mutmut_120": "the round stamps go 2, 4, ...: still a new value each round",
+    "sim.network.maxmin.x__fill_flows__mutmut_124": "threshold minus 1e-300 instead of plus: differs only for a share "
+                                                    "of 0, and shares are positive (capacities are)",
+    "sim.network.maxmin.x__fill_flows__mutmut_136": "< instead of <= against the threshold: the round's own share is "
+                                                    "below it, another share equals it only by chance",
+    "sim.network.maxmin.x__fill_flows__mutmut_185": "scanning the pairs of every link up to l instead of l's: the "
+                                                    "others are filtered out by argmin != l",
+    "sim.network.maxmin.x__fill_flows__mutmut_194": "same as mutmut_56 (a flow's recomputed tightest link)",
+    "sim.network.maxmin.x__fill_flows__mutmut_195": "same as mutmut_56",
+    "sim.network.maxmin.x__fill_flows__mutmut_205": "same as mutmut_67 (a tie when a flow's tightest link is "
+                                                    "recomputed)",
     "sim.network.maxmin.x_rates__mutmut_33": "a copy of the capacities instead of the array itself: the same values",
     "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",

@@ -108,6 +108,52 @@ def test_wide_flows_fill_by_a_heap_of_flows_equal_to_the_oracle(wide, narrow, se
     assert WIDE_FLOW < 45
 
 
+
+def _heap_of_flows(flow, link, cap, n, w):
+    """Rates of the heap-of-flows filling itself (whatever the flows' widths)."""
+    from sim.network.maxmin import _csr, _fill_flows
+    by_link_ptr, by_link = _csr(link, cap.size)
+    by_flow_ptr, by_flow = _csr(flow, n)
+    rates, frozen_by = np.full(n, np.inf), np.empty(n, dtype=np.int64)
+    _fill_flows(flow, link, w, cap, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, np.arange(n), frozen_by)
+    return rates
+
+
+def test_the_heap_of_flows_starts_ordered_when_the_flows_come_tightest_last():
+    """Flow i alone on link i (capacity 40 - i) and all on link 40 (capacity 300): in flow order the
+    shares fall, so every inner node of the heap must be sifted before the first round (the
+    tightest flow is the last). Flows 39..32 freeze at their own links (1..8, 36 in all), then
+    link 40 splits the 264 they leave among the other 32: 8.25 each."""
+    n = 40
+    flow = np.repeat(np.arange(n), 2).astype(np.int64)
+    link = np.ravel([[i, n] for i in range(n)]).astype(np.int64)
+    cap = np.append(40.0 - np.arange(n), 300.0)
+    w = np.ones(flow.size)
+    expected = [8.25] * 32 + [8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    assert max_min_rates(flow, link, cap, n, w).tolist() == expected
+    assert _heap_of_flows(flow, link, cap, n, w).tolist() == expected
+
+
+
+def test_a_flow_over_no_link_beside_a_bundle_is_unbounded():
+    """Flow 0 crosses no link (``rates`` gives it inf), flow 1 is a bundle over links 0..39 (the
+    heap of flows fills it), flow 2 shares link 5 with it: they split link 5's 10 B/s."""
+    from sim.network.maxmin import rates
+    flow = np.array([1] * 40 + [2], dtype=np.int64)
+    link = np.array(list(range(40)) + [5], dtype=np.int64)
+    cap = np.full(40, 100.0)
+    cap[5] = 10.0
+    assert rates(flow, link, cap, 3).tolist() == max_min_rates(flow, link, cap, 3).tolist() == [np.inf, 5.0, 5.0]
+
+@given(instances, st.lists(st.floats(0.05, 20), min_size=300, max_size=300))
+def test_the_heap_of_flows_equals_the_numpy_oracle_whatever_the_widths(instance, weights):
+    """The heap of flows on narrow flows too (the fabric takes it only for wide ones): up to 60
+    flows of up to 5 links, with ties, against the numpy oracle."""
+    flow, link, cap = arrays(*instance)
+    w = np.array(weights[:flow.size])
+    n = int(flow.max()) + 1
+    assert _heap_of_flows(flow, link, cap, n, w) == pytest.approx(max_min_rates(flow, link, cap, n, w), rel=1e-9)
+
 @given(st.lists(st.integers(0, 6), min_size=1, max_size=40), st.lists(st.integers(0, 39), max_size=30),
        st.lists(st.tuples(st.integers(0, 39), st.integers(0, 6)), max_size=30))
 def test_indexed_heap_orders_links_by_share_then_link(keys, removed, changes):
