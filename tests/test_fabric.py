@@ -365,3 +365,86 @@ def test_bad_bundles_are_one_line_errors():
         fab.transfer_bundle(LinkLoad(np.array([99]), np.array([1.0]), 1.0, 1))
     with pytest.raises(InputError, match="bundle min_seconds"):
         fab.transfer_bundle(LinkLoad(np.array([0]), np.array([1.0]), 1.0, 1), min_seconds=float("nan"))
+
+
+ahead = st.lists(st.tuples(st.floats(0, 3e-3), st.integers(0, 15), st.integers(0, 15), st.floats(0, 5e7)),
+                 min_size=1, max_size=20)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ahead, st.sampled_from(["h800-16", "chain"]))
+def test_a_transfer_started_ahead_lands_where_a_waiting_process_would(transfers, where):
+    """``transfer_at(at, ...)`` called at t = 0 ends every transfer at the same instant, to the
+    last bit, as a process that waits until ``at`` and then calls ``transfer`` (with route
+    latency, on h800-16, and without, on a chain of 16 GPUs)."""
+    graph = load_topology("h800-16") if where == "h800-16" else gpu_chain(*sum(
+        ([f"g{i}", 50e9] for i in range(15)), []), "g15")
+    ends = {}
+    for ahead_of_time in (False, True):
+        env = simpy.Environment()
+        fab = Fabric(env, graph)
+        out = ends[ahead_of_time] = [None] * len(transfers)
+
+        def land(i):
+            out[i] = env.now
+
+        def start(i, at, src, dst, nbytes):
+            yield env.timeout(at)
+            fab.transfer(src, dst, nbytes, on_done=lambda: land(i))
+        for i, (at, src, dst, nbytes) in enumerate(transfers):
+            if ahead_of_time:
+                fab.transfer_at(at, src, dst, nbytes, on_done=lambda i=i: land(i))
+            else:
+                env.process(start(i, at, src, dst, nbytes))
+        env.run()
+    assert ends[True] == ends[False] and None not in ends[True]
+
+
+def test_a_transfer_started_ahead_keeps_its_instant_where_now_plus_delay_rounds_off():
+    """At now = 0.000422... s a timeout of ``at - now`` lands one rounding step off at = 0.5866...
+    s; ``transfer_at`` starts the transfer at ``now + (at - now)`` as such a timeout would, and its
+    flow (latency 0.5 s) arrives exactly 0.5 s after that, not a rounding step off."""
+    now, at = 0.00042286918783823735, 0.5866574376861574
+    assert now + (at - now) != at                       # the case this test is about
+    env = simpy.Environment(initial_time=now)
+    graph = gpu_chain("a", 1e9, "b")
+    graph.edges["a", "b"]["latency"] = 0.5
+    fab = Fabric(env, graph)
+    ends = []
+    fab.transfer_at(at, 0, 1, 0.0, on_done=lambda: ends.append(env.now))
+    env.run()
+    assert ends == [(now + (at - now)) + 0.5]
+
+
+def test_a_transfer_started_ahead_at_now_or_to_itself():
+    """``at`` not after now: it starts now, as :meth:`transfer`; to the same GPU: it lands at ``at``;
+    bad GPUs and sizes are the transfer's one-line errors."""
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
+    ends = []
+    fab.transfer_at(0.0, 0, 1, 1e6, on_done=lambda: ends.append(("now", env.now)))
+    fab.transfer_at(0.5, 1, 1, 1e6, on_done=lambda: ends.append(("self", env.now)))
+    env.run()
+    assert ends == [("now", pytest.approx(1e-3, rel=1e-12)), ("self", 0.5)]
+    with pytest.raises(ValueError, match=r"^GPU index out of range: src=0, dst=7"):
+        fab.transfer_at(1.0, 0, 7, 1e6, on_done=lambda: None)
+    with pytest.raises(ValueError, match=r"^bytes must be a finite number"):
+        fab.transfer_at(1.0, 0, 1, -1.0, on_done=lambda: None)
+
+
+def test_an_arrival_or_completion_alone_at_its_instant_recomputes_without_a_batch_event():
+    """One 1 MB transfer over a 1 GB/s link of 1 us latency: the SimPy events are its arrival and
+    its completion timer; each recomputes at once (nothing else is due then) instead of scheduling
+    a batch event for the same instant. Two recomputations, the same end (1 us + 1 ms)."""
+    env = simpy.Environment()
+    graph = gpu_chain("a", 1e9, "b")
+    graph.edges["a", "b"]["latency"] = 1e-6
+    fab = Fabric(env, graph)
+    ends = []
+    fab.transfer(0, 1, 1e6, on_done=lambda: ends.append(env.now))
+    steps = 0
+    while env.peek() < float("inf"):
+        env.step()
+        steps += 1
+    assert ends == [pytest.approx(1e-6 + 1e-3, rel=1e-12)]
+    assert fab.recomputations == 2 and steps == 2          # the arrival and the timer

@@ -65,13 +65,17 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
         _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1}))
         assert runner.send_launch_s == 0.0 and len(runner.replicas) == 4 and SEND_GRID_S == 10e-6
         started = []
-        transfer = fabric.transfer
+        transfer, transfer_at = fabric.transfer, fabric.transfer_at
 
         def record(src, dst, nbytes, on_done=None, _transfer=transfer):
             started.append(env.now)
             return _transfer(src, dst, nbytes, on_done=on_done)
 
-        fabric.transfer = record
+        def record_at(at, src, dst, nbytes, on_done, _transfer_at=transfer_at):   # starts at ``at`` (test_fabric)
+            started.append(at)
+            return _transfer_at(at, src, dst, nbytes, on_done)
+
+        fabric.transfer, fabric.transfer_at = record, record_at
         runner.arrivals[("probe",)] = np.array([1e-6, 3e-6, 12e-6, 25e-6])
         env.run(env.process(runner._send(env, 0, 1, ("probe",))))
         assert started == pytest.approx(want, rel=1e-12, abs=0), cv

@@ -199,17 +199,20 @@ class GroupRunner:
                 done.succeed()
 
         grid = self._send_grid
+        every_replica = self.live is not None and self.live.representative   # one send stands for all
         for i in np.argsort(sent, kind="stable"):
             at = float(sent[i]) + self.send_launch_s
             if grid:                                # jittered replicas: sends leave on a grid (faults.SEND_GRID_S)
                 at = math.ceil(at / grid) * grid
             wait = at - env.now
-            if wait > 0:
-                yield env.timeout(wait)
-            elif wait < -1e-12:                     # more than float rounding of the clock
+            if wait < -1e-12:                       # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
-            if self.live is not None and self.live.representative:     # every replica's send at once
+            if every_replica:
+                if wait > 0:
+                    yield env.timeout(wait)
                 self.live.send_all(src, dst, nbytes, on_done=lambda i=i: landed(i))
+            elif wait > 0:                          # starts then, on the fabric's clock
+                fabric.transfer_at(at, int(srcs[i]), int(dsts[i]), nbytes, on_done=lambda i=i: landed(i))
             else:
                 fabric.transfer(int(srcs[i]), int(dsts[i]), nbytes, on_done=lambda i=i: landed(i))
         yield done
