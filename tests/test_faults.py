@@ -120,6 +120,10 @@ def test_selectors():
     ({"links": {"node:n1/nic0": 1.5}}, "factor of 'node:n1/nic0' must be"),
     ({"links": {"nics:1": 0}}, "cuts GPU\\(s\\) n1/gpu0, n1/gpu1, n1/gpu2, n1/gpu3, and 4 more off"),
     ({"straggle": 1}, "unknown field\\(s\\) 'straggle'"),
+    ({"jitter_cv": 0.05, "send_grid_s": -1e-6},
+     r"^RunSpec.faults.send_grid_s \(seconds\) must be a finite number in \[0, 0.01\], got -1e-06$"),
+    ({"jitter_cv": 0.05, "send_grid_s": float("nan")},
+     r"^RunSpec.faults.send_grid_s \(seconds\) must be a finite number in \[0, 0.01\], got nan$"),
 ])
 def test_bad_faults_are_one_line(faults, needle):
     with pytest.raises((FaultError, SpecError), match=needle):
@@ -140,3 +144,30 @@ def test_the_run_command_prints_what_the_faults_cost(capsys):
     assert "1f1b: the faults cost +" in out and "compute per replica" in out
     assert main(["run", "tiny", "--slow-gpu", "five:1.5"]) == 2
     assert "--slow-gpu needs a GPU index" in capsys.readouterr().err
+
+
+def test_the_run_command_takes_the_send_grid_of_jittered_runs(capsys):
+    """``--send-grid US`` sets ``faults.send_grid_s`` (said in the faults line when not the default
+    10 us); without ``--jitter`` it is one line saying so, as is a grid out of range."""
+    from sim.cli import main
+    assert main(["run", "tiny", "--schedule", "1f1b", "--jitter", "0.02", "--send-grid", "1000"]) == 0
+    assert "faults: kernel jitter cv 0.02, sends on a 1000 us grid (seed 0)" in capsys.readouterr().out
+    assert main(["run", "tiny", "--schedule", "1f1b", "--send-grid", "1000"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --send-grid applies to jittered runs only: give --jitter CV too"
+    with pytest.raises(SystemExit):                     # argparse's own one-line error
+        main(["run", "tiny", "--jitter", "0.02", "--send-grid", "20000"])
+    assert "--send-grid: must be a finite number in [0, 10,000], got 20000.0" in capsys.readouterr().err
+
+
+def test_a_coarser_send_grid_delays_each_send_by_at_most_one_grid():
+    """tiny, 1F1B, 5% jitter: sends on a 1 ms grid start each at most 1 ms late, so the step is no
+    shorter than with exact send times (grid 0) and longer by less than one grid per pipeline send
+    on its critical path (at most 2 x (PP - 1) x M sends, a loose bound); the default 10 us grid
+    lies between the two."""
+    def step(grid):
+        run = load_scenario("tiny", schedule="1f1b", faults={"jitter_cv": 0.05, "seed": 3, "send_grid_s": grid})
+        return MoEStep(Scenario(run)).simulate().step_time_s
+    exact, default, coarse = step(0.0), step(1e-5), step(1e-3)
+    run = load_scenario("tiny")
+    assert exact <= default <= coarse < exact + 2 * (run.pp - 1) * run.microbatches * 1e-3
+    assert coarse > exact

@@ -58,11 +58,15 @@ def test_a_send_started_after_its_time_records_how_late_and_lands_each_replica()
 def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
     """Under kernel jitter every pipeline send starts at its producer's end plus the launch, rounded
     up to the 10 us grid (faults.SEND_GRID_S): replicas that finished at 1, 3, 12 and 25 us send at
-    10, 10, 20 and 30 us, all in one process started at 0 (none late); without jitter they send at
-    their own end times."""
+    10, 10, 20 and 30 us, all in one process started at 0 (none late); on a 20 us grid
+    (``send_grid_s``) at 20, 20, 20 and 40 us; on a grid of 0, or without jitter, at their own end
+    times."""
     from sim.moe.faults import SEND_GRID_S
-    for cv, want in ((0.05, [10e-6, 10e-6, 20e-6, 30e-6]), (0.0, [1e-6, 3e-6, 12e-6, 25e-6])):
-        _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1}))
+    for cv, grid, want in ((0.05, {}, [10e-6, 10e-6, 20e-6, 30e-6]), (0.0, {}, [1e-6, 3e-6, 12e-6, 25e-6]),
+                           (0.05, {"send_grid_s": 20e-6}, [20e-6, 20e-6, 20e-6, 40e-6]),
+                           (0.05, {"send_grid_s": 0.0}, [1e-6, 3e-6, 12e-6, 25e-6]),
+                           (0.0, {"send_grid_s": 20e-6}, [1e-6, 3e-6, 12e-6, 25e-6])):
+        _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1, **grid}))
         assert runner.send_launch_s == 0.0 and len(runner.replicas) == 4 and SEND_GRID_S == 10e-6
         started = []
         transfer, transfer_at = fabric.transfer, fabric.transfer_at
@@ -78,7 +82,7 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
         fabric.transfer, fabric.transfer_at = record, record_at
         runner.arrivals[("probe",)] = np.array([1e-6, 3e-6, 12e-6, 25e-6])
         env.run(env.process(runner._send(env, 0, 1, ("probe",))))
-        assert started == pytest.approx(want, rel=1e-12, abs=0), cv
+        assert started == pytest.approx(want, rel=1e-12, abs=0), (cv, grid)
         assert runner.late_s == 0.0
 
 

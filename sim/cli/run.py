@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..checks import InputError, arg
+from ..moe.faults import MAX_SEND_GRID_S
 from ..moe.specs import COMMUNICATION, COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
 
 if TYPE_CHECKING:
@@ -100,6 +101,10 @@ def fault_overrides(args) -> dict | None:
         faults["slow_factor"] = args.slow_factor
     if args.jitter is not None:
         faults["jitter_cv"] = args.jitter
+    if args.send_grid is not None:
+        if args.jitter is None:
+            raise InputError("--send-grid applies to jittered runs only: give --jitter CV too")
+        faults["send_grid_s"] = args.send_grid * 1e-6
     links = dict(_pair(t, "=", "--degrade-link") for t in args.degrade_link or [])
     links.update({t: 0.0 for t in args.fail_link or []})
     if links:
@@ -147,6 +152,9 @@ def add_arguments(p) -> None:
                    help="slowdown of the --slow-fraction GPUs (default 1.2)")
     g.add_argument("--jitter", type=arg(low=0, high=10), metavar="CV",
                    help="kernel-time jitter: coefficient of variation of every compute part (log-normal, mean 1)")
+    g.add_argument("--send-grid", type=arg(low=0, high=MAX_SEND_GRID_S * 1e6), metavar="US",
+                   help="under --jitter, pipeline sends start on this grid of microseconds (default 10; 0: each at "
+                        "its own instant, slowest; coarser: faster, each send up to one grid late)")
     g.add_argument("--degrade-link", action="append", metavar="SELECTOR=FACTOR",
                    help="keep FACTOR of the selected links' bandwidth (A--B, node:NAME, nics:N, uplinks:LEAF, plane:P)")
     g.add_argument("--fail-link", action="append", metavar="SELECTOR", help="fail the selected links; routes avoid them")

@@ -9,8 +9,8 @@ A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the `
 * ``jitter_cv``: every compute part on every GPU lasts ``x`` times its time, ``x`` drawn per part,
   GPU and op from a log-normal distribution of mean 1 and coefficient of variation ``jitter_cv``
   (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``), from ``seed``: the same seed, the same step;
-  0 gives the fault-free step exactly; under jitter pipeline sends start on a 10 us grid
-  (:data:`SEND_GRID_S`);
+  0 gives the fault-free step exactly; under jitter pipeline sends start on a grid of
+  ``send_grid_s`` (default :data:`SEND_GRID_S`, 10 us; 0: each at its own instant);
 * ``links``: ``[(selector, factor)]``; the selected links keep ``factor`` of their bandwidth
   (0 < factor <= 1) or fail (factor 0): they are removed and routes avoid them where a path remains.
 
@@ -43,10 +43,13 @@ class FaultError(InputError):
 
 
 # Under jitter every replica ends each op at its own time, and a pipeline send per replica per
-# instant would cost the fabric one rate recomputation each (hundreds of thousands in a
-# DeepSeek-V3 step). Jittered runs start pipeline sends on this grid (rounding up: at most 10 us
-# late, against op times of milliseconds), so the sends of one boundary share a few recomputations.
+# instant costs the fabric a rate recomputation or two (hundreds of thousands in a DeepSeek-V3
+# step). Jittered runs start pipeline sends on a grid (rounding up: each at most one grid late,
+# half a grid on average, against op times of milliseconds), so sends due close together share
+# recomputations. The default keeps the step within 0.2 ms of exact times on DeepSeek-V3; a
+# coarser grid trades accuracy for speed (README: Stragglers and faults, cost of simulating).
 SEND_GRID_S = 1e-5
+MAX_SEND_GRID_S = 1e-2
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class FaultSpec:
     jitter_cv: float = 0.0             # coefficient of variation of each compute part's time
     links: tuple = ()                  # ((selector, factor in [0, 1]), ...); 0 = failed
     seed: int = 0
+    send_grid_s: float = SEND_GRID_S   # under jitter, pipeline sends start on this grid (0: exact)
 
     def __post_init__(self):
         slow = _pairs(self.slow_gpus, "faults.slow_gpus must map GPU indices to factors >= 1")
@@ -68,6 +72,7 @@ class FaultSpec:
         number(self.slow_factor, "faults.slow_factor", low=1, high=1000, error=FaultError)
         number(self.jitter_cv, "faults.jitter_cv (coefficient of variation)", low=0, high=10, error=FaultError)
         number(self.seed, "faults.seed", integer=True, low=0, high=2 ** 63 - 1, error=FaultError)
+        number(self.send_grid_s, "faults.send_grid_s (seconds)", low=0, high=MAX_SEND_GRID_S, error=FaultError)
         links = _pairs(self.links, "faults.links must map link selectors to factors in [0, 1]")
         checked = tuple((str(sel), number(f, f"faults.links factor of {sel!r}", low=0, high=1, error=FaultError))
                         for sel, f in links)
@@ -80,7 +85,7 @@ class FaultSpec:
             return value
         if not isinstance(value, dict):
             raise FaultError(f"faults must be a mapping of slow_gpus, slow_fraction, slow_factor, jitter_cv, links, "
-                             f"seed; got {value!r}")
+                             f"seed, send_grid_s; got {value!r}")
         allowed = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(value) - allowed, key=str)
         if unknown:
@@ -89,9 +94,10 @@ class FaultSpec:
         return cls(**value)
 
     @property
-    def send_grid_s(self) -> float:
-        """The grid pipeline sends start on (:data:`SEND_GRID_S` under jitter, 0: exact times)."""
-        return SEND_GRID_S if self.jitter_cv else 0.0
+    def sends_on_grid_s(self) -> float:
+        """The grid pipeline sends start on: ``send_grid_s`` under jitter, else 0 (exact times:
+        without jitter a boundary's sends leave at few distinct instants)."""
+        return self.send_grid_s if self.jitter_cv else 0.0
 
     @property
     def any(self) -> bool:
@@ -102,7 +108,8 @@ class FaultSpec:
         if self.slow_fraction and self.slow_factor > 1:
             parts.append(f"{self.slow_fraction:.1%} of GPUs {self.slow_factor:g}x slower")
         if self.jitter_cv:
-            parts.append(f"kernel jitter cv {self.jitter_cv:g}")
+            grid = "" if self.send_grid_s == SEND_GRID_S else f", sends on a {self.send_grid_s * 1e6:g} us grid"
+            parts.append(f"kernel jitter cv {self.jitter_cv:g}{grid}")
         parts += [f"{sel} {'failed' if f == 0 else f'at {f:g}x bandwidth'}" for sel, f in self.links]
         return ", ".join(parts) + (f" (seed {self.seed})" if self.slow_fraction or self.jitter_cv else "")
 
