@@ -3,7 +3,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import simpy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.network import Fabric, LinkLoad, link_stats, p2p_load
@@ -373,10 +373,13 @@ ahead = st.lists(st.tuples(st.floats(0, 3e-3), st.integers(0, 15), st.integers(0
 
 @settings(max_examples=40, deadline=None)
 @given(ahead, st.sampled_from(["h800-16", "chain"]))
+@example([(0.0, 0, 1, 34758516.5), (0.00045751778532254105, 0, 1, 0.0)], "chain")
 def test_a_transfer_started_ahead_lands_where_a_waiting_process_would(transfers, where):
     """``transfer_at(at, ...)`` called at t = 0 ends every transfer at the same instant, to the
     last bit, as a process that waits until ``at`` and then calls ``transfer`` (with route
-    latency, on h800-16, and without, on a chain of 16 GPUs)."""
+    latency, on h800-16, and without, on a chain of 16 GPUs). The example: a transfer of no bytes
+    and no latency still costs a recomputation when it starts (as with ``transfer``), which
+    moves the other flow's end by a rounding step."""
     graph = load_topology("h800-16") if where == "h800-16" else gpu_chain(*sum(
         ([f"g{i}", 50e9] for i in range(15)), []), "g15")
     ends = {}
@@ -401,31 +404,36 @@ def test_a_transfer_started_ahead_lands_where_a_waiting_process_would(transfers,
 
 
 def test_a_transfer_started_ahead_keeps_its_instant_where_now_plus_delay_rounds_off():
-    """At now = 0.000422... s a timeout of ``at - now`` lands one rounding step off at = 0.5866...
-    s; ``transfer_at`` starts the transfer at ``now + (at - now)`` as such a timeout would, and its
-    flow (latency 0.5 s) arrives exactly 0.5 s after that, not a rounding step off."""
-    now, at = 0.00042286918783823735, 0.5866574376861574
-    assert now + (at - now) != at                       # the case this test is about
+    """At now = 0.000667... s a timeout of ``at - now`` lands one rounding step off at = 0.6582...
+    s; ``transfer_at`` starts the transfer at ``start = now + (at - now)`` as such a timeout would,
+    and its flow (latency 0.0123... s) arrives exactly at ``start + latency``, which a timeout of
+    ``start + latency - now`` would also miss by a rounding step."""
+    now, at, latency = 0.0006678314755502179, 0.6582100630847808, 0.012337994766623228
+    start = now + (at - now)
+    assert start != at and now + ((start + latency) - now) != start + latency   # the case this test is about
     env = simpy.Environment(initial_time=now)
     graph = gpu_chain("a", 1e9, "b")
-    graph.edges["a", "b"]["latency"] = 0.5
+    graph.edges["a", "b"]["latency"] = latency
     fab = Fabric(env, graph)
     ends = []
     fab.transfer_at(at, 0, 1, 0.0, on_done=lambda: ends.append(env.now))
     env.run()
-    assert ends == [(now + (at - now)) + 0.5]
+    assert ends == [start + latency]
 
 
 def test_a_transfer_started_ahead_at_now_or_to_itself():
-    """``at`` not after now: it starts now, as :meth:`transfer`; to the same GPU: it lands at ``at``;
+    """``at`` not after now: it starts now, as :meth:`transfer` (to the same GPU: landed at once,
+    before any event runs); to the same GPU later: it lands at ``at`` (here from now = 0.25 s);
     bad GPUs and sizes are the transfer's one-line errors."""
-    env = simpy.Environment()
+    env = simpy.Environment(initial_time=0.25)
     fab = Fabric(env, gpu_chain("a", 1e9, "b"))
     ends = []
-    fab.transfer_at(0.0, 0, 1, 1e6, on_done=lambda: ends.append(("now", env.now)))
-    fab.transfer_at(0.5, 1, 1, 1e6, on_done=lambda: ends.append(("self", env.now)))
+    fab.transfer_at(0.25, 1, 1, 1e6, on_done=lambda: ends.append(("itself now", env.now)))
+    assert ends == [("itself now", 0.25)]
+    fab.transfer_at(0.25, 0, 1, 1e6, on_done=lambda: ends.append(("now", env.now)))
+    fab.transfer_at(0.5, 1, 1, 1e6, on_done=lambda: ends.append(("itself", env.now)))
     env.run()
-    assert ends == [("now", pytest.approx(1e-3, rel=1e-12)), ("self", 0.5)]
+    assert ends[1:] == [("now", pytest.approx(0.251, rel=1e-12)), ("itself", 0.5)]
     with pytest.raises(ValueError, match=r"^GPU index out of range: src=0, dst=7"):
         fab.transfer_at(1.0, 0, 7, 1e6, on_done=lambda: None)
     with pytest.raises(ValueError, match=r"^bytes must be a finite number"):

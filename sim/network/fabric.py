@@ -24,7 +24,7 @@ switch buffers, NIC/PCIe message-rate limits, adaptive routing; latency is paid 
 """
 from __future__ import annotations
 
-import math
+from heapq import heappush
 from typing import Callable
 
 import networkx as nx
@@ -36,6 +36,7 @@ from ..limits import check_deadline
 from . import flowcore, tallies
 from .links import LinkTable
 
+_NORMAL_PRIORITY = 1  # SimPy's NORMAL: timeouts and succeeded events
 _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
 _CLOCK_RESOLUTION = 2.0 ** -52  # x now: at least half the float clock's spacing (a shorter delay does not advance it)
 
@@ -195,9 +196,9 @@ class Fabric:
             return
         flow, latency = self._new_flow(src, dst, nbytes, on_done)
         if latency > 0:
-            self._enqueue(flow, start + latency - now, start + latency)
+            self._enqueue(flow, latency, start + latency)
         else:                                   # as transfer() then: pending at once, even with no bytes
-            _timeout_at(self.env, start, at - now).callbacks.append(lambda _ev: self._start_now(flow))
+            _event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
 
     def _checked(self, src: int, dst: int, nbytes) -> float:
         """``nbytes`` as a float, once the GPUs and the size are known good (else one line naming them)."""
@@ -270,7 +271,7 @@ class Fabric:
 
     def _enqueue(self, flow: _Flow, latency: float, at: float | None = None) -> None:
         """``flow`` starts to send after ``latency`` (flows due at the same instant arrive together);
-        ``at``: the instant it is due, when not ``now + latency``."""
+        ``at``: the instant it is due, when not ``now + latency`` (a transfer started ahead)."""
         if latency > 0:
             env = self.env
             if at is None:
@@ -278,7 +279,7 @@ class Fabric:
             batch = self._arrivals.get(at)
             if batch is None:
                 batch = self._arrivals[at] = []
-                _timeout_at(env, at, latency).callbacks.append(lambda _ev, at=at: self._arrive(at))
+                _event_at(env, at).callbacks.append(lambda _ev, at=at: self._arrive(at))
             batch.append(flow)
         else:
             self._pending.append(flow)
@@ -496,13 +497,13 @@ class Fabric:
         self._batch_or_now()
 
 
-def _timeout_at(env: simpy.Environment, at: float, delay: float) -> simpy.Timeout:
-    """A timeout that fires at exactly ``at``, ``delay`` being about ``at - now`` (SimPy puts a
-    timeout at ``now + delay``, which can miss ``at`` by a rounding step; nudged by ulps until it
-    does not)."""
-    now = env.now
-    while now + delay < at:
-        delay = math.nextafter(delay, math.inf)
-    while now + delay > at:
-        delay = math.nextafter(delay, -math.inf)
-    return env.timeout(delay)
+def _event_at(env: simpy.Environment, at: float) -> simpy.Event:
+    """An event that fires at exactly ``at`` (>= now). SimPy internals on purpose (as the batch
+    event's): a timeout lands at ``now + delay``, and no delay reaches every instant (when the
+    exact sum falls halfway between two floats it rounds to the even one, skipping the other),
+    so the event is put on SimPy's queue at ``at`` itself, at normal priority, as a timeout made
+    now would be."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None
+    heappush(env._queue, (at, _NORMAL_PRIORITY, next(env._eid), ev))
+    return ev
