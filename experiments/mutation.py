@@ -115,11 +115,13 @@ EQUIVALENT = {
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
     "sim.moe.runner.xǁGroupRunnerǁ_run_live__mutmut_23": "an all-to-all launched now also waits 0 s first: one "
                                                           "more event, the same times",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_39": "a send due now also waits 0 s first: one more event, the "
-                                                      "same times",
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_42": "differs only for a send late by exactly 1e-12 s",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_62": "representative mode sends for one replica: arrived[None] = t "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_51": "a representative send due now also waits 0 s first: one "
+                                                      "more event, the same times",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_63": "representative mode sends for one replica: arrived[None] = t "
                                                       "sets that one element",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_64": "a send due now handed to transfer_at, which starts a send "
+                                                      "that is not after now with transfer itself",
     "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_1": "send_launch_s's default: the step always passes it",
     "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_49": "faults without jitter as the jitter source: their jitter() "
                                                         "is None, so each part is scaled by its factor (or 1.0)",

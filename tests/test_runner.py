@@ -98,3 +98,22 @@ def test_a_send_a_rounding_error_behind_the_clock_is_not_late():
     runner.arrivals[("probe2",)] = np.full(len(runner.replicas), now - 1e-11)
     env.run(env.process(runner._send(env, 0, 1, ("probe2",))))
     assert runner.late_s == pytest.approx(1e-11, rel=1e-3)
+
+
+def test_sends_that_leave_together_land_each_at_its_own_time():
+    """Every replica's send leaves at once (all producers ended at 5 us, the clock's time), but
+    replica 1's route has its first link at half bandwidth (a degraded-link fault): its input lands
+    later than replica 0's, and each replica keeps its own landing time (0 and 1 do not share
+    the later one)."""
+    step, _, fabric, runner = probe()
+    layout = step.scenario.layout
+    src, dst = layout.gpus_of(0, runner.replicas).tolist(), layout.gpus_of(1, runner.replicas).tolist()
+    u, v = fabric.links.link_name(int(fabric.links.route(src[1], dst[1])[0][0])).split("->")
+    _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"links": {f"{u}--{v}": 0.5}}))
+    env.run(until=5e-6)
+    runner.arrivals[("probe",)] = np.full(len(runner.replicas), 5e-6)
+    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    landed = runner.arrivals[("probe",)]
+    links, latency = fabric.links.route(src[0], dst[0])
+    alone = 5e-6 + latency + runner.chunk.activation_bytes() / fabric.links.capacity[links].min()
+    assert landed[0] == pytest.approx(alone, rel=1e-9) and landed[1] > landed[0] * (1 + 1e-6)
