@@ -214,15 +214,19 @@ def plot_scaling(csv: str | Path, out: str | Path) -> Path:
     a.set_xlabel("GPUs in the all-to-all")
     a.set_ylabel("wall time (s)")
     a.set_title("all-to-all measurement on the fabric (h800-2048)")
-    a.legend(fontsize=8)
-    for P, g in df[df["case"].str.startswith("schedule ")].groupby("P"):
+    schedules = df[df["case"].str.startswith("schedule ")]
+    for P, g in (schedules.groupby("P") if len(schedules) else ()):
         b.scatter(g["ops"], g["wall_s"], label=f"P={int(P)}")
     b.set_xscale("log")
     b.set_yscale("log")
     b.set_xlabel("ops in the schedule")
     b.set_ylabel("generate + validate + simulate (s)")
     b.set_title("schedules: every schedule at (P, M)")
-    b.legend(fontsize=8)
+    for ax in (a, b):                      # a run with --only may leave a panel without a curve
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not in this run", transform=ax.transAxes, ha="center", color="gray")
     return save_figure(fig, out)
 
 
