@@ -160,9 +160,9 @@ def test_the_run_command_takes_the_send_grid_of_jittered_runs(capsys):
 
 
 def test_a_coarser_send_grid_delays_each_send_by_at_most_one_grid():
-    """tiny, 1F1B, 5% jitter: sends on a 1 ms grid start each at most 1 ms late, so the step is no
-    shorter than with exact send times (grid 0) and longer by less than one grid per pipeline send
-    on its critical path (at most 2 x (PP - 1) x M sends, a loose bound); the default 10 us grid
+    """tiny, 1F1B, 5% jitter: sends on a 1 ms grid start each at most 1 ms late; here the step is
+    longer than with exact send times (grid 0), by less than one grid per pipeline send on its
+    critical path (at most 2 x (PP - 1) x M sends, a loose bound), and the default 10 us grid's
     lies between the two."""
     def step(grid):
         run = load_scenario("tiny", schedule="1f1b", faults={"jitter_cv": 0.05, "seed": 3, "send_grid_s": grid})

@@ -154,7 +154,8 @@ def add_arguments(p) -> None:
                    help="kernel-time jitter: coefficient of variation of every compute part (log-normal, mean 1)")
     g.add_argument("--send-grid", type=arg(low=0, high=MAX_SEND_GRID_S * 1e6), metavar="US",
                    help="under --jitter, pipeline sends start on this grid of microseconds (default 10; 0: each at "
-                        "its own instant, slowest; coarser: faster, each send up to one grid late)")
+                        "its own instant; coarser: faster, each send up to one grid late; README: Stragglers and "
+                        "faults)")
     g.add_argument("--degrade-link", action="append", metavar="SELECTOR=FACTOR",
                    help="keep FACTOR of the selected links' bandwidth (A--B, node:NAME, nics:N, uplinks:LEAF, plane:P)")
     g.add_argument("--fail-link", action="append", metavar="SELECTOR", help="fail the selected links; routes avoid them")
