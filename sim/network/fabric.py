@@ -192,7 +192,7 @@ class Fabric:
             return
         nbytes = self._checked(src, dst, nbytes)
         if src == dst:
-            self.env.timeout(at - now).callbacks.append(lambda _ev: on_done())
+            _event_at(self.env, start).callbacks.append(lambda _ev: on_done())
             return
         flow, latency = self._new_flow(src, dst, nbytes, on_done)
         if latency > 0:
