@@ -6,7 +6,8 @@
   per-point time limit) or ``error`` with ``worker died: ...`` (it killed its worker twice, see
   :mod:`sim.sweep_dask`). A failed point is a row and does not stop the sweep.
 * Rows are written as they finish, atomically (temporary file + rename), so an interrupted sweep
-  loses no finished row; run it again and it resumes with the points not yet in the CSV. Each row
+  loses no finished row; run it again and it resumes with the points not yet in the CSV (and those
+  that timed out or lost their worker: a longer ``--point-timeout`` gets their answer). Each row
   carries ``sim_code``, a fingerprint of the simulator's source and presets: rows computed by other
   code (an older version) are not resumed but run again, so a CSV never mixes two models.
 * The output CSV must be ours (:mod:`sim.io`): a file of the user's at that path is refused unless
@@ -104,6 +105,13 @@ def _finished_rows(path: Path, columns: list[str], code: str) -> list[dict]:
     return rows
 
 
+def _ran_out(row: dict) -> bool:
+    """A row that says nothing about its point, only about the run that tried it: a timeout (the
+    next run may allow more time) or a lost worker. Run again on resume; a point that raised keeps
+    its error row (the same code gives the same error)."""
+    return row.get("status") == "timeout" or str(row.get("error", "")).startswith("worker died")
+
+
 class SweepTable:
     """The rows of a sweep, one per point key, written to ``path`` (in point order) on each add."""
 
@@ -116,7 +124,13 @@ class SweepTable:
         return point_key({c: row.get(c) for c in self.columns})
 
     def __contains__(self, point: dict) -> bool:
-        return point_key(point) in self.rows
+        """Whether ``point`` has its answer: a row that did not run out (see :func:`_ran_out`)."""
+        row = self.rows.get(point_key(point))
+        return row is not None and not _ran_out(row)
+
+    def left(self) -> int:
+        """How many of the sweep's points have no answer yet."""
+        return sum(key not in self.rows or _ran_out(self.rows[key]) for key in self.order)
 
     def add(self, row: dict) -> None:
         self.rows[self.key(row)] = row
@@ -150,6 +164,10 @@ def run_sweep(fn: Callable[[dict], dict], points: list[dict], out_csv: str | Pat
         remove_stale_temporaries(out)                           # left by an interrupted run
         table = SweepTable(out, points, _finished_rows(out, list(points[0]) if points else [], code_fingerprint()))
         todo = [p for p in points if p not in table]
+        again = sum(point_key(p) in table.rows for p in todo)
+        if again:
+            print(f"{out}: {again} row(s) ran past their time limit or lost their worker; running them again",
+                  file=sys.stderr)
         bar = _progress(len(points), len(points) - len(todo), desc) if progress else None
         try:
             if todo and scheduler == "serial":

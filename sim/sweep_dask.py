@@ -143,7 +143,7 @@ class _Runner:
         return threads
 
     def _lost(self, what: str):
-        left = len(self.table.order) - len(self.table.rows)
+        left = self.table.left()
         raise ClusterLost(f"{what}: the sweep stopped with {left} point(s) not run; the finished rows are in "
                           f"{self.table.path} and the next run resumes from them")
 

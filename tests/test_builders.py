@@ -80,6 +80,18 @@ def test_multi_plane_planes_are_disjoint():
     assert nx.number_connected_components(h) == 8
 
 
+def test_check_graph_refuses_a_link_slower_than_a_megabyte_per_second():
+    g = nx.Graph()
+    g.add_node("a", type="gpu")
+    g.add_node("b", type="gpu")
+    g.add_edge("a", "b", bandwidth=1e6, latency=0.0)
+    assert check_graph(g).edges["a", "b"]["bandwidth"] == 1e6
+    g.edges["a", "b"]["bandwidth"] = 5e-324
+    with pytest.raises(TopologyError, match=r"edge \('a', 'b'\) bandwidth \(bytes/s\) must be a finite number in "
+                                            r"\[1,000,000, "):
+        check_graph(g)
+
+
 def test_check_graph_missing_attribute():
     g = nx.Graph()
     g.add_node("a", type="gpu")

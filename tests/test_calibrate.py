@@ -86,7 +86,16 @@ def write(tmp_path, text: str) -> Path:
     ("kind,gpus,nodes,tokens\ndispatch,8,1,4096\n", "missing column.*seconds or gbps"),
     ("kind,gpus,nodes,tokens,seconds,colour\ndispatch,8,1,4096,0.001,red\n", "unknown column.*'colour'"),
     ("kind,gpus,nodes,tokens,seconds\nbroadcast,8,1,4096,0.001\n", "row 1: kind must be one of dispatch"),
-    ("kind,gpus,nodes,tokens,seconds\ndispatch,8,1,4096,-0.001\n", "row 1: seconds must be a finite number > 0"),
+    ("kind,gpus,nodes,tokens,seconds\ndispatch,8,1,4096,-0.001\n",
+     r"row 1: seconds must be a finite number in \[1e-09, 1,000,000\], got -0.001"),
+    # A time or a bandwidth at 0 or infinity in the fit's log residuals once stopped the fit with a
+    # traceback ("Residuals are not finite in the initial point"): tiny and huge values are refused.
+    ("kind,gpus,nodes,tokens,seconds\ndispatch,8,1,4096,5e-324\n", r"row 1: seconds must be .*got 5e-324"),
+    ("kind,gpus,nodes,tokens,gbps\ndispatch,8,1,4096,5e-324\n",
+     r"row 1: gbps must be a finite number in \[1e-06, 1,000,000\], got 5e-324"),
+    ("kind,gpus,nodes,tokens,gbps\ndispatch,8,1,4096,1e300\n", r"row 1: gbps must be .*got 1e\+300"),
+    ("kind,gpus,nodes,bytes,gbps\nall_reduce,8,1,1e300,100\n", r"row 1: bytes must be a finite number in \[1, 1e\+18\]"),
+    ("kind,gpus,nodes,tokens,gbps\ndispatch,8,1,0,100\n", r"row 1: tokens must be a finite number in \[1, "),
     ("kind,gpus,nodes,tokens,seconds\ndispatch,8,1,4096,inf\n", "row 1: seconds must be a finite number"),
     ("kind,gpus,nodes,tokens,seconds\ndispatch,8,1,4096,fast\n", "row 1: seconds must be a number, got 'fast'"),
     ("kind,gpus,nodes,tokens,seconds,gbps\ndispatch,8,1,4096,0.001,40\n", "exactly one of seconds and gbps"),

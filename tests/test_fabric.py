@@ -456,3 +456,14 @@ def test_an_arrival_or_completion_alone_at_its_instant_recomputes_without_a_batc
         steps += 1
     assert ends == [pytest.approx(1e-6 + 1e-3, rel=1e-12)]
     assert fab.recomputations == 2 and steps == 2          # the arrival and the timer
+
+
+def test_a_clock_at_infinity_is_an_error_not_a_hang():
+    """A compute part of infinite seconds (an input the checks once let through) put the clock at
+    inf, where every completion timer lands at inf again: the run spun forever. The fabric now
+    stops with an error instead."""
+    env = simpy.Environment(initial_time=float("inf"))
+    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
+    fab.transfer(0, 1, 1e6)
+    with pytest.raises(RuntimeError, match="the next flow completion is at inf s \\(now inf s\\)"):
+        env.run()

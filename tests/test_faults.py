@@ -118,6 +118,9 @@ def test_selectors():
     ({"links": {"bogus:1": 0}}, "unknown selector 'bogus:1'"),
     ({"links": {"nics:7": 0}}, "matches no link"),
     ({"links": {"node:n1/nic0": 1.5}}, "factor of 'node:n1/nic0' must be"),
+    ({"links": {"node:n1/nic0": 1e-300}},      # a subnormal factor once ended a transfer at -inf (a traceback)
+     r"factor of 'node:n1/nic0' must be 0 \(failed\) or in \[0.001, 1\] \(at most 1000x slower, as a slow GPU\), "
+     r"got 1e-300$"),
     ({"links": {"nics:1": 0}}, "cuts GPU\\(s\\) n1/gpu0, n1/gpu1, n1/gpu2, n1/gpu3, and 4 more off"),
     ({"straggle": 1}, "unknown field\\(s\\) 'straggle'"),
     ({"jitter_cv": 0.05, "send_grid_s": -1e-6},

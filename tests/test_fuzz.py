@@ -12,6 +12,7 @@ import contextlib
 import io
 import time
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -123,9 +124,56 @@ def test_the_issue_examples_are_refused_in_one_line():
                  ["run", "tiny", "--schedule", "1f1b", "--skew", "inf"],
                  ["run", "tiny", "--microbatches", "100000000"],
                  ["run", "tiny", "--workers", "0"],
-                 ["plan", "--gpus", "0", "--model", "tiny-moe", "--topology", "h800-16"]):
+                 ["plan", "--gpus", "0", "--model", "tiny-moe", "--topology", "h800-16"],
+                 ["run", "tiny", "--schedule", "1f1b", "--degrade-link", "node:n0/nic0=5e-324"]):
         rc, text, seconds = run_cli(argv)
         assert rc == 2 and "Traceback" not in text and seconds < SECONDS, (argv, rc, text)
+
+
+NUMERIC_FIELDS = ["gemm_efficiency", "attention_efficiency", "hbm_efficiency", "comm_sms", "a2a_chunks", "seq_len",
+                  "microbatch_size", "microbatches", "routing_skew", "weight_bytes", "grad_bytes", "optimizer_bytes",
+                  "memory_reserve_gb", "first_stage_layers", "last_stage_layers"]
+EXTREMES = [5e-324, 1e-310, 1e-300, 1e-12, 1e-3, 0.5, 1, 3, 1e3, 1e6, 1e9, 1e12, 1e300, 0, -1, 1.5]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(NUMERIC_FIELDS), st.sampled_from(EXTREMES), min_size=1, max_size=3),
+       st.sampled_from([[], ["--communication", "live"], ["--jitter", "0.2"], ["--kernels", "deepep"]]))
+def test_scenario_files_with_extreme_numbers_run_to_an_answer_or_one_line(tmp_path, change, flags):
+    """The property test above only assembles a scenario; this one runs it to the end, where a
+    value that passed the checks once hung the run (infinite attention time) or printed a step
+    of 1e295 s: the CLI's rules hold, and a step it prints is under a year."""
+    argv = ["run", write(tmp_path, "scenario.yaml", {**TINY, **change}), "--schedule", "1f1b", "--json", *flags]
+    check(argv)
+    rc, text, _ = run_cli(argv + TEST_LIMITS)
+    if rc == 0:
+        import json
+        result, _ = json.JSONDecoder().raw_decode(text)       # stdout first; a progress bar may follow
+        assert 0 < result["step_time_s"] < 3.2e7, (change, text)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("attention_efficiency", 5e-324),     # attention took inf s: the clock reached inf and the fabric spun there
+    ("gemm_efficiency", 1e-300),          # a step of 4.5e295 s, printed as a result
+    ("hbm_efficiency", 1e-310),
+    ("weight_bytes", 1e300),              # refused, but by a message that did not name the field
+    ("microbatch_size", 10 ** 8),         # the same
+])
+def test_tiny_efficiencies_and_huge_sizes_in_a_scenario_file_are_refused(tmp_path, field, value):
+    """Values that once hung the run or gave an absurd step, found by running fuzzed scenario
+    files to the end (the property test above only assembles them)."""
+    rc, text, seconds = run_cli(["run", write(tmp_path, "scenario.yaml", {**TINY, field: value}), "--schedule", "1f1b"])
+    assert rc == 2 and f"RunSpec.{field}" in text and seconds < SECONDS, (rc, text)
+    assert len([line for line in text.splitlines() if "error" in line]) == 1
+
+
+@pytest.mark.parametrize("field", ["nvlink_bandwidth_GBps", "nic_bandwidth_GBps"])
+def test_a_link_slower_than_a_megabyte_per_second_is_refused(tmp_path, field):
+    """A NIC of 5e-324 GB/s made a transfer's end -inf ("Negative delay", a traceback)."""
+    rc, text, _ = run_cli(["run", "tiny", "--schedule", "1f1b", "--topology",
+                           write(tmp_path, "topology.yaml", {**H800_16, field: 5e-324})])
+    assert rc == 2 and f"{field} (GB/s) must be a finite number in [0.001, 1,000,000], got 5e-324" in text, text
 
 
 def test_run_header_names_the_layout_it_ran():

@@ -139,7 +139,10 @@ def test_ideal_kernels_are_pure_link_time():
 @pytest.mark.parametrize("field, value, needle", [
     ("launch_us", -1, "KernelSpec.launch_us"), ("sm_GBps", 0, "KernelSpec.sm_GBps"),
     ("nvlink_efficiency", 1.5, "KernelSpec.nvlink_efficiency"), ("nccl_sms", 2.5, "KernelSpec.nccl_sms"),
-    ("ib_efficiency", float("nan"), "KernelSpec.ib_efficiency"), ("fitted", ("warp_size",), "warp_size")])
+    ("ib_efficiency", float("nan"), "KernelSpec.ib_efficiency"), ("fitted", ("warp_size",), "warp_size"),
+    # the floors calibration fits within (calibrate.BOUNDS): a slower kernel or link is a typo
+    ("sm_GBps", 0.05, r"KernelSpec.sm_GBps must be a finite number in \[0.1, 1,000,000\], got 0.05"),
+    ("ib_efficiency", 1e-300, r"KernelSpec.ib_efficiency must be a finite number in \[0.01, 1\], got 1e-300")])
 def test_bad_kernel_fields_name_themselves(field, value, needle):
     with pytest.raises(SpecError, match=needle):
         KernelSpec("bad", **{field: value})

@@ -35,7 +35,7 @@ def test_explicit_graph_yaml(tmp_path):
 
 
 @pytest.mark.parametrize("text,pattern", [
-    ("kind: fat_tree\nnodes: 2\nnic_bandwidth_GBps: -5\n", r"nic_bandwidth_GBps \(GB/s\) must be a finite number in \(0, 1,000,000\], got -5"),
+    ("kind: fat_tree\nnodes: 2\nnic_bandwidth_GBps: -5\n", r"nic_bandwidth_GBps \(GB/s\) must be a finite number in \[0.001, 1,000,000\], got -5"),
     ("kind: fat_tree\nnodes: 0\n", r"nodes must be an integer in \[1, 100,000,000\], got 0"),
     ("kind: fat_tree\nnodes: 2\nfoo: 1\n", "unknown field\\(s\\) 'foo'"),
     ("kind: torus\n", "kind must be one of"),
@@ -45,7 +45,7 @@ def test_explicit_graph_yaml(tmp_path):
     ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, latency_us: 1}\n",
      "edges\\[0\\].*missing bandwidth_GBps"),
     ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, bandwidth_GBps: 0, latency_us: 1}\n",
-     r"edges\[0\].bandwidth_GBps must be a finite number in \(0, 1,000,000\], got 0"),
+     r"edges\[0\].bandwidth_GBps must be a finite number in \[0.001, 1,000,000\], got 0"),
     ("kind: graph\nnodes:\n- {name: a, type: gpu}\n- {name: b, type: gpu}\nedges:\n- {u: a, v: b, bandwidth_GBps: 1, latency_us: .nan}\n",
      r"edges\[0\].latency_us must be a finite number in \[0, 1,000,000\], got nan"),
     ("kind: graph\nnodes: 5\n", "nodes must be a list of mappings, got 5"),

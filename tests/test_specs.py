@@ -19,7 +19,11 @@ def test_presets_exist():
 @pytest.mark.parametrize("overrides,pattern", [
     (dict(ep=48), "ep \\(48\\) must divide dp \\(128\\)"),
     (dict(dispatch_precision="fp4"), "dispatch_precision must be one of fp8, bf16"),
-    (dict(gemm_efficiency=1.5), "gemm_efficiency must be a finite number in \\(0, 1\\], got 1.5"),
+    (dict(gemm_efficiency=1.5), "gemm_efficiency must be a finite number in \\[0.001, 1\\], got 1.5"),
+    (dict(attention_efficiency=5e-324), "attention_efficiency must be a finite number in \\[0.001, 1\\], got 5e-324"),
+    (dict(weight_bytes=1e300), "RunSpec.weight_bytes \\(bytes per parameter\\) must be a finite number in \\(0, 64\\]"),
+    (dict(microbatch_size=10 ** 8), "microbatch_size x seq_len \\(tokens per micro-batch\\) must be at most "
+                                    "1,000,000,000, got 100,000,000 x 4,096"),
     (dict(pp=0), "RunSpec.pp must be an integer in \\(0, 100,000,000\\], got 0"),
     (dict(routing_skew=float("nan")), "routing_skew must be a finite number in \\[0, 100\\], got nan"),
     (dict(routing_skew=float("inf")), "routing_skew must be a finite number"),
@@ -58,7 +62,7 @@ def test_scenario_file_with_unknown_field(tmp_path):
     (dict(stage_layers=[8, 8], last_stage_layers=2), "cannot be combined"),
     (dict(last_stage_layers=0), "last_stage_layers must be an integer >= 1"),
     (dict(memory_reserve_gb=float("nan")), "memory_reserve_gb must be a finite number >= 0, got nan"),
-    (dict(grad_bytes=-2), "grad_bytes must be a finite number > 0"),
+    (dict(grad_bytes=-2), "grad_bytes \\(bytes per parameter\\) must be a finite number in \\(0, 64\\], got -2"),
     (dict(dp_sync="never"), "dp_sync must be one of overlap, end"),
 ])
 def test_bad_memory_and_layout_fields(overrides, pattern):

@@ -195,6 +195,12 @@ def test_serial_sweeps_keep_the_time_limit_show_progress_and_refuse_a_user_s_fil
     run_sweep(slow_point, points[:1], out, scheduler="serial")          # resumed: nothing left to run
     err = capsys.readouterr().err
     assert "sweep: 100%" in err and "1/1" in err
+    # The timed-out point runs again on the next run (here with time enough); the ok one does not.
+    calls = []
+    df = run_sweep(lambda p: calls.append(p) or slow_point(p), points, out, scheduler="serial", progress=False,
+                   point_timeout_s=5.0)
+    assert df["status"].tolist() == ["ok", "ok"] and calls == [points[1]]
+    assert "1 row(s) ran past their time limit or lost their worker; running them again" in capsys.readouterr().err
     user = tmp_path / "mine.csv"
     user.write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="mine.csv"):

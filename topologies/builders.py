@@ -30,6 +30,7 @@ LEAF_SPINE_LATENCY_S = 0.45e-6
 
 
 MAX_BANDWIDTH = 1e15      # bytes/s: a petabyte per second per link, far above any real link
+MIN_BANDWIDTH = 1e6       # bytes/s: a megabyte per second, far below any real link (a slower one is a typo)
 MAX_LATENCY_S = 1.0
 
 
@@ -38,7 +39,7 @@ class TopologyError(InputError):
 
 
 def _positive(name: str, value, high: float = MAX_BANDWIDTH) -> float:
-    return float(number(value, name, low=0, low_open=True, high=high, error=TopologyError))
+    return float(number(value, name, low=MIN_BANDWIDTH, high=high, error=TopologyError))
 
 
 def _positive_int(name: str, value, high: int = 100_000_000) -> int:

@@ -19,7 +19,15 @@ import networkx as nx
 from sim import limits
 from sim.checks import choice, number, read_yaml
 
-from .builders import MAX_BANDWIDTH, MAX_LATENCY_S, TopologyError, check_graph, fat_tree_cluster, hgx_node
+from .builders import (
+    MAX_BANDWIDTH,
+    MAX_LATENCY_S,
+    MIN_BANDWIDTH,
+    TopologyError,
+    check_graph,
+    fat_tree_cluster,
+    hgx_node,
+)
 
 PRESET_DIR = Path(__file__).with_name("presets")
 COMMON = {"name", "kind", "gpu", "description"}
@@ -66,7 +74,7 @@ def build_from_spec(spec: dict) -> nx.Graph:
         args = {k: v for k, v in spec.items() if k in FIELDS[kind]}
         for key in ("nvlink_bandwidth_GBps", "nic_bandwidth_GBps"):
             if key in args:
-                value = number(args.pop(key), f"topology {spec.get('name')!r}: {key} (GB/s)", low=0, low_open=True,
+                value = number(args.pop(key), f"topology {spec.get('name')!r}: {key} (GB/s)", low=MIN_BANDWIDTH / 1e9,
                                high=MAX_BANDWIDTH / 1e9, error=TopologyError)
                 args[key.replace("_GBps", "")] = value * 1e9
         if kind == "fat_tree":
@@ -108,7 +116,7 @@ def _explicit_graph(spec: dict) -> nx.Graph:
                 raise TopologyError(f"topology {name!r}: edges[{i}] names node {edge[end]!r}, which is not in nodes")
         if edge["u"] == edge["v"]:
             raise TopologyError(f"topology {name!r}: edges[{i}] joins node {edge['u']!r} to itself")
-        bw = number(edge["bandwidth_GBps"], f"topology {name!r}: edges[{i}].bandwidth_GBps", low=0, low_open=True,
+        bw = number(edge["bandwidth_GBps"], f"topology {name!r}: edges[{i}].bandwidth_GBps", low=MIN_BANDWIDTH / 1e9,
                     high=MAX_BANDWIDTH / 1e9, error=TopologyError)
         lat = number(edge["latency_us"], f"topology {name!r}: edges[{i}].latency_us", low=0,
                      high=MAX_LATENCY_S * 1e6, error=TopologyError)

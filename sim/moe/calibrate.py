@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from ..checks import InputError
+from ..checks import InputError, number
 from ..network import (
     Fabric,
     LinkTable,
@@ -49,7 +49,7 @@ from ..network import (
     token_bytes,
 )
 from .comm import group_latency, measure_all_to_alls
-from .kernels import FITTABLE, KernelSpec
+from .kernels import FITTABLE, MIN_LINK_EFFICIENCY, MIN_SM_GBPS, KernelSpec
 from .specs import PRECISION_BYTES, ModelSpec, RunSpec
 
 MOE_KINDS = ("dispatch", "combine")
@@ -57,8 +57,15 @@ NCCL_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "send")
 KINDS = MOE_KINDS + NCCL_KINDS
 COLUMNS = ("kind", "gpus", "nodes", "tokens", "bytes", "sms", "seconds", "gbps", "source")
 BOUNDS = {"launch_us": (0.0, 1e4), "notify_us": (0.0, 1e4), "nccl_launch_us": (0.0, 1e4),
-          "sm_GBps": (0.1, 1e4), "nvlink_efficiency": (0.01, 1.0), "ib_efficiency": (0.01, 1.0)}
+          "sm_GBps": (MIN_SM_GBPS, 1e4), "nvlink_efficiency": (MIN_LINK_EFFICIENCY, 1.0),
+          "ib_efficiency": (MIN_LINK_EFFICIENCY, 1.0)}
 DEFAULT_SMS = 20                     # DeepEP's Buffer.num_sms
+# What a measured row may say (a value outside is a typo or a unit slip, and one that reaches 0 or
+# infinity in the fit's log residuals stops the fit): from a nanosecond to 11 days, from a kilobyte
+# per second to a petabyte per second, 1 to 10^9 tokens (the traffic model's limit), 1 to 10^18 bytes.
+MIN_SECONDS, MAX_SECONDS = 1e-9, 1e6
+MIN_GBPS, MAX_GBPS = 1e-6, 1e6
+MAX_TOKENS, MAX_BYTES = 1e9, 1e18
 
 
 class CalibrationError(InputError):
@@ -169,7 +176,10 @@ def read_profile(path: str | Path, sim: Collectives) -> list[Measurement]:
     return [_measurement(path, i + 1, row, sim) for i, row in enumerate(df.to_dict("records"))]
 
 
-def _value(where: str, row: dict, column: str, integer: bool = False, required: bool = True, low_open: bool = True):
+def _value(where: str, row: dict, column: str, integer: bool = False, required: bool = True, low: float = 0.0,
+           high: float | None = None):
+    """The number in ``column`` of ``row`` (> ``low``, or >= it when ``low`` > 0; <= ``high``), or
+    ``None`` when empty and not ``required``."""
     value = row.get(column)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         if required:
@@ -179,15 +189,14 @@ def _value(where: str, row: dict, column: str, integer: bool = False, required: 
         x = float(value)
     except (TypeError, ValueError):
         raise CalibrationError(f"{where}: {column} must be a number, got {value!r}") from None
-    if not math.isfinite(x) or x < 0 or (low_open and x == 0):
-        raise CalibrationError(f"{where}: {column} must be a finite number {'>' if low_open else '>='} 0, got {value!r}")
-    if integer and x != int(x):
+    if integer and math.isfinite(x) and x != int(x):
         raise CalibrationError(f"{where}: {column} must be a whole number, got {value!r}")
+    x = number(x, f"{where}: {column}", low=low, low_open=low == 0, high=high, error=CalibrationError)
     return int(x) if integer else x
 
 
-def _measurement(path: Path, number: int, row: dict, sim: Collectives) -> Measurement:
-    where = f"communication profile {path}, row {number}"
+def _measurement(path: Path, row_number: int, row: dict, sim: Collectives) -> Measurement:
+    where = f"communication profile {path}, row {row_number}"
     kind = str(row.get("kind", "")).strip()
     if kind not in KINDS:
         raise CalibrationError(f"{where}: kind must be one of {', '.join(KINDS)}, got {row.get('kind')!r}")
@@ -197,14 +206,15 @@ def _measurement(path: Path, number: int, row: dict, sim: Collectives) -> Measur
     if gpus // nodes > sim.gpus_per_node or nodes * sim.gpus_per_node > len(sim.links.gpus):
         raise CalibrationError(f"{where}: {gpus} GPUs on {nodes} node(s) do not fit the topology "
                                f"({len(sim.links.gpus)} GPUs, {sim.gpus_per_node} per node)")
-    seconds, gbps = _value(where, row, "seconds", required=False), _value(where, row, "gbps", required=False)
+    seconds = _value(where, row, "seconds", required=False, low=MIN_SECONDS, high=MAX_SECONDS)
+    gbps = _value(where, row, "gbps", required=False, low=MIN_GBPS, high=MAX_GBPS)
     if (seconds is None) == (gbps is None):
         raise CalibrationError(f"{where}: give exactly one of seconds and gbps")
     moe = kind in MOE_KINDS
-    tokens = _value(where, row, "tokens") if moe else 0.0
-    nbytes = 0.0 if moe else _value(where, row, "bytes")
+    tokens = _value(where, row, "tokens", low=1, high=MAX_TOKENS) if moe else 0.0
+    nbytes = 0.0 if moe else _value(where, row, "bytes", low=1, high=MAX_BYTES)
     sms = _value(where, row, "sms", integer=True, required=False) if moe else 0
-    m = Measurement(number, kind, gpus, nodes, tokens, nbytes, DEFAULT_SMS if moe and sms is None else sms, 0.0)
+    m = Measurement(row_number, kind, gpus, nodes, tokens, nbytes, DEFAULT_SMS if moe and sms is None else sms, 0.0)
     if moe:
         try:
             sim.traffic(m)
@@ -212,7 +222,7 @@ def _measurement(path: Path, number: int, row: dict, sim: Collectives) -> Measur
             raise CalibrationError(f"{where}: {exc}") from None
     if seconds is None:
         seconds = (sim.bottleneck_bytes(m) if moe else nbytes) / (gbps * 1e9)
-    return Measurement(number, kind, gpus, nodes, tokens, nbytes, m.sms, seconds)
+    return Measurement(row_number, kind, gpus, nodes, tokens, nbytes, m.sms, seconds)
 
 
 def identifiable(rows: list[Measurement]) -> list[str]:

@@ -12,7 +12,8 @@ A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the `
   0 gives the fault-free step exactly; under jitter pipeline sends start on a grid of
   ``send_grid_s`` (default :data:`SEND_GRID_S`, 10 us; 0: each at its own instant);
 * ``links``: ``[(selector, factor)]``; the selected links keep ``factor`` of their bandwidth
-  (0 < factor <= 1) or fail (factor 0): they are removed and routes avoid them where a path remains.
+  (:data:`MIN_LINK_FACTOR` <= factor <= 1: at most 1000x slower, as a slow GPU) or fail (factor 0):
+  failed links are removed and routes avoid them where a path remains.
 
 Link selectors name topology nodes (``n3/gpu0``, ``n3/nic0``, ``p0/leaf1``, ``p0/spine4``):
 ``A--B`` the link between two nodes; ``node:NAME`` every link of a node (a NIC, a switch);
@@ -50,6 +51,7 @@ class FaultError(InputError):
 # coarser grid trades accuracy for speed (README: Stragglers and faults, cost of simulating).
 SEND_GRID_S = 1e-5
 MAX_SEND_GRID_S = 1e-2
+MIN_LINK_FACTOR = 1e-3   # a degraded link keeps at least this share of its bandwidth (0: failed)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class FaultSpec:
         links = _pairs(self.links, "faults.links must map link selectors to factors in [0, 1]")
         checked = tuple((str(sel), number(f, f"faults.links factor of {sel!r}", low=0, high=1, error=FaultError))
                         for sel, f in links)
+        for sel, f in checked:
+            if 0 < f < MIN_LINK_FACTOR:
+                raise FaultError(f"faults.links factor of {sel!r} must be 0 (failed) or in [{MIN_LINK_FACTOR:g}, 1] "
+                                 f"(at most {1 / MIN_LINK_FACTOR:g}x slower, as a slow GPU), got {f!r}")
         object.__setattr__(self, "links", checked)
 
     @classmethod

@@ -45,6 +45,8 @@ from ..network import LinkTable
 from .specs import SpecError, _load
 
 FITTABLE = ("launch_us", "notify_us", "sm_GBps", "nccl_launch_us", "nvlink_efficiency", "ib_efficiency")
+MIN_SM_GBPS = 0.1                    # GB/s per SM: the lowest a kernel spec (or a calibration) may give
+MIN_LINK_EFFICIENCY = 0.01           # x a link's bandwidth: the same
 SCALEOUT_KINDS = ("ib", "pcie")      # link kinds that ib_efficiency scales (the GPU-NIC hop and the IB fabric)
 
 
@@ -70,11 +72,11 @@ class KernelSpec:
             for name in ("launch_us", "notify_us", "nccl_launch_us"):
                 number(getattr(self, name), f"KernelSpec.{name}", low=0, high=1e6)
             if self.sm_GBps is not None:
-                number(self.sm_GBps, "KernelSpec.sm_GBps", low=0, low_open=True, high=1e6)
+                number(self.sm_GBps, "KernelSpec.sm_GBps", low=MIN_SM_GBPS, high=1e6)
             number(self.nccl_sms, "KernelSpec.nccl_sms", integer=True, low=1, high=100_000)
             number(self.notify_round_trips, "KernelSpec.notify_round_trips", integer=True, low=0, high=100)
             for name in ("nvlink_efficiency", "ib_efficiency"):
-                number(getattr(self, name), f"KernelSpec.{name}", low=0, low_open=True, high=1)
+                number(getattr(self, name), f"KernelSpec.{name}", low=MIN_LINK_EFFICIENCY, high=1)
         except InputError as exc:
             raise SpecError(f"kernels {self.name!r}: {exc}") from None
         if self.calibrated_from is not None and not isinstance(self.calibrated_from, str):

@@ -131,6 +131,9 @@ class GPUSpec:
 
 
 PRECISION_BYTES = {"fp8": 1, "bf16": 2}
+MIN_EFFICIENCY = 1e-3                 # a kernel at under 0.1% of the GPU's peak is a typo, not a measurement
+MAX_TOKENS_PER_MICROBATCH = 10 ** 9   # the all-to-all traffic model's limit (sim.network.traffic)
+MAX_BYTES_PER_PARAMETER = 64.0        # weights, gradients or optimizer state: FP64 Adam is 24
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,10 @@ class RunSpec:
             _pos(self, name, high=100_000_000)
         _pos(self, "comm_sms", allow_zero=True, high=100_000)
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
-            number(getattr(self, name), f"RunSpec.{name}", low=0, low_open=True, high=1, error=SpecError)
+            number(getattr(self, name), f"RunSpec.{name}", low=MIN_EFFICIENCY, high=1, error=SpecError)
+        if self.microbatch_size * self.seq_len > MAX_TOKENS_PER_MICROBATCH:
+            raise SpecError(f"RunSpec.microbatch_size x seq_len (tokens per micro-batch) must be at most "
+                            f"{MAX_TOKENS_PER_MICROBATCH:,}, got {self.microbatch_size:,} x {self.seq_len:,}")
         for name in ("dispatch_precision", "combine_precision", "gemm_precision"):
             choice(getattr(self, name), f"RunSpec.{name}", tuple(PRECISION_BYTES), error=SpecError)
         choice(self.a2a_algorithm, "RunSpec.a2a_algorithm", ("hierarchical", "flat"), error=SpecError)
@@ -237,7 +243,8 @@ class RunSpec:
             choice(self.communication, "RunSpec.communication", COMMUNICATION)
             number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
-                number(getattr(self, name), f"RunSpec.{name}", low=0, low_open=True)
+                number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
+                       high=MAX_BYTES_PER_PARAMETER)
             number(self.memory_reserve_gb, "RunSpec.memory_reserve_gb", low=0)
             for name in ("first_stage_layers", "last_stage_layers"):
                 if getattr(self, name) is not None:

@@ -24,6 +24,7 @@ switch buffers, NIC/PCIe message-rate limits, adaptive routing; latency is paid 
 """
 from __future__ import annotations
 
+import math
 from heapq import heappush
 from typing import Callable
 
@@ -477,6 +478,9 @@ class Fabric:
         self._notify()
         at = self.env.now + nearest             # as SimPy adds a timeout's delay
         if at != self._timer_at:                # else the live timer already fires then
+            if not at < math.inf:               # a timer there would fire there forever: a hang
+                raise RuntimeError(f"fabric: the next flow completion is at {at} s (now {self.env.now} s); "
+                                   "a time or a rate is not finite")
             self._timer_at = at
             self._timer_version += 1
             version = self._timer_version
