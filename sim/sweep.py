@@ -109,7 +109,7 @@ def _ran_out(row: dict) -> bool:
     """A row that says nothing about its point, only about the run that tried it: a timeout (the
     next run may allow more time) or a lost worker. Run again on resume; a point that raised keeps
     its error row (the same code gives the same error)."""
-    return row.get("status") == "timeout" or str(row.get("error", "")).startswith("worker died")
+    return row.get("status") == "timeout" or str(row.get("error")).startswith("worker died")
 
 
 class SweepTable:
@@ -124,13 +124,16 @@ class SweepTable:
         return point_key({c: row.get(c) for c in self.columns})
 
     def __contains__(self, point: dict) -> bool:
-        """Whether ``point`` has its answer: a row that did not run out (see :func:`_ran_out`)."""
-        row = self.rows.get(point_key(point))
+        return self._answered(point_key(point))
+
+    def _answered(self, key: str) -> bool:
+        """Whether the point of ``key`` has its answer: a row that did not run out (:func:`_ran_out`)."""
+        row = self.rows.get(key)
         return row is not None and not _ran_out(row)
 
     def left(self) -> int:
         """How many of the sweep's points have no answer yet."""
-        return sum(key not in self.rows or _ran_out(self.rows[key]) for key in self.order)
+        return sum(not self._answered(key) for key in self.order)
 
     def add(self, row: dict) -> None:
         self.rows[self.key(row)] = row

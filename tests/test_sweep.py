@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from experiments.bubble_vs_microbatches import point
-from sim.sweep import grid, run_sweep
+from sim.sweep import SweepTable, grid, run_sweep
 
 POINTS = grid(pp=(4,), microbatches=(8, 10), schedule=("1f1b", "dualpipe", "chimera"))
 
@@ -260,3 +260,17 @@ def test_rows_of_other_code_are_counted_in_the_message(tmp_path, monkeypatch, ca
     df.to_csv(out, index=False)
     run_sweep(point, POINTS[:2], out, scheduler="serial", progress=False, force=True)   # edited: no longer ours
     assert "1 of 2 rows were computed by other simulator code" in capsys.readouterr().err
+
+
+def test_a_point_whose_row_ran_out_has_no_answer_yet(tmp_path):
+    """A timeout row and a lost worker's row leave their point to do (and counted as left, what the
+    Dask runner reports when the cluster is lost); ok and error rows are answers; a row of a point
+    outside the sweep counts for nothing."""
+    points = grid(x=range(5))
+    rows = [{"x": 0, "status": "ok", "error": ""}, {"x": 1, "status": "error", "error": "ValueError: no"},
+            {"x": 2, "status": "timeout", "error": "ran past the time limit of 1 s per point"},
+            {"x": 3, "status": "error", "error": "worker died: KilledWorker"},
+            {"x": 9, "status": "timeout", "error": ""}]
+    table = SweepTable(tmp_path / "t.csv", points, rows)
+    assert [p in table for p in points] == [True, True, False, False, False]
+    assert table.left() == 3
