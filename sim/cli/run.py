@@ -157,7 +157,8 @@ def add_arguments(p) -> None:
                         "its own instant; coarser: faster, each send up to one grid late; README: Stragglers and "
                         "faults)")
     g.add_argument("--degrade-link", action="append", metavar="SELECTOR=FACTOR",
-                   help="keep FACTOR of the selected links' bandwidth (A--B, node:NAME, nics:N, uplinks:LEAF, plane:P)")
+                   help="keep FACTOR (0.001 to 1) of the selected links' bandwidth (A--B, node:NAME, nics:N, "
+                        "uplinks:LEAF, plane:P)")
     g.add_argument("--fail-link", action="append", metavar="SELECTOR", help="fail the selected links; routes avoid them")
     g.add_argument("--fault-seed", type=arg(integer=True, low=0, high=2 ** 63 - 1),
                    help="seed of --slow-fraction and --jitter")
