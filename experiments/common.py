@@ -7,7 +7,7 @@ from pathlib import Path
 from sim.checks import arg
 from sim.cli import Parser, guarded
 from sim.io import overwriting
-from sim.sweep import DEFAULT_POINT_TIMEOUT_S, run_sweep
+from sim.sweep import DEFAULT_POINT_TIMEOUT_S, MIN_POINT_TIMEOUT_S, run_sweep
 
 
 def script_main(doc: str, add_arguments, body, argv=None) -> int:
@@ -32,7 +32,7 @@ def sweep_parser(doc: str) -> Parser:
     parser.add_argument("--workers", type=arg(integer=True, low=1, high=1_024), default=None,
                         help="workers of the local cluster")
     parser.add_argument("--serial", action="store_true", help="run in this process, no Dask")
-    parser.add_argument("--point-timeout", type=arg(low=0, low_open=True), default=DEFAULT_POINT_TIMEOUT_S,
+    parser.add_argument("--point-timeout", type=arg(low=MIN_POINT_TIMEOUT_S), default=DEFAULT_POINT_TIMEOUT_S,
                         help=f"seconds a point may run before it gets a timeout row (default {DEFAULT_POINT_TIMEOUT_S:g})")
     parser.add_argument("--force", action="store_true",
                         help="replace the output CSV even if it is not one this tool wrote")

@@ -8,6 +8,9 @@
   it with its current content, so a user's file that happens to sit at an output path (a CSV of
   other columns, a plot, a file edited since) is refused with a message; :func:`overwriting`
   (the commands' ``--force``) replaces it anyway.
+* One writer: :func:`sole_writer` claims a file for a long run that rewrites it again and again
+  (a sweep's CSV), so a second run given the same file is refused instead of interleaving its
+  rows with the first's and removing the first's temporaries.
 * Strict JSON: :func:`json_text` gives RFC 8259 JSON: NaN and infinities become ``null``, numpy
   scalars and arrays plain numbers and lists.
 """
@@ -18,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -95,6 +99,60 @@ def _record(path: Path, data: bytes) -> None:
         _replace(folder / MANIFEST, (json.dumps({"files": dict(sorted(files.items()))}, indent=1) + "\n").encode())
     finally:
         os.close(fd)                               # closing releases the lock
+
+
+@contextlib.contextmanager
+def sole_writer(path: str | Path):
+    """Within the block this process is the only one writing ``path`` this way: a second process
+    asking for it is refused (:class:`InputError`, naming the process that holds it) instead of
+    both rewriting the file with their own rows. The claim is an advisory lock (``flock``) on
+    ``.NAME.lock`` next to ``path``, taken without waiting, held while the block runs and released
+    by the system when the process ends, however it ends: a run that crashed or was killed leaves at
+    most the lock file, which blocks nothing. Where ``flock`` is missing (Windows) or the
+    file system refuses it, there is no claim (as before)."""
+    path = Path(path)
+    fd = _claim_lock(path.parent / f".{path.name}.lock", path)
+    if fd is None:                              # no claim possible here
+        yield
+        return
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"process {os.getpid()} on {socket.gethostname()}".encode())
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / f".{path.name}.lock")   # before the lock goes: a waiter sees it gone
+        os.close(fd)
+
+
+def _claim_lock(lock: Path, path: Path) -> int | None:
+    """A descriptor of ``lock`` holding its ``flock``, ``None`` where no lock can be taken, or
+    :class:`InputError` when another process holds it."""
+    try:
+        import fcntl
+    except ImportError:                         # pragma: no cover - not on POSIX
+        return None
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:                         # a folder we cannot write: the write itself will say so
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode(errors="replace").strip()
+            os.close(fd)
+            raise InputError(f"{path} is being written by another run ({holder or 'a process'}); wait for it to "
+                             "finish or give this one another output") from None
+        except OSError:                         # no locks on this file system: no claim
+            os.close(fd)
+            return None
+        try:                                    # still the file at that path? (a holder that just ended removed it)
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
 
 
 def remove_stale_temporaries(path: Path) -> None:
@@ -190,5 +248,5 @@ def json_text(obj, indent: int | None = None) -> str:
     return json.dumps(plain(obj), indent=indent, allow_nan=False)
 
 
-__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "remove_stale_temporaries", "write_bytes_atomic", "write_csv_atomic",
-           "write_figure_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "remove_stale_temporaries", "sole_writer",
+           "write_bytes_atomic", "write_csv_atomic", "write_figure_atomic", "write_json_atomic", "write_text_atomic"]

@@ -11,7 +11,8 @@
   carries ``sim_code``, a fingerprint of the simulator's source and presets: rows computed by other
   code (an older version) are not resumed but run again, so a CSV never mixes two models.
 * The output CSV must be ours (:mod:`sim.io`): a file of the user's at that path is refused unless
-  ``force``. Temporaries of an interrupted run are removed at the start.
+  ``force``. Temporaries of an interrupted run are removed at the start. One sweep at a time per
+  CSV: a second run given a CSV that a running sweep is writing is refused (:func:`sim.io.sole_writer`).
 * By default the points run on an embedded ``LocalCluster`` (one worker process per core);
   ``scheduler="tcp://HOST:8786"`` uses an existing Dask cluster; ``scheduler="serial"`` runs them in
   this process. The final CSV is sorted in point order, so every way of running gives the same
@@ -32,11 +33,12 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from .checks import number
-from .io import check_output, overwriting, remove_stale_temporaries, write_csv_atomic
+from .io import check_output, overwriting, remove_stale_temporaries, sole_writer, write_csv_atomic
 from .limits import DeadlineExceeded, deadline
 
 STATUS_COLUMNS = ("status", "error", "wall_s", "sim_code")
 DEFAULT_POINT_TIMEOUT_S = 1800.0
+MIN_POINT_TIMEOUT_S = 1e-3      # a shorter limit times every point out before it starts
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -161,9 +163,8 @@ def run_sweep(fn: Callable[[dict], dict], points: list[dict], out_csv: str | Pat
     if workers is not None:
         number(workers, "workers", integer=True, low=1, high=10_000)
     if point_timeout_s is not None:
-        number(point_timeout_s, "point time limit (s)", low=0, low_open=True)
-    with overwriting(force):
-        check_output(out)
+        number(point_timeout_s, "point time limit (s)", low=MIN_POINT_TIMEOUT_S)
+    with overwriting(force), sole_writer(check_output(out)):   # a second sweep on this CSV is refused
         remove_stale_temporaries(out)                           # left by an interrupted run
         table = SweepTable(out, points, _finished_rows(out, list(points[0]) if points else [], code_fingerprint()))
         todo = [p for p in points if p not in table]
@@ -211,5 +212,5 @@ def _progress(total: int, done: int, desc: str):
     return tqdm(total=total, initial=done, desc=desc, unit="point")
 
 
-__all__ = ["DEFAULT_POINT_TIMEOUT_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row",
+__all__ = ["DEFAULT_POINT_TIMEOUT_S", "MIN_POINT_TIMEOUT_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row",
            "grid", "point_key", "rows_of", "run_point", "run_sweep"]

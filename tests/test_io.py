@@ -1,6 +1,7 @@
 """sim.io: atomic writes leave either the old file or the new one, never a half-written file."""
 import json
 import os
+import re
 
 import pandas as pd
 import pytest
@@ -55,3 +56,55 @@ def test_an_output_whose_folder_cannot_be_made_is_refused_before_the_run(tmp_pat
     assert check_output(tmp_path / "new" / "deeper" / "x.csv").parent.is_dir()
     with pytest.raises(InputError, match="cannot write .*/proc/nope/x.csv: its folder cannot be made"):
         check_output("/proc/nope/x.csv")
+
+
+def test_one_writer_per_file_and_a_dead_writer_blocks_nothing(tmp_path):
+    """A second claim on a file that a run is writing is refused with one line naming the holder
+    (here in this process, as a second sweep would be); once the first ends, the file is free and
+    its lock file gone; a lock file a killed run left behind blocks nothing; another file in the
+    same folder is its own claim."""
+    from sim.checks import InputError
+    from sim.io import sole_writer
+    out = tmp_path / "x.csv"
+    with sole_writer(out):
+        lock = tmp_path / ".x.csv.lock"
+        assert lock.read_text() == f"process {os.getpid()} on {__import__('socket').gethostname()}"
+        with pytest.raises(InputError, match=rf"^{re.escape(str(out))} is being written by another run "
+                                             rf"\(process {os.getpid()} on .*\); wait for it"):
+            with sole_writer(out):
+                pass
+        with sole_writer(tmp_path / "y.csv"):
+            pass
+    assert not lock.exists()
+    lock.write_text("process 1 on elsewhere")            # left by a run that was killed: no lock held
+    with sole_writer(out):
+        pass
+    with sole_writer(out):                               # and again: nothing left over
+        pass
+    assert not lock.exists()
+
+
+def test_a_writer_in_another_process_is_named_and_its_end_frees_the_file(tmp_path):
+    """The claim holds across processes (a second sweep started in another terminal) and goes
+    with the process, however it ends (here: killed)."""
+    import subprocess
+    import sys
+    import time
+
+    from sim.checks import InputError
+    from sim.io import sole_writer
+    out = tmp_path / "x.csv"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from sim.io import sole_writer\n"
+                               f"with sole_writer({str(out)!r}):\n    print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(InputError, match=f"process {holder.pid} on "):
+            with sole_writer(out):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.05)
+    with sole_writer(out):                               # the killed holder's lock went with it
+        pass

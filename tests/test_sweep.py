@@ -274,3 +274,25 @@ def test_a_point_whose_row_ran_out_has_no_answer_yet(tmp_path):
     table = SweepTable(tmp_path / "t.csv", points, rows)
     assert [p in table for p in points] == [True, True, False, False, False]
     assert table.left() == 3
+
+
+def test_a_second_sweep_on_a_csv_being_written_is_refused_in_one_line(tmp_path, capsys):
+    """Two sweeps given one CSV would each rewrite it with their own rows (the last writer wins)
+    and remove each other's temporaries: the second is refused, and the first's file is intact;
+    a time limit under a millisecond is refused too (every point would time out)."""
+    from experiments.common import sweep_main
+    from sim.io import sole_writer
+    out = tmp_path / "bubble.csv"
+    run_sweep(point, POINTS[:1], out, scheduler="serial", progress=False)
+    before = out.read_text()
+    with sole_writer(out):                               # a sweep running on it
+        status = sweep_main("bubble", point, lambda: POINTS, "doc", ["--out", str(tmp_path), "--serial",
+                                                                     "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "bubble.csv is being written by another run" in err
+    assert out.read_text() == before
+    with pytest.raises(SystemExit) as stop:
+        sweep_main("bubble", point, lambda: POINTS, "doc", ["--out", str(tmp_path), "--serial", "--no-progress",
+                                                             "--point-timeout", "5e-324"])
+    assert stop.value.code == 2
+    assert "--point-timeout: must be a finite number >= 0.001, got 5e-324" in capsys.readouterr().err
