@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..checks import InputError, number
+from ..network.pcg64 import lognormal_from_seed
 
 if TYPE_CHECKING:                        # networkx is imported where a graph is changed: not at start-up
     import networkx as nx
@@ -143,8 +144,8 @@ class FaultSpec:
         if not self.jitter_cv:
             return None
         sigma2 = math.log1p(self.jitter_cv ** 2)
-        rng = np.random.default_rng([self.seed, 2, stage, seq, int(replicas[0])])
-        return rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), (parts, len(replicas)))
+        return lognormal_from_seed([self.seed, 2, stage, seq, int(replicas[0])], -sigma2 / 2, math.sqrt(sigma2),
+                                   (parts, len(replicas)))       # default_rng(those).lognormal(...), compiled
 
     # -- links ------------------------------------------------------------------------------------
     def apply_to(self, graph: nx.Graph) -> nx.Graph:

@@ -115,11 +115,11 @@ class GroupRunner:
             for key in inputs_of(part, S):
                 start = np.maximum(start, self.arrivals[key])
                 sent = np.maximum(sent, self.sent[key])
-        plan, durations, comm_times = self._plan(rank, op)
+        plan, durations, comm_times, stacked = self._plan(rank, op)
         seq = self._seq[rank]
         self._seq[rank] += 1
         if self._factor is not None or self._jitter is not None:
-            durations = self._faulty(rank, seq, durations)
+            durations = self._faulty(rank, seq, durations, stacked)
         record = self.trace is not None and rank == self.layout.traced_rank
         if self.live is None:
             t = run_op(plan, start, durations, comm_times, record)
@@ -147,15 +147,17 @@ class GroupRunner:
         if wait > 0:
             yield env.timeout(wait)
 
-    def _faulty(self, rank: int, seq: int, durations: list) -> list:
-        """``durations`` of op ``seq`` on ``rank`` on slow GPUs and with kernel jitter."""
-        factor = self._factor[rank] if self._factor is not None else 1.0
-        jitter = self._jitter.jitter(rank, seq, self.replicas, len(durations)) if self._jitter is not None else None
-        out = []
-        for k, (full, shared) in enumerate(durations):
-            x = factor if jitter is None else factor * jitter[k]
-            out.append((full * x, shared * x))
-        return out
+    def _faulty(self, rank: int, seq: int, durations: list, stacked: tuple) -> list:
+        """``durations`` of op ``seq`` on ``rank`` on slow GPUs and with kernel jitter: each part's
+        (full, shared) vectors times the GPUs' slowdown and the part's jitter draws, as one product
+        of ``stacked`` ([part, replica] arrays of the same vectors) for all parts."""
+        if not durations:
+            return durations
+        x = self._factor[rank] if self._factor is not None else 1.0
+        if self._jitter is not None:
+            x = x * self._jitter.jitter(rank, seq, self.replicas, len(durations))
+        full, shared = stacked
+        return list(zip(full * x, shared * x))
 
     def _run_live(self, env, rank: int, plan, start, durations, comm_times, record: bool):
         """:func:`~sim.moe.streams.walk_op` with each all-to-all started on the fabric at its
@@ -221,7 +223,8 @@ class GroupRunner:
 
     # -- parts -------------------------------------------------------------------------------
     def _plan(self, rank: int, op) -> tuple:
-        """(plan, compute durations, all-to-all seconds) of an op of this shape on ``rank``."""
+        """(plan, compute durations, all-to-all seconds, the durations stacked as two [part, replica]
+        arrays) of an op of this shape on ``rank``."""
         shape = ("FB", op.f.stage, op.b.stage) if isinstance(op, FBOp) else (op.kind, op.stage)
         cached = self._plans.get((rank, shape))
         if cached is None:
@@ -230,9 +233,10 @@ class GroupRunner:
                 plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3))
             else:
                 plan = compile_plan(*as_streams(self._plain_parts(op)))
-            cached = self._plans[(rank, shape)] = (
-                plan, compute_durations(plan, self.load[rank], self._slowdown),
-                [self._comm_time(p.shape, rank) for p in plan.comm])
+            durations = compute_durations(plan, self.load[rank], self._slowdown)
+            stacked = (np.array([d for d, _ in durations]), np.array([d for _, d in durations]))
+            cached = self._plans[(rank, shape)] = (plan, durations, [self._comm_time(p.shape, rank) for p in plan.comm],
+                                                   stacked)
         return cached
 
     def _comm_time(self, shape: str, rank: int) -> float:

@@ -1,4 +1,5 @@
-"""numpy's float32 exponential draws, compiled: the same numbers, about twice as fast.
+"""numpy's float32 exponential draws, and its log-normal draws from a fresh seed, compiled: the
+same numbers, faster.
 
 Skewed routing (:mod:`sim.network.traffic`) draws one float32 exponential key per expert per token
 (67 million per EP64 group of DeepSeek-V3). numpy draws them at about 10 ns each, mostly its
@@ -19,6 +20,16 @@ loop:
   tables as numba ships them for its own port of numpy's generators
   (``numba.np.random._constants``).
 
+Kernel-time jitter (:mod:`sim.moe.faults`) draws a few thousand log-normal factors per op from a
+generator seeded anew for each op (``default_rng([seed, 2, stage, seq, replica])``): numpy spends
+about 80 us per op, half of it making the ``SeedSequence`` and the ``PCG64``.
+:func:`lognormal_from_seed` gives the same numbers in one compiled call: numpy's ``SeedSequence``
+(O'Neill's ``seed_seq_fe`` hashing of the entropy words into a pool of four, then
+``generate_state(4, uint64)``), ``PCG64``'s seeding from those words (``pcg64_set_seed``: state 0,
+increment ``2 x initseq + 1``, a step, add the initial state, a step) and numpy's 64-bit normal
+ziggurat (``random_standard_normal``, 256 levels, tables as numba ships them), ``exp(mean + sigma
+x z)`` as ``random_lognormal``.
+
 Where numba or those tables are missing, or the generator is not PCG64, numpy draws them.
 ``tests/test_pcg64.py`` compares the draws and the final state with numpy's, bit for bit.
 """
@@ -30,7 +41,17 @@ try:                                     # optional: numpy draws them otherwise
     from llvmlite import ir
     from numba import config, njit, types
     from numba.extending import intrinsic
-    from numba.np.random._constants import fe_float, ke_float, we_float, ziggurat_exp_r_f
+    from numba.np.random._constants import (
+        fe_float,
+        fi_double,
+        ke_float,
+        ki_double,
+        we_float,
+        wi_double,
+        ziggurat_exp_r_f,
+        ziggurat_nor_inv_r,
+        ziggurat_nor_r,
+    )
     if config.DISABLE_JIT:               # run as Python, 67 million draws would take minutes
         njit = None
 except ImportError:                      # pragma: no cover - depends on the environment
@@ -130,4 +151,128 @@ def standard_exponential_f32(rng: np.random.Generator, out: np.ndarray) -> np.nd
     return out
 
 
-__all__ = ["standard_exponential_f32"]
+# numpy's SeedSequence (numpy/random/bit_generator.pyx; O'Neill's seed_seq_fe): uint32 arithmetic.
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43b0d7e5, 0x931e8875, 0x8b51f9dd, 0x58f38ded
+_MIX_MULT_L, _MIX_MULT_R = 0xca01f9dd, 0x4973f715
+
+
+def _pcg_step(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo):
+    """One step of the 128-bit LCG on 64-bit halves: ``state x multiplier + inc``."""
+    new_lo = lo * mult_lo
+    new_hi = hi * mult_lo + lo * mult_hi + _mulhi(lo, mult_lo)
+    lo2 = new_lo + inc_lo
+    return new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0)), lo2
+
+
+def _lognormal(words, mean, sigma, out, ki, wi, fi, nor_r, nor_inv_r, mult_hi, mult_lo):
+    """Fill ``out`` (float64, 1-D) with numpy's ``default_rng(entropy).lognormal(mean, sigma)``
+    draws, ``words`` being the entropy as numpy's SeedSequence assembles it (uint32 words)."""
+    m32 = np.uint64(0xFFFFFFFF)
+    x16 = np.uint64(16)
+    pool = np.zeros(4, dtype=np.uint64)
+    h = np.uint64(_INIT_A)
+    n_words = words.size
+    for i in range(4):                           # hashmix each word (or 0) into the pool
+        v = np.uint64(words[i]) if i < n_words else np.uint64(0)
+        v ^= h
+        h = (h * np.uint64(_MULT_A)) & m32
+        v = (v * h) & m32
+        pool[i] = v ^ (v >> x16)
+    for i_src in range(4 + max(n_words - 4, 0)):  # mix every pool word (then each extra word) into the others
+        for i_dst in range(4):
+            if i_src < 4 and i_src == i_dst:
+                continue
+            v = pool[i_src] if i_src < 4 else np.uint64(words[i_src])
+            v ^= h
+            h = (h * np.uint64(_MULT_A)) & m32
+            v = (v * h) & m32
+            v ^= v >> x16
+            r = (np.uint64(_MIX_MULT_L) * pool[i_dst] - np.uint64(_MIX_MULT_R) * v) & m32
+            pool[i_dst] = r ^ (r >> x16)
+    seed = np.zeros(4, dtype=np.uint64)          # generate_state(4, uint64): 8 words, little-endian pairs
+    h = np.uint64(_INIT_B)
+    for i in range(8):
+        v = pool[i % 4] ^ h
+        h = (h * np.uint64(_MULT_B)) & m32
+        v = (v * h) & m32
+        v ^= v >> x16
+        seed[i // 2] |= v << np.uint64(32 * (i % 2))
+    one = np.uint64(1)
+    inc_hi = (seed[2] << one) | (seed[3] >> np.uint64(63))     # pcg64_set_seed: inc = 2 x initseq + 1
+    inc_lo = (seed[3] << one) | one
+    hi, lo = _pcg_step(np.uint64(0), np.uint64(0), inc_hi, inc_lo, mult_hi, mult_lo)
+    lo2 = lo + seed[1]                                        # state += initstate
+    hi = hi + seed[0] + (one if lo2 < lo else np.uint64(0))
+    hi, lo = _pcg_step(hi, lo2, inc_hi, inc_lo, mult_hi, mult_lo)
+    s58, s63, s64 = np.uint64(58), np.uint64(63), np.uint64(64)
+    mask52 = np.uint64(0x000FFFFFFFFFFFFF)
+    i = 0
+    while i < out.size:
+        hi, lo = _pcg_step(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)      # next_uint64: step, then XSL-RR
+        rot = hi >> s58
+        xored = hi ^ lo
+        r = (xored >> rot) | (xored << ((s64 - rot) & s63))
+        idx = r & np.uint64(0xFF)
+        r >>= np.uint64(8)
+        rabs = (r >> one) & mask52
+        x = float(rabs) * wi[idx]
+        if r & one:
+            x = -x
+        if rabs >= ki[idx]:                      # 0.7% of draws: the wedge or the tail
+            u = np.empty(2)
+            while True:
+                for k in range(2 if idx == 0 else 1):
+                    hi, lo = _pcg_step(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
+                    rot = hi >> s58
+                    xored = hi ^ lo
+                    u[k] = float(((xored >> rot) | (xored << ((s64 - rot) & s63))) >> np.uint64(11)) \
+                        * (1.0 / 9007199254740992.0)
+                if idx == 0:
+                    xx = -nor_inv_r * np.log1p(-u[0])
+                    yy = -np.log1p(-u[1])
+                    if yy + yy > xx * xx:
+                        x = -(nor_r + xx) if (rabs >> np.uint64(8)) & one else nor_r + xx
+                        break
+                else:
+                    break
+            if idx != 0 and not ((fi[idx - 1] - fi[idx]) * u[0] + fi[idx] < np.exp(-0.5 * x * x)):
+                continue                         # rejected: a fresh draw for the same number
+        out[i] = np.exp(mean + sigma * x)
+        i += 1
+
+
+if njit is not None:
+    _pcg_step = njit(cache=True, inline="always")(_pcg_step)
+    _lognormal = njit(cache=True)(_lognormal)
+    _NORMAL_TABLES = (np.asarray(ki_double, dtype=np.uint64), np.asarray(wi_double, dtype=np.float64),
+                      np.asarray(fi_double, dtype=np.float64), float(ziggurat_nor_r), float(ziggurat_nor_inv_r))
+
+
+def entropy_words(entropy: list[int]) -> np.ndarray:
+    """The uint32 words numpy's ``SeedSequence(entropy)`` hashes for a list of non-negative ints:
+    each int's 32-bit words, least significant first (0 is one word)."""
+    words = []
+    for value in entropy:
+        value = int(value)
+        if value < 0:
+            raise ValueError(f"entropy must be non-negative, got {value}")
+        words.append(value & 0xFFFFFFFF)
+        value >>= 32
+        while value:
+            words.append(value & 0xFFFFFFFF)
+            value >>= 32
+    return np.array(words, dtype=np.uint32)
+
+
+def lognormal_from_seed(entropy: list[int], mean: float, sigma: float, shape) -> np.ndarray:
+    """``np.random.default_rng(entropy).lognormal(mean, sigma, shape)``, bit for bit (compiled;
+    numpy's own call without numba). ``entropy``: non-negative ints."""
+    if njit is None:
+        return np.random.default_rng(entropy).lognormal(mean, sigma, shape)
+    out = np.empty(shape)
+    _lognormal(entropy_words(entropy), float(mean), float(sigma), out.reshape(-1), *_NORMAL_TABLES,
+               np.uint64(_MULT_HI), np.uint64(_MULT_LO))
+    return out
+
+
+__all__ = ["entropy_words", "lognormal_from_seed", "standard_exponential_f32"]
