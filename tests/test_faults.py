@@ -88,6 +88,25 @@ def test_jitter_of_mean_one_keeps_the_typical_replicas_compute(schedule):
     assert jittered.late_send_s == 0.0          # each replica's send leaves at the grid point after its op ends
 
 
+def test_a_slow_gpu_under_jitter_lasts_its_slowdown_times_each_draw():
+    """Both faults at once, for every compute part of an op: the replica's (full, shared-SM) time
+    x its GPU's slowdown x that part's draw for that replica, and the healthy replicas' times x
+    their draws only."""
+    import numpy as np
+    run = one_stage(slow_gpus={2: 1.5}, jitter_cv=0.05, seed=7)
+    step = MoEStep(Scenario(run))
+    sc = step.scenario
+    [runner] = step.runners(sc.step_fabric(simpy.Environment()))
+    op = sc.schedule.ranks[0][0]
+    _, durations, _, stacked = runner._plan(0, op)
+    draws = run.faults.jitter(0, 0, runner.replicas, len(durations))
+    slow = np.where(sc.layout.gpus_of(0, runner.replicas) == 2, 1.5, 1.0)
+    faulty = runner._faulty(0, 0, durations, stacked)
+    assert slow.tolist() == [1.0, 1.0, 1.5, 1.0] and len(faulty) == len(durations) > 1
+    for (full, shared), (got_full, got_shared), x in zip(durations, faulty, draws):
+        assert np.array_equal(got_full, full * (slow * x)) and np.array_equal(got_shared, shared * (slow * x))
+
+
 def test_jitter_has_the_stated_mean_and_spread():
     import numpy as np
     draws = FaultSpec(jitter_cv=0.2, seed=3).jitter(0, 0, np.arange(2000), 50)

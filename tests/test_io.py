@@ -76,9 +76,9 @@ def test_one_writer_per_file_and_a_dead_writer_blocks_nothing(tmp_path):
         with sole_writer(tmp_path / "y.csv"):
             pass
     assert not lock.exists()
-    lock.write_text("process 1 on elsewhere")            # left by a run that was killed: no lock held
+    lock.write_text("process 1 on a host with a long name")   # left by a run that was killed: no lock held
     with sole_writer(out):
-        pass
+        assert lock.read_text() == f"process {os.getpid()} on {__import__('socket').gethostname()}"
     with sole_writer(out):                               # and again: nothing left over
         pass
     assert not lock.exists()

@@ -151,8 +151,6 @@ class GroupRunner:
         """``durations`` of op ``seq`` on ``rank`` on slow GPUs and with kernel jitter: each part's
         (full, shared) vectors times the GPUs' slowdown and the part's jitter draws, as one product
         of ``stacked`` ([part, replica] arrays of the same vectors) for all parts."""
-        if not durations:
-            return durations
         x = self._factor[rank] if self._factor is not None else 1.0
         if self._jitter is not None:
             x = x * self._jitter.jitter(rank, seq, self.replicas, len(durations))
@@ -234,7 +232,8 @@ class GroupRunner:
             else:
                 plan = compile_plan(*as_streams(self._plain_parts(op)))
             durations = compute_durations(plan, self.load[rank], self._slowdown)
-            stacked = (np.array([d for d, _ in durations]), np.array([d for _, d in durations]))
+            grid = (len(durations), len(self.replicas))                  # [part, replica]
+            stacked = (np.reshape([d for d, _ in durations], grid), np.reshape([d for _, d in durations], grid))
             cached = self._plans[(rank, shape)] = (plan, durations, [self._comm_time(p.shape, rank) for p in plan.comm],
                                                    stacked)
         return cached
