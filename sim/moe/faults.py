@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..checks import InputError, number
-from ..network.pcg64 import lognormal_from_seed
 
 if TYPE_CHECKING:                        # networkx is imported where a graph is changed: not at start-up
     import networkx as nx
@@ -143,6 +142,7 @@ class FaultSpec:
         group, op and rank, from ``seed``)."""
         if not self.jitter_cv:
             return None
+        from ..network.pcg64 import lognormal_from_seed     # numba: not at the CLI's start-up
         sigma2 = math.log1p(self.jitter_cv ** 2)
         return lognormal_from_seed([self.seed, 2, stage, seq, int(replicas[0])], -sigma2 / 2, math.sqrt(sigma2),
                                    (parts, len(replicas)))       # default_rng(those).lognormal(...), compiled
