@@ -206,8 +206,9 @@ def plot_scaling(csv: str | Path, out: str | Path) -> Path:
               ("skewed, one group (EP 64, 128, 256)", df["case"].str.startswith("skewed all-to-all EP") &
                df["case"].str.contains(" x1 ")))
     for label, rows in curves:
-        g = df[rows & on_cluster].sort_values("gpus")
-        if len(g):
+        g = df[rows & on_cluster]
+        if len(g):                         # (a CSV of other groups only may have no gpus column)
+            g = g.sort_values("gpus")
             a.plot(g["gpus"], g["wall_s"], marker="o", label=label)
     a.set_xscale("log", base=2)
     a.set_yscale("log")

@@ -85,3 +85,7 @@ def test_the_benchmark_figure_from_a_run_of_some_groups_only(tmp_path, recwarn):
     out = plot_scaling(csv, tmp_path / "scaling.png")
     assert out.stat().st_size > 10_000
     assert not [w for w in recwarn if "legend" in str(w.message)]
+    # --only cli: not even a gpus column (it stopped with a KeyError until 2026-12-01)
+    pd.DataFrame([{"case": "python -m sim schedule dualpipe (process)", "P": 8, "M": 16, "wall_s": 0.3,
+                   "group": "cli"}]).to_csv(csv, index=False)
+    assert plot_scaling(csv, tmp_path / "scaling.png").stat().st_size > 10_000
