@@ -26,7 +26,6 @@ against GPUs (uniform and skewed) and schedule wall time against ops.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import resource
@@ -35,7 +34,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.io import write_csv_atomic
+from experiments.common import script_main
+from sim.checks import InputError
+from sim.io import check_output, write_csv_atomic
 
 
 def _schedule_case(name: str, P: int, M: int) -> dict:
@@ -231,16 +232,24 @@ def plot_scaling(csv: str | Path, out: str | Path) -> Path:
     return save_figure(fig, out)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="run only these groups")
     parser.add_argument("--out", default="results/benchmark.csv")
     parser.add_argument("--plot", action="store_true", help="only draw the scaling figure from --out")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> int:
+    """The cases asked for (their CSV and figure paths checked first: a run takes minutes), or only
+    the figure from an existing CSV."""
     figure = Path(args.out).parent / "figures" / "benchmark_scaling.png"
     if args.plot:
-        print(f"wrote {plot_scaling(args.out, figure)}")
+        if not Path(args.out).is_file():
+            raise InputError(f"{args.out}: no benchmark CSV there; run python -m experiments.benchmark first, "
+                             "or give its --out")
+        print(f"wrote {plot_scaling(args.out, check_output(figure))}")
         return 0
+    check_output(args.out)
+    check_output(figure)
     rows = []
     if args.only and Path(args.out).exists():          # keep the other groups' rows
         rows = [r for r in pd.read_csv(args.out).to_dict("records") if r.get("group") not in args.only]
@@ -253,6 +262,10 @@ def main(argv=None) -> int:
     write_csv_atomic(pd.DataFrame(rows), args.out)
     print(f"wrote {args.out} and {plot_scaling(args.out, figure)}")
     return 0
+
+
+def main(argv=None) -> int:
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

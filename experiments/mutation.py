@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.common import script_main
-from sim.checks import InputError
+from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
@@ -308,11 +308,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recheck-survivors", action="store_true",
                         help="run every surviving mutant of the modules (or functions, or mutants) named "
                              "(default all) again, alone, in a fresh interpreter, then write the table")
-    parser.add_argument("--children", type=int, default=2, help="parallel mutmut workers (default 2)")
-    parser.add_argument("--sample", type=int, default=None, metavar="N",
+    parser.add_argument("--children", type=arg(integer=True, low=1, high=256), default=2,
+                        help="parallel mutmut workers (default 2)")
+    parser.add_argument("--sample", type=arg(integer=True, low=1), default=None, metavar="N",
                         help="run only a seeded random sample of N mutants per module (for the modules whose "
                              "every mutant needs minutes of tests); the table's checked column says how many")
-    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    parser.add_argument("--seed", type=arg(integer=True, low=0), default=0, help="seed of --sample (default 0)")
     parser.add_argument("--out", default="results", help="folder for mutation.csv (default results)")
     parser.add_argument("--kernels", action="store_true",
                         help=f"the compiled kernels ({', '.join(KERNELS)}) instead, in {KERNEL_TREE}/ with numba off")
@@ -420,7 +421,19 @@ def _selection_args() -> list[str]:
     return config.get("pytest_add_cli_args_test_selection", [])
 
 
+def check_modules(modules) -> None:
+    """Refuse, before mutmut starts (its runs take minutes to hours), a module that is not a file
+    or package of this tree: mutmut would mutate nothing and report the old score."""
+    for module in modules:
+        path = Path(module.replace(".", "/"))
+        if not (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()):
+            raise InputError(f"unknown module {module!r}: no {path}.py or package {path}/ here "
+                             f"(e.g. {', '.join(CORE[:3])})")
+
+
 def run(args) -> int:
+    if not (args.report or args.recheck_timeouts or args.recheck_survivors):
+        check_modules(args.modules or ())               # --recheck-survivors also takes functions and mutants
     if args.kernels:
         import os
         forwarded = [*(args.modules or KERNELS), "--children", str(args.children), "--seed", str(args.seed),

@@ -39,9 +39,18 @@ def run(args) -> int:
         plot_timeline(run.result, out / "figures" / f"timeline_{name}_p{P}_m{M}.png")
     plot_utilization(runs, out / "figures" / f"utilization_p{P}_m{M}.png",
                      title=f"per-rank utilization, P={P}, M={M}, equal costs, no communication")
-    print(df.fillna("").to_string(index=False))
+    print(_blank_missing(df).to_string(index=False))
     print(f"wrote {out / 'schedule_comparison.csv'} and figures under {out / 'figures'}")
     return 0
+
+
+def _blank_missing(df):
+    """``df`` with its missing cells as blanks, for printing: ``fillna("")``, which pandas warns it
+    will refuse on float columns (a schedule that refuses (P, M) has no makespan)."""
+    out = df.copy()
+    for column in df.columns[df.isna().any()]:
+        out[column] = df[column].astype(object).where(df[column].notna(), "")
+    return out
 
 
 if __name__ == "__main__":

@@ -89,3 +89,14 @@ def test_the_benchmark_figure_from_a_run_of_some_groups_only(tmp_path, recwarn):
     pd.DataFrame([{"case": "python -m sim schedule dualpipe (process)", "P": 8, "M": 16, "wall_s": 0.3,
                    "group": "cli"}]).to_csv(csv, index=False)
     assert plot_scaling(csv, tmp_path / "scaling.png").stat().st_size > 10_000
+
+
+def test_the_benchmark_refuses_bad_paths_in_one_line(tmp_path, capsys):
+    """Checked before any case runs (a run takes minutes): an output under a file, and --plot of a
+    CSV that is not there (both were tracebacks until 2026-12-01)."""
+    from experiments.benchmark import main
+    (tmp_path / "file").write_text("x")
+    assert main(["--only", "cli", "--out", str(tmp_path / "file" / "b.csv")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert main(["--plot", "--out", str(tmp_path / "none.csv")]) == 2
+    assert "none.csv: no benchmark CSV there" in capsys.readouterr().err

@@ -197,3 +197,24 @@ def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch)
     calls.clear()
     assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "pkg.b"])) == 0
     assert calls == []                                                  # nothing changed: no refresh
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--sample", "0"], "argument --sample: must be an integer >= 1, got 0"),
+    (["--children", "0"], "argument --children: must be an integer in [1, 256], got 0"),
+    (["nosuch.module"], "unknown module 'nosuch.module': no nosuch/module.py or package nosuch/module/ here"),
+    (["--kernels", "sim.network.nosuch"], "unknown module 'sim.network.nosuch'"),
+])
+def test_bad_arguments_are_refused_before_mutmut_runs(argv, needle, tmp_path, monkeypatch, capsys):
+    """A run takes minutes to hours: a bad module, sample or worker count is one line (status 2)
+    before mutmut starts (it ran for minutes, then mutated nothing or raised, until 2026-12-01)."""
+    import subprocess
+
+    from experiments import mutation
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("mutmut was started"))
+    try:
+        status = mutation.main(argv + ["--out", str(tmp_path)])
+    except SystemExit as stop:                      # argparse's refusal
+        status = stop.code
+    err = capsys.readouterr().err
+    assert status == 2 and needle in err and err.count("\n") == 1
