@@ -212,5 +212,5 @@ def _progress(total: int, done: int, desc: str):
     return tqdm(total=total, initial=done, desc=desc, unit="point")
 
 
-__all__ = ["DEFAULT_POINT_TIMEOUT_S", "MIN_POINT_TIMEOUT_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row",
-           "grid", "point_key", "rows_of", "run_point", "run_sweep"]
+__all__ = ["DEFAULT_POINT_TIMEOUT_S", "MIN_POINT_TIMEOUT_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint",
+           "failed_row", "grid", "point_key", "rows_of", "run_point", "run_sweep"]

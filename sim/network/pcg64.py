@@ -73,14 +73,24 @@ if njit is not None:
         return types.uint64(types.uint64, types.uint64), codegen
 
 
+def _next64(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo):
+    """PCG64's next 64-bit output: the state steps (``state x multiplier + inc`` mod 2^128, on
+    64-bit halves), then XSL-RR of the new state (its halves xor-ed, rotated right by its top 6
+    bits). Returns (state high, state low, output)."""
+    new_lo = lo * mult_lo
+    new_hi = hi * mult_lo + lo * mult_hi + _mulhi(lo, mult_lo)
+    lo = new_lo + inc_lo
+    hi = new_hi + inc_hi + (np.uint64(1) if lo < new_lo else np.uint64(0))
+    rot = hi >> np.uint64(58)
+    xored = hi ^ lo
+    return hi, lo, (xored >> rot) | (xored << ((np.uint64(64) - rot) & np.uint64(63)))
+
+
 def _draws(st, out, ke, we, fe, r_f, mult_hi, mult_lo):
     """Fill ``out`` (float32, 1-D) with exponential draws; ``st`` (uint64[6]): state high, low,
     increment high, low, has_uint32, uinteger, updated in place."""
     m32 = np.uint64(0xFFFFFFFF)
     s32 = np.uint64(32)
-    s58 = np.uint64(58)
-    s63 = np.uint64(63)
-    s64 = np.uint64(64)
     one = np.uint64(1)
     zero = np.uint64(0)
     hi, lo, inc_hi, inc_lo, has, pending = st[0], st[1], st[2], st[3], st[4], st[5]
@@ -95,13 +105,7 @@ def _draws(st, out, ke, we, fe, r_f, mult_hi, mult_lo):
             has = zero
             r = pending
         else:                           # ... or the low half of a fresh 64-bit output
-            new_lo = lo * mult_lo         # state x multiplier (mod 2^128), on 64-bit halves
-            new_hi = hi * mult_lo + lo * mult_hi + _mulhi(lo, mult_lo)
-            lo = new_lo + inc_lo
-            hi = new_hi + inc_hi + (one if lo < new_lo else zero)
-            rot = hi >> s58
-            xored = hi ^ lo
-            out64 = (xored >> rot) | (xored << ((s64 - rot) & s63))
+            hi, lo, out64 = _next64(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
             has = one
             pending = out64 >> s32
             r = out64 & m32
@@ -128,6 +132,7 @@ def _draws(st, out, ke, we, fe, r_f, mult_hi, mult_lo):
 
 
 if njit is not None:
+    _next64 = njit(cache=True, inline="always")(_next64)
     _draws = njit(cache=True)(_draws)
     _TABLES = (np.asarray(ke_float, dtype=np.uint64), np.asarray(we_float, dtype=np.float32),
                np.asarray(fe_float, dtype=np.float32), np.float32(ziggurat_exp_r_f))
@@ -154,14 +159,6 @@ def standard_exponential_f32(rng: np.random.Generator, out: np.ndarray) -> np.nd
 # numpy's SeedSequence (numpy/random/bit_generator.pyx; O'Neill's seed_seq_fe): uint32 arithmetic.
 _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43b0d7e5, 0x931e8875, 0x8b51f9dd, 0x58f38ded
 _MIX_MULT_L, _MIX_MULT_R = 0xca01f9dd, 0x4973f715
-
-
-def _pcg_step(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo):
-    """One step of the 128-bit LCG on 64-bit halves: ``state x multiplier + inc``."""
-    new_lo = lo * mult_lo
-    new_hi = hi * mult_lo + lo * mult_hi + _mulhi(lo, mult_lo)
-    lo2 = new_lo + inc_lo
-    return new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0)), lo2
 
 
 def _lognormal(words, mean, sigma, out, ki, wi, fi, nor_r, nor_inv_r, mult_hi, mult_lo):
@@ -200,18 +197,14 @@ def _lognormal(words, mean, sigma, out, ki, wi, fi, nor_r, nor_inv_r, mult_hi, m
     one = np.uint64(1)
     inc_hi = (seed[2] << one) | (seed[3] >> np.uint64(63))     # pcg64_set_seed: inc = 2 x initseq + 1
     inc_lo = (seed[3] << one) | one
-    hi, lo = _pcg_step(np.uint64(0), np.uint64(0), inc_hi, inc_lo, mult_hi, mult_lo)
-    lo2 = lo + seed[1]                                        # state += initstate
-    hi = hi + seed[0] + (one if lo2 < lo else np.uint64(0))
-    hi, lo = _pcg_step(hi, lo2, inc_hi, inc_lo, mult_hi, mult_lo)
-    s58, s63, s64 = np.uint64(58), np.uint64(63), np.uint64(64)
+    hi, lo, _ = _next64(np.uint64(0), np.uint64(0), inc_hi, inc_lo, mult_hi, mult_lo)
+    lo2 = lo + seed[1]                                        # state += initstate, then a step
+    hi, lo, _ = _next64(hi + seed[0] + (one if lo2 < lo else np.uint64(0)), lo2, inc_hi, inc_lo, mult_hi, mult_lo)
     mask52 = np.uint64(0x000FFFFFFFFFFFFF)
+    to_double = 1.0 / 9007199254740992.0                      # next_double: the top 53 bits / 2^53
     i = 0
     while i < out.size:
-        hi, lo = _pcg_step(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)      # next_uint64: step, then XSL-RR
-        rot = hi >> s58
-        xored = hi ^ lo
-        r = (xored >> rot) | (xored << ((s64 - rot) & s63))
+        hi, lo, r = _next64(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
         idx = r & np.uint64(0xFF)
         r >>= np.uint64(8)
         rabs = (r >> one) & mask52
@@ -219,30 +212,25 @@ def _lognormal(words, mean, sigma, out, ki, wi, fi, nor_r, nor_inv_r, mult_hi, m
         if r & one:
             x = -x
         if rabs >= ki[idx]:                      # 0.7% of draws: the wedge or the tail
-            u = np.empty(2)
-            while True:
-                for k in range(2 if idx == 0 else 1):
-                    hi, lo = _pcg_step(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
-                    rot = hi >> s58
-                    xored = hi ^ lo
-                    u[k] = float(((xored >> rot) | (xored << ((s64 - rot) & s63))) >> np.uint64(11)) \
-                        * (1.0 / 9007199254740992.0)
-                if idx == 0:
-                    xx = -nor_inv_r * np.log1p(-u[0])
-                    yy = -np.log1p(-u[1])
+            if idx == 0:                         # the tail: two doubles, until accepted
+                while True:
+                    hi, lo, u0 = _next64(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
+                    hi, lo, u1 = _next64(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
+                    xx = -nor_inv_r * np.log1p(-(float(u0 >> np.uint64(11)) * to_double))
+                    yy = -np.log1p(-(float(u1 >> np.uint64(11)) * to_double))
                     if yy + yy > xx * xx:
                         x = -(nor_r + xx) if (rabs >> np.uint64(8)) & one else nor_r + xx
                         break
-                else:
-                    break
-            if idx != 0 and not ((fi[idx - 1] - fi[idx]) * u[0] + fi[idx] < np.exp(-0.5 * x * x)):
-                continue                         # rejected: a fresh draw for the same number
+            else:                                # the wedge: one double; rejected, a fresh draw for it
+                hi, lo, u0 = _next64(hi, lo, inc_hi, inc_lo, mult_hi, mult_lo)
+                if not ((fi[idx - 1] - fi[idx]) * (float(u0 >> np.uint64(11)) * to_double) + fi[idx]
+                        < np.exp(-0.5 * x * x)):
+                    continue
         out[i] = np.exp(mean + sigma * x)
         i += 1
 
 
 if njit is not None:
-    _pcg_step = njit(cache=True, inline="always")(_pcg_step)
     _lognormal = njit(cache=True)(_lognormal)
     _NORMAL_TABLES = (np.asarray(ki_double, dtype=np.uint64), np.asarray(wi_double, dtype=np.float64),
                       np.asarray(fi_double, dtype=np.float64), float(ziggurat_nor_r), float(ziggurat_nor_inv_r))
