@@ -55,3 +55,17 @@ def test_a_scenario_file_reads_exponent_numbers_and_a_long_step_ends(tmp_path, c
     js = json.loads(capsys.readouterr().out)
     assert code == 0 and 7000 < js["step_time_s"] < 9000
     assert time.perf_counter() - start < 30
+
+
+def test_several_steps_show_a_progress_bar_when_asked(capsys):
+    """Under faults the run simulates each schedule twice (with and without them): a bar counts the
+    steps when stderr is a terminal (forced here), and nothing is printed when it is not (the
+    default under pytest, as in pipes)."""
+    from sim.cli.run import run_scenario
+    run_scenario("tiny", ["1f1b", "dualpipe"], {"faults": {"jitter_cv": 0.05}}, progress=True)
+    err = capsys.readouterr().err
+    assert "steps: 100%" in err and "4/4" in err and "dualpipe done" in err
+    run_scenario("tiny", ["1f1b", "dualpipe"])
+    assert capsys.readouterr().err == ""
+    run_scenario("tiny", ["1f1b"], progress=True)                   # one step: no bar
+    assert capsys.readouterr().err == ""

@@ -23,10 +23,13 @@ if TYPE_CHECKING:
 
 
 def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: str = "auto", scope: str = "stage",
-                 out: str | None = None, trace: str | None = None, workers: int = 1) -> "list[StepResult]":
+                 out: str | None = None, trace: str | None = None, workers: int = 1,
+                 progress: bool | None = None) -> "list[StepResult]":
     """Simulate scenario ``scenario`` (preset or YAML, fields replaced by ``overrides``) under each of
     ``schedules``, assembled once; write CSV and figures under ``out`` and a Chrome trace of the
-    last schedule to ``trace`` when given."""
+    last schedule to ``trace`` when given. ``progress``: a bar on stderr counting the steps (each
+    schedule's, and under faults each one's again without them: minutes at scale); default: when
+    stderr is a terminal."""
     from ..io import check_output
     from ..moe.report import planned_outputs, write_outputs
     from ..moe.scenario import Scenario
@@ -35,18 +38,40 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
     for path in (planned_outputs(stem, out, schedules) if out else []) + ([Path(trace)] if trace else []):
         check_output(path)                          # before the run, not after it
     base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
-    results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers,
-                                 link_timeline=bool(out or trace))
-    if base.run.faults is not None and base.run.faults.any:     # what the faults cost: the same run without
-        clean = Scenario(base.run.with_(faults=None))
-        for r, c in zip(results, simulate_schedules(clean, list(schedules), "full", scope, workers=workers)):
-            r.fault_free_s = c.step_time_s
+    faulty = base.run.faults is not None and base.run.faults.any
+    bar = _steps_bar(len(schedules) * (2 if faulty else 1), progress)
+
+    def done(result) -> None:
+        if bar is not None:
+            bar.set_postfix_str(f"{result.run.schedule} done", refresh=False)
+            bar.update(1)
+    try:
+        results = simulate_schedules(base, list(schedules), mode, scope, progress=True, workers=workers,
+                                     link_timeline=bool(out or trace), done=done)
+        if faulty:                                  # what the faults cost: the same run without them
+            clean = Scenario(base.run.with_(faults=None))
+            for r, c in zip(results, simulate_schedules(clean, list(schedules), "full", scope, workers=workers,
+                                                        done=done)):
+                r.fault_free_s = c.step_time_s
+    finally:
+        if bar is not None:
+            bar.close()
     if out:
         write_outputs(results, stem, Path(out), title=scenario)
     if trace:
         from ..trace import write_chrome_trace
         write_chrome_trace(results[-1], trace)
     return results
+
+
+def _steps_bar(total: int, progress: bool | None):
+    """A tqdm bar of ``total`` steps on stderr, or ``None`` (one step, or ``progress`` false, or by
+    default stderr not a terminal: piped output and tests stay clean)."""
+    import sys
+    if total < 2 or not (sys.stderr.isatty() if progress is None else progress):
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc="steps", unit="step", file=sys.stderr)
 
 
 def cmd_run(args) -> int:

@@ -331,16 +331,19 @@ def simulate_step(run: RunSpec | Scenario, mode: str = "auto", comm_scope: str =
 
 
 def simulate_schedules(scenario: Scenario, schedules: list[str], mode: str = "auto", comm_scope: str = "stage",
-                       progress: bool = False, workers: int = 1, link_timeline: bool = False) -> list[StepResult]:
+                       progress: bool = False, workers: int = 1, link_timeline: bool = False,
+                       done=None) -> list[StepResult]:
     """Steps of one scenario under several schedules, sharing its topology, its link table and one
     set of all-to-all measurements (they do not depend on the schedule); ``link_timeline``: see
-    :meth:`MoEStep.simulate`."""
+    :meth:`MoEStep.simulate`; ``done(result)``: called after each step (a progress bar's)."""
     results, comm = [], None
     for name in schedules:
         step = MoEStep(scenario.with_schedule(name), mode, comm_scope, comm, workers)
         step.comm.measure_all(progress)
         comm = step.comm
         results.append(step.simulate(link_timeline))
+        if done is not None:
+            done(results[-1])
     return results
 
 
