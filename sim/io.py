@@ -111,7 +111,8 @@ def sole_writer(path: str | Path):
     most the lock file, which blocks nothing. Where ``flock`` is missing (Windows) or the
     file system refuses it, there is no claim (as before)."""
     path = Path(path)
-    fd = _claim_lock(path.parent / f".{path.name}.lock", path)
+    lock = path.parent / f".{path.name}.lock"
+    fd = _claim_lock(lock, path)
     if fd is None:                              # no claim possible here
         yield
         return
@@ -121,7 +122,7 @@ def sole_writer(path: str | Path):
         yield
     finally:
         with contextlib.suppress(OSError):
-            os.unlink(path.parent / f".{path.name}.lock")   # before the lock goes: a waiter sees it gone
+            os.unlink(lock)                     # before the lock goes: a waiter sees it gone
         os.close(fd)
 
 
