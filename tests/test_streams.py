@@ -140,3 +140,28 @@ def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_ends, b_ends, comm_
         assert len(mine) == len(comp if s == COMPUTE else comm)
         for i, (_, name, a, b) in enumerate(mine):
             assert (a, b) == pytest.approx(times[name, s, i])
+
+
+@given(st.lists(layers, min_size=1, max_size=3), st.lists(layers, min_size=1, max_size=3), ends, ends,
+       st.lists(st.floats(0.01, 3.0), min_size=1, max_size=4), st.floats(0.0, 100.0), st.floats(0.2, 3.0),
+       st.floats(1.0, 4.0), st.booleans())
+def test_one_gpu_walks_as_a_group_of_alike_gpus(f_layers, b_layers, f_ends, b_ends, comm_times, start, load,
+                                                 slowdown, plain):
+    """A group of one GPU is walked on Python floats: to the last bit what the vector walk gives
+    each GPU of a group of two alike ones (SM sharing, recomputation and records included)."""
+    if plain:
+        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True) + forward_parts(f_layers, f_ends))
+    else:
+        comp, comm = overlapped_parts(f_layers, b_layers, f_ends, b_ends)
+    comp[0].recompute = True
+    plan = compile_plan(comp, comm)
+    times = [comm_times[k % len(comm_times)] for k in range(len(comm))]
+
+    def walk(n):
+        starts, loads = np.full(n, start), np.full(n, load)
+        return run_op(plan, starts, compute_durations(plan, loads, slowdown), times, record=True)
+    one, two = walk(1), walk(2)
+    for field in ("end", "compute_s", "comm_s", "recompute_s"):
+        assert getattr(one, field).tolist() == getattr(two, field).tolist()[:1]
+        assert type(getattr(one, field)[0]) is np.float64
+    assert one.parts == two.parts

@@ -23,7 +23,7 @@ send its own flow.
 """
 from __future__ import annotations
 
-from ..network import Fabric, LinkLoad, sum_loads
+from ..network import Fabric, LinkLoad, RouteSet, sum_loads
 from .layout import Layout
 from .specs import COMMUNICATION
 
@@ -41,7 +41,9 @@ class LiveComm:
         self.comm, self.layout, self.fabric = comm, layout, fabric
         self.representative = representative
         self._loads: dict[tuple, tuple[LinkLoad, float]] = {}
-        self._first_group = frozenset(layout.group_replicas(0))   # replica 0's EP group
+        first = set(layout.group_replicas(0))                     # replica 0's EP group
+        self._first_group = [d in first for d in range(layout.dp)]
+        self._send_routes: dict[tuple[int, int], RouteSet] = {}
         self.count = 0
         self.live_s = 0.0           # seconds the all-to-alls took, launch barrier to last byte
         self.alone_s = 0.0          # seconds they take on an empty fabric
@@ -80,16 +82,18 @@ class LiveComm:
         """Representative mode: the pipeline send from ``src_rank`` to ``dst_rank`` of every
         replica, each its own flow; ``on_done()`` when those of replica 0's EP group have landed
         (its next all-to-all waits for the last of them)."""
-        layout, first = self.layout, self._first_group
-        left = [len(first)]
+        routes = self._send_routes.get((src_rank, dst_rank))
+        if routes is None:
+            gpu, replicas = self.layout.gpu, range(self.layout.dp)
+            routes = self._send_routes[(src_rank, dst_rank)] = RouteSet(
+                self.fabric, [gpu(src_rank, d) for d in replicas], [gpu(dst_rank, d) for d in replicas])
+        left = [sum(self._first_group)]
 
         def landed():
             left[0] -= 1
             if not left[0]:
                 on_done()
-        for d in range(layout.dp):
-            self.fabric.transfer(layout.gpu(src_rank, d), layout.gpu(dst_rank, d), nbytes,
-                                 on_done=landed if d in first else _ignore)
+        self.fabric.transfer_set(routes, nbytes, [landed if first else _ignore for first in self._first_group])
 
     @property
     def slowdown(self) -> float:

@@ -9,7 +9,7 @@ from .collectives import (
                           ring_all_reduce,
                           ring_reduce_scatter,
 )
-from .fabric import Fabric
+from .fabric import Fabric, RouteSet
 from .links import LinkTable
 from .loads import LinkLoad, all_to_all_load, p2p_load, sum_loads
 from .maxmin import max_min_rates
@@ -17,7 +17,7 @@ from .stats import busiest_links, link_stats
 from .timeline import LinkTimeline
 from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes
 
-__all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "Fabric", "LinkTable", "LinkLoad",
+__all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "Fabric", "RouteSet", "LinkTable", "LinkLoad",
            "all_to_all_load", "p2p_load", "sum_loads",
            "max_min_rates", "busiest_links", "link_stats", "LinkTimeline", "MoERouting", "Traffic", "TrafficError", "ep_group_error",
            "route_tokens", "token_bytes"]

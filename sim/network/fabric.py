@@ -43,11 +43,35 @@ _CLOCK_RESOLUTION = 2.0 ** -52  # x now: at least half the float clock's spacing
 
 
 class _Flow:
-    __slots__ = ("links", "size", "on_done", "weights")
+    """A flow waiting to start, or a block of flows of one size (``lengths``: each one's number of
+    links, ``links`` theirs one after the other, ``on_done`` a list of their callbacks)."""
+    __slots__ = ("links", "size", "on_done", "weights", "lengths")
 
-    def __init__(self, links: np.ndarray, size: float, on_done, weights: np.ndarray | None = None):
+    def __init__(self, links: np.ndarray, size: float, on_done, weights: np.ndarray | None = None,
+                 lengths: list[int] | None = None):
         self.links, self.size, self.on_done = links, size, on_done
         self.weights = weights                           # bundle: pair weights (its rate limit included)
+        self.lengths = lengths
+
+
+class RouteSet:
+    """The routes of many GPU pairs, prepared once for :meth:`Fabric.transfer_set`: the pairs
+    grouped by route latency (the first pair's latency first), each group's links one after the
+    other."""
+
+    def __init__(self, fabric: "Fabric", srcs: list[int], dsts: list[int]):
+        self.srcs, self.dsts = srcs, dsts
+        groups: dict[float, tuple[list, list]] = {}
+        for i, (src, dst) in enumerate(zip(srcs, dsts)):
+            fabric._checked(src, dst, 0.0)
+            if src == dst:
+                raise InputError(f"a route set's pairs join two GPUs; pair {i} is GPU {src} to itself")
+            links, latency = fabric._routes.get((src, dst)) or fabric._route(src, dst)
+            index, found = groups.setdefault(latency, ([], []))
+            index.append(i)
+            found.append(links)
+        self.groups = [(latency, index, np.concatenate(found), [r.size for r in found])
+                       for latency, (index, found) in groups.items()]
 
 
 class Fabric:
@@ -201,6 +225,21 @@ class Fabric:
         else:                                   # as transfer() then: pending at once, even with no bytes
             _event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
 
+    def transfer_set(self, routes: RouteSet, nbytes: float, on_done: list) -> None:
+        """:meth:`transfer` of ``nbytes`` over each pair of ``routes``, calling ``on_done[i]()``
+        when pair i's last byte lands: the same flows, started as blocks (one per latency)."""
+        nbytes = self._checked(0, 0, nbytes)
+        if nbytes == 0:
+            for src, dst, done in zip(routes.srcs, routes.dsts, on_done):
+                self.transfer(src, dst, nbytes, done)
+            return
+        sent, received = self._sent, self._received
+        for src, dst in zip(routes.srcs, routes.dsts):
+            sent[src] += nbytes
+            received[dst] += nbytes
+        for latency, index, links, lengths in routes.groups:
+            self._enqueue(_Flow(links, nbytes, [on_done[i] for i in index], lengths=lengths), latency)
+
     def _checked(self, src: int, dst: int, nbytes) -> float:
         """``nbytes`` as a float, once the GPUs and the size are known good (else one line naming them)."""
         n = self._n_gpus
@@ -249,7 +288,7 @@ class Fabric:
         links, weights = load.links, load.weights
         if min_seconds > 0:
             private = self._private_link(load.size / min_seconds)
-            links, weights = np.append(links, private), np.append(weights, 1.0)
+            links, weights = _appended(links, private), _appended(weights, 1.0)
             inner = on_done
 
             def on_done(private=private, inner=inner):
@@ -387,7 +426,8 @@ class Fabric:
         than building arrays for them)."""
         flows, self._pending = self._pending, []
         n, m, P = self._n, len(flows), self._n_pairs
-        if m <= 4:
+        blocks = any(f.lengths is not None for f in flows)
+        if m <= 4 and not blocks:
             self._grow(n + m, P + sum(f.links.size for f in flows))
             for f in flows:
                 size, links = f.size, f.links
@@ -405,14 +445,22 @@ class Fabric:
                 n, P = n + 1, end
             self._n, self._n_pairs = n, P
             return
-        lengths = np.array([f.links.size for f in flows], dtype=np.int64)
+        if blocks:                                  # one entry per flow
+            counts = [1 if f.lengths is None else len(f.lengths) for f in flows]
+            lengths = np.array([k for f in flows for k in (f.lengths or (f.links.size,))], dtype=np.int64)
+            callbacks = [cb for f in flows for cb in (f.on_done if f.lengths is not None else (f.on_done,))]
+            sizes = np.repeat([f.size for f in flows], counts)
+            m = len(lengths)
+        else:
+            lengths = np.array([f.links.size for f in flows], dtype=np.int64)
+            callbacks = [f.on_done for f in flows]
+            sizes = np.array([f.size for f in flows])
         total = int(lengths.sum())
         self._grow(n + m, P + total)
-        ids = range(self._next_id, self._next_id + m)
+        first = self._next_id
         self._next_id += m
-        self._callbacks.update(zip(ids, (f.on_done for f in flows)))
-        self._flow_id[n:n + m] = ids
-        sizes = np.array([f.size for f in flows])
+        self._callbacks.update(zip(range(first, first + m), callbacks))
+        self._flow_id[n:n + m] = np.arange(first, first + m)
         self._size[n:n + m] = sizes
         self._remaining[n:n + m] = sizes
         self._rate[n:n + m] = 0.0
@@ -421,7 +469,8 @@ class Fabric:
         weights = self._pair_weight[P:P + total]
         weights[:] = 1.0
         at = 0
-        for f, size in zip(flows, lengths.tolist()):          # bundles only; plain flows weigh 1
+        for f in flows:                             # bundles only; plain flows weigh 1
+            size = f.links.size
             if f.weights is not None:
                 weights[at:at + size] = f.weights
             at += size
@@ -499,6 +548,15 @@ class Fabric:
         self._complete_finished()
         # What the finished flows' owners start now joins the same batch.
         self._batch_or_now()
+
+
+def _appended(values: np.ndarray, last) -> np.ndarray:
+    """``np.append(values, last)`` for a 1-d ``values``, without its conversions (a bundle's
+    every start pays it)."""
+    out = np.empty(values.size + 1, dtype=values.dtype)
+    out[:-1] = values
+    out[-1] = last
+    return out
 
 
 def _event_at(env: simpy.Environment, at: float) -> simpy.Event:
