@@ -426,8 +426,7 @@ class Fabric:
         than building arrays for them)."""
         flows, self._pending = self._pending, []
         n, m, P = self._n, len(flows), self._n_pairs
-        blocks = any(f.lengths is not None for f in flows)
-        if m <= 4 and not blocks:
+        if m <= 4 and all(f.lengths is None for f in flows):
             self._grow(n + m, P + sum(f.links.size for f in flows))
             for f in flows:
                 size, links = f.size, f.links
@@ -445,7 +444,7 @@ class Fabric:
                 n, P = n + 1, end
             self._n, self._n_pairs = n, P
             return
-        if blocks:                                  # one entry per flow
+        if any(f.lengths is not None for f in flows):   # blocks: one entry per flow
             counts = [1 if f.lengths is None else len(f.lengths) for f in flows]
             lengths = np.array([k for f in flows for k in (f.lengths or (f.links.size,))], dtype=np.int64)
             callbacks = [cb for f in flows for cb in (f.on_done if f.lengths is not None else (f.on_done,))]
