@@ -6,7 +6,7 @@ import simpy
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sim.network import Fabric, LinkLoad, RouteSet, link_stats, p2p_load
+from sim.network import Fabric, LinkLoad, link_stats, p2p_load
 from topologies import load_topology
 
 
@@ -477,7 +477,7 @@ route_sets = st.lists(st.tuples(st.floats(0, 2e-3), st.lists(st.tuples(st.intege
 @settings(max_examples=40, deadline=None)
 @given(route_sets, st.sampled_from([None, 30e9]))
 def test_a_route_set_starts_the_flows_its_pairs_would_start_one_by_one(sets, gpu_rate):
-    """``transfer_set`` over a :class:`RouteSet` (what a representative pipeline's sends use) ends
+    """``transfer_set`` over a ``route_set`` (what a representative pipeline's sends use) ends
     every flow at the same instant, to the last bit, as ``transfer`` called for its pairs in order,
     with the same bytes on every link and per GPU and the same recomputations; with and without
     the GPUs' engines, of any size (no bytes: each pair's latency)."""
@@ -493,7 +493,7 @@ def test_a_route_set_starts_the_flows_its_pairs_would_start_one_by_one(sets, gpu
             srcs, dsts = [a for a, _ in pairs], [(a + b) % 16 for a, b in pairs]
             done = [lambda j=j: ends.__setitem__((i, j), env.now) for j in range(len(pairs))]
             if as_set:
-                fab.transfer_set(RouteSet(fab, srcs, dsts), nbytes, done)
+                fab.transfer_set(fab.route_set(srcs, dsts), nbytes, done)
             else:
                 for src, dst, on_done in zip(srcs, dsts, done):
                     fab.transfer(src, dst, nbytes, on_done=on_done)
@@ -510,8 +510,8 @@ def test_bad_route_sets_are_one_line_errors():
     from sim.checks import InputError
     fab = Fabric(simpy.Environment(), load_topology("h800-node"))
     with pytest.raises(InputError, match=r"^a route set's pairs join two GPUs; pair 1 is GPU 3 to itself$"):
-        RouteSet(fab, [0, 3], [1, 3])
+        fab.route_set([0, 3], [1, 3])
     with pytest.raises(InputError, match=r"^GPU index out of range: src=0, dst=8; this fabric has GPUs 0\.\.7$"):
-        RouteSet(fab, [0], [8])
+        fab.route_set([0], [8])
     with pytest.raises(InputError, match=r"bytes must be a finite number in \[0, "):
-        fab.transfer_set(RouteSet(fab, [0], [1]), -1.0, [lambda: None])
+        fab.transfer_set(fab.route_set([0], [1]), -1.0, [lambda: None])

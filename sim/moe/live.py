@@ -85,8 +85,8 @@ class LiveComm:
         routes = self._send_routes.get((src_rank, dst_rank))
         if routes is None:
             gpu, replicas = self.layout.gpu, range(self.layout.dp)
-            routes = self._send_routes[(src_rank, dst_rank)] = RouteSet(
-                self.fabric, [gpu(src_rank, d) for d in replicas], [gpu(dst_rank, d) for d in replicas])
+            routes = self._send_routes[(src_rank, dst_rank)] = self.fabric.route_set(
+                [gpu(src_rank, d) for d in replicas], [gpu(dst_rank, d) for d in replicas])
         left = [sum(self._first_group)]
 
         def landed():

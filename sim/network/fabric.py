@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from heapq import heappush
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -54,24 +54,15 @@ class _Flow:
         self.lengths = lengths
 
 
-class RouteSet:
-    """The routes of many GPU pairs, prepared once for :meth:`Fabric.transfer_set`: the pairs
-    grouped by route latency (the first pair's latency first), each group's links one after the
-    other."""
+class RouteSet(NamedTuple):
+    """The routes of many GPU pairs (``srcs[i]`` to ``dsts[i]``), prepared once by
+    :meth:`Fabric.route_set` for :meth:`Fabric.transfer_set`: ``groups`` holds, per route latency
+    (s; the first pair's first), (latency, the pairs' indices, their links one after the other,
+    each one's number of links)."""
 
-    def __init__(self, fabric: "Fabric", srcs: list[int], dsts: list[int]):
-        self.srcs, self.dsts = srcs, dsts
-        groups: dict[float, tuple[list, list]] = {}
-        for i, (src, dst) in enumerate(zip(srcs, dsts)):
-            fabric._checked(src, dst, 0.0)
-            if src == dst:
-                raise InputError(f"a route set's pairs join two GPUs; pair {i} is GPU {src} to itself")
-            links, latency = fabric._routes.get((src, dst)) or fabric._route(src, dst)
-            index, found = groups.setdefault(latency, ([], []))
-            index.append(i)
-            found.append(links)
-        self.groups = [(latency, index, np.concatenate(found), [r.size for r in found])
-                       for latency, (index, found) in groups.items()]
+    srcs: list[int]
+    dsts: list[int]
+    groups: list[tuple[float, list[int], np.ndarray, list[int]]]
 
 
 class Fabric:
@@ -224,6 +215,21 @@ class Fabric:
             self._enqueue(flow, latency, start + latency)
         else:                                   # as transfer() then: pending at once, even with no bytes
             _event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
+
+    def route_set(self, srcs: list[int], dsts: list[int]) -> RouteSet:
+        """The routes of the GPU pairs ``srcs[i]`` to ``dsts[i]`` (two GPUs each), grouped by
+        latency for :meth:`transfer_set`."""
+        groups: dict[float, tuple[list, list]] = {}
+        for i, (src, dst) in enumerate(zip(srcs, dsts)):
+            self._checked(src, dst, 0.0)
+            if src == dst:
+                raise InputError(f"a route set's pairs join two GPUs; pair {i} is GPU {src} to itself")
+            links, latency = self._routes.get((src, dst)) or self._route(src, dst)
+            index, found = groups.setdefault(latency, ([], []))
+            index.append(i)
+            found.append(links)
+        return RouteSet(list(srcs), list(dsts), [(latency, index, np.concatenate(found), [r.size for r in found])
+                                                 for latency, (index, found) in groups.items()])
 
     def transfer_set(self, routes: RouteSet, nbytes: float, on_done: list) -> None:
         """:meth:`transfer` of ``nbytes`` over each pair of ``routes``, calling ``on_done[i]()``
