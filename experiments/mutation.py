@@ -90,10 +90,13 @@ EQUIVALENT = {
     "sim.moe.streams.x_as_streams__mutmut_5": "a copied part's stream is never read again: the plan's order says "
                                               "which stream each part runs on",
     "sim.moe.streams.x_walk_op__mutmut_1": "record's default: both callers (run_op, the live runner) pass it",
-    "sim.moe.streams.x_walk_op__mutmut_28": "the communication stream's ends never decrease, so a kernel that ended "
+    "sim.moe.streams.x_walk_op__mutmut_40": "the communication stream's ends never decrease, so a kernel that ended "
                                             "at the earliest start is followed only by kernels that ended no later, "
                                             "none of which any GPU's start falls inside",
-    "sim.moe.streams.x_walk_op__mutmut_40": "np.where(None, shared, full) is full",
+    "sim.moe.streams.x_walk_op__mutmut_55": "np.where(None, shared, full) is full",
+    "sim.moe.streams.x__walk_one__mutmut_3": "a part waits only for parts visited before it, so every end is written "
+                                             "before it is read: the compute stream's first values are never read",
+    "sim.moe.streams.x__walk_one__mutmut_5": "the same for the communication stream's first values",
     "sim.schedules.registry.x_check_arguments__mutmut_64": "only interleaved-1f1b takes chunks other than "
                                                            "None or 1, and max(chunks or 1, 2) is 2 for both",
     # The timeline's first rates: never read, since _add returns while no link is active.
@@ -144,8 +147,19 @@ EQUIVALENT = {
                                                                        "reduce-scatter",
     "sim.network.fabric.xǁFabricǁ_private_link__mutmut_10": "private links grown by a third instead of a half: more "
                                                             "growths, the same links and rates",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_4": "5 new flows appended one by one instead of as "
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_4": "4 new flows appended as arrays instead of one by "
+                                                               "one: the same arrays (the threshold is only speed)",
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_5": "5 new flows appended one by one instead of as "
                                                                "arrays: the same arrays (the threshold is only speed)",
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_48": "np.array of Python ints is int64 by default",
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_50": "the same as mutmut_48",
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_64": "the same as mutmut_48",
+    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_66": "the same as mutmut_48",
+    "sim.network.fabric.xǁFabricǁtransfer_set__mutmut_14": "1e18 and 1e+18 are the same number",
+    "sim.network.fabric.xǁFabricǁroute_set__mutmut_13": "_checked is asked about the GPUs here; the byte count it "
+                                                        "is given is not used",
+    "sim.network.fabric.xǁFabricǁroute_set__mutmut_18": "a route not found in the fabric's cache is found by "
+                                                        "_route, which caches it: the same links and latency",
     "sim.network.fabric.xǁFabricǁ_grow__mutmut_7": "flow arrays grown to exactly what is needed instead of "
                                                    "doubled: more growths, the same flows",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "

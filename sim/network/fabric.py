@@ -234,7 +234,7 @@ class Fabric:
     def transfer_set(self, routes: RouteSet, nbytes: float, on_done: list) -> None:
         """:meth:`transfer` of ``nbytes`` over each pair of ``routes``, calling ``on_done[i]()``
         when pair i's last byte lands: the same flows, started as blocks (one per latency)."""
-        nbytes = self._checked(0, 0, nbytes)
+        nbytes = float(number(nbytes, "bytes", low=0, high=1e18))
         if nbytes == 0:
             for src, dst, done in zip(routes.srcs, routes.dsts, on_done):
                 self.transfer(src, dst, nbytes, done)
