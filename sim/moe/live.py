@@ -43,6 +43,7 @@ class LiveComm:
         self._loads: dict[tuple, tuple[LinkLoad, float]] = {}
         first = set(layout.group_replicas(0))                     # replica 0's EP group
         self._first_group = [d in first for d in range(layout.dp)]
+        self._first_size = len(first)
         self._send_routes: dict[tuple[int, int], RouteSet] = {}
         self.count = 0
         self.live_s = 0.0           # seconds the all-to-alls took, launch barrier to last byte
@@ -87,7 +88,7 @@ class LiveComm:
             gpu, replicas = self.layout.gpu, range(self.layout.dp)
             routes = self._send_routes[(src_rank, dst_rank)] = self.fabric.route_set(
                 [gpu(src_rank, d) for d in replicas], [gpu(dst_rank, d) for d in replicas])
-        left = [sum(self._first_group)]
+        left = [self._first_size]
 
         def landed():
             left[0] -= 1
