@@ -157,7 +157,7 @@ CASES = {"moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe
                  (_moe_case, ("full", 0.0, 1, "live")),
                  (_moe_case, ("full", 0.0, 1, "measured", {"jitter_cv": 0.05, "links": {"node:n1/nic0": 0.0}})),
                  (_moe_case, ("full", 0.0, 1, "measured", {"jitter_cv": 0.05, "links": {"node:n1/nic0": 0.0},
-                                                           "send_grid_s": 1e-3}))],
+                                                           "send_grid_s": 0.0}))],
          "calibrate": [(_calibrate_case, ())],
          "skewed": [(_skewed_case, (64, 1)), (_skewed_case, (128, 1)), (_skewed_case, (256, 1)),
                     (_skewed_case, (128, 4)), (_skewed_case, (128, 16))],

@@ -515,3 +515,16 @@ def test_bad_route_sets_are_one_line_errors():
         fab.route_set([0], [8])
     with pytest.raises(InputError, match=r"bytes must be a finite number in \[0, "):
         fab.transfer_set(fab.route_set([0], [1]), -1.0, [lambda: None])
+
+
+def test_a_routes_bandwidth_is_its_least_capacity():
+    """h800-16: GPU 0 -> GPU 8 crosses two NICs at 50 GB/s (the worked example), GPU 0 -> GPU 1
+    NVLink at 160 GB/s; with GPU engines of 20 GB/s those bind; to itself: infinite; a GPU out of
+    range is the transfer's one-line error."""
+    graph = load_topology("h800-16")
+    fab = Fabric(simpy.Environment(), graph)
+    assert fab.route_bandwidth(0, 8) == 50e9 and fab.route_bandwidth(0, 1) == 160e9
+    assert fab.route_bandwidth(3, 3) == float("inf")
+    assert Fabric(simpy.Environment(), graph, gpu_rate=20e9).route_bandwidth(0, 8) == 20e9
+    with pytest.raises(ValueError, match=r"^GPU index out of range: src=0, dst=16"):
+        fab.route_bandwidth(0, 16)

@@ -57,17 +57,24 @@ def test_a_send_started_after_its_time_records_how_late_and_lands_each_replica()
 
 def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
     """Under kernel jitter every pipeline send starts at its producer's end plus the launch, rounded
-    up to the 10 us grid (faults.SEND_GRID_S): replicas that finished at 1, 3, 12 and 25 us send at
-    10, 10, 20 and 30 us, all in one process started at 0 (none late); on a 20 us grid
-    (``send_grid_s``) at 20, 20, 20 and 40 us; on a grid of 0, or without jitter, at their own end
-    times."""
+    up to the grid: ``faults.send_grid_s`` (default 1 ms), or a send's own time alone on the
+    fastest replica's route where that is shorter. tiny's sends (262,144 bytes at 160 GB/s) take
+    1.6384 us alone: on the default grid replicas that finished at 1, 3, 12 and 25 us send at 1, 2,
+    8 and 16 of those (1.6384, 3.2768, 13.1072, 26.2144 us), all in one process started at 0 (none
+    late). With the routes taken at 1 GB/s (262 us alone) the grid asked for binds: 10 us gives 10,
+    10, 20 and 30 us, 20 us gives 20, 20, 20 and 40 us. On a grid of 0, or without jitter, each
+    at its own end."""
     from sim.moe.faults import SEND_GRID_S
-    for cv, grid, want in ((0.05, {}, [10e-6, 10e-6, 20e-6, 30e-6]), (0.0, {}, [1e-6, 3e-6, 12e-6, 25e-6]),
-                           (0.05, {"send_grid_s": 20e-6}, [20e-6, 20e-6, 20e-6, 40e-6]),
-                           (0.05, {"send_grid_s": 0.0}, [1e-6, 3e-6, 12e-6, 25e-6]),
-                           (0.0, {"send_grid_s": 20e-6}, [1e-6, 3e-6, 12e-6, 25e-6])):
+    own, ends = 262144 / 160e9, [1e-6, 3e-6, 12e-6, 25e-6]
+    for cv, grid, slow, want in ((0.05, {}, False, [own, 2 * own, 8 * own, 16 * own]),
+                                 (0.0, {}, False, ends),
+                                 (0.05, {"send_grid_s": 10e-6}, True, [10e-6, 10e-6, 20e-6, 30e-6]),
+                                 (0.05, {"send_grid_s": 20e-6}, True, [20e-6, 20e-6, 20e-6, 40e-6]),
+                                 (0.05, {"send_grid_s": 0.0}, True, ends),
+                                 (0.0, {"send_grid_s": 20e-6}, True, ends)):
         _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": cv, "seed": 1, **grid}))
-        assert runner.send_launch_s == 0.0 and len(runner.replicas) == 4 and SEND_GRID_S == 10e-6
+        assert runner.send_launch_s == 0.0 and len(runner.replicas) == 4 and SEND_GRID_S == 1e-3
+        assert runner.chunk.activation_bytes() == 262144
         started = []
         transfer, transfer_at = fabric.transfer, fabric.transfer_at
 
@@ -80,10 +87,35 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
             return _transfer_at(at, src, dst, nbytes, on_done)
 
         fabric.transfer, fabric.transfer_at = record, record_at
-        runner.arrivals[("probe",)] = np.array([1e-6, 3e-6, 12e-6, 25e-6])
+        if slow:
+            fabric.route_bandwidth = lambda src, dst: 1e9
+        runner.arrivals[("probe",)] = np.array(ends)
         env.run(env.process(runner._send(env, 0, 1, ("probe",))))
         assert started == pytest.approx(want, rel=1e-12, abs=0), (cv, grid)
         assert runner.late_s == 0.0
+
+
+def test_a_send_put_on_the_grid_lands_as_if_it_had_left_when_due():
+    """A send held until the next grid point lands, for its receiver, that much before its last
+    byte does: as if it had left when due. Four replicas' sends on links of their own, each alone,
+    due at 1, 3, 12 and 25 us: on a 20 us grid (routes taken at 1 GB/s for the grid only) they
+    land at their due time plus latency plus 262,144 bytes over 160 GB/s, as with exact times
+    (grid 0), to rounding; the flows themselves end up to a grid later."""
+    landed = {}
+    for grid in (0.0, 20e-6):
+        step, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": 0.05, "seed": 1,
+                                                                             "send_grid_s": grid}))
+        fabric.route_bandwidth = lambda src, dst: 1e9
+        ends = np.array([1e-6, 3e-6, 12e-6, 25e-6])
+        runner.arrivals[("probe",)] = ends
+        env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+        landed[grid] = runner.arrivals[("probe",)]
+        last = env.now
+    src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
+    alone = np.array([fabric.links.route(int(a), int(b))[1] for a, b in zip(src, dst)]) + 262144 / 160e9
+    assert landed[0.0] == pytest.approx(ends + alone, rel=1e-12)
+    assert landed[20e-6] == pytest.approx(ends + alone, rel=1e-9)
+    assert last == pytest.approx(40e-6 + alone[3], rel=1e-12)          # the last flow left at 40 us
 
 
 def test_a_send_a_rounding_error_behind_the_clock_is_not_late():

@@ -10,7 +10,9 @@ A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the `
   GPU and op from a log-normal distribution of mean 1 and coefficient of variation ``jitter_cv``
   (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``), from ``seed``: the same seed, the same step;
   0 gives the fault-free step exactly; under jitter pipeline sends start on a grid of
-  ``send_grid_s`` (default :data:`SEND_GRID_S`, 10 us; 0: each at its own instant);
+  ``send_grid_s`` (default :data:`SEND_GRID_S`, 1 ms, or a send's own time alone where that is
+  shorter; 0: each at its own instant), each credited the bytes it would have sent while it
+  waited for the grid;
 * ``links``: ``[(selector, factor)]``; the selected links keep ``factor`` of their bandwidth
   (:data:`MIN_LINK_FACTOR` <= factor <= 1: at most 1000x slower, as a slow GPU) or fail (factor 0):
   failed links are removed and routes avoid them where a path remains.
@@ -45,11 +47,14 @@ class FaultError(InputError):
 
 # Under jitter every replica ends each op at its own time, and a pipeline send per replica per
 # instant costs the fabric a rate recomputation or two (hundreds of thousands in a DeepSeek-V3
-# step). Jittered runs start pipeline sends on a grid (rounding up: each at most one grid late,
-# half a grid on average, against op times of milliseconds), so sends due close together share
-# recomputations. The default keeps the step within 0.2 ms of exact times on DeepSeek-V3; a
-# coarser grid trades accuracy for speed (README: Stragglers and faults, cost of simulating).
-SEND_GRID_S = 1e-5
+# step). Jittered runs start pipeline sends on a grid (rounding up), so sends due close together
+# share recomputations, and credit each send the bytes it would have sent since it was due (at the
+# rate it gets on the grid: sim.moe.runner, Fabric.transfer_at's ``since``), so that a send whose
+# rate does not change ends when it would have without the grid. The grid is no coarser than a
+# send takes alone (no send starts after it would have ended). The 1 ms default keeps the
+# DeepSeek-V3 step within 1 ms of exact send times, a tenth of the spread between seeds (README:
+# Stragglers and faults, cost of simulating).
+SEND_GRID_S = 1e-3
 MAX_SEND_GRID_S = 1e-2
 MIN_LINK_FACTOR = 1e-3   # a degraded link keeps at least this share of its bandwidth (0: failed)
 
@@ -101,8 +106,9 @@ class FaultSpec:
 
     @property
     def sends_on_grid_s(self) -> float:
-        """The grid pipeline sends start on: ``send_grid_s`` under jitter, else 0 (exact times:
-        without jitter a boundary's sends leave at few distinct instants)."""
+        """The grid pipeline sends start on: ``send_grid_s`` under jitter (at most: the runner takes
+        a send's own time alone where that is shorter), else 0 (exact times: without jitter a
+        boundary's sends leave at few distinct instants)."""
         return self.send_grid_s if self.jitter_cv else 0.0
 
     @property

@@ -105,6 +105,7 @@ class GroupRunner:
             r: compute_factors[layout.gpus_of(r, self.replicas)] for r in range(pp)}
         self._jitter = faults if faults is not None and faults.jitter_cv else None
         self._send_grid = faults.sends_on_grid_s if faults is not None else 0.0   # jitter: sends on a grid
+        self._grids: dict[tuple[int, int], float] = {}  # per pair of ranks (see _grid)
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
@@ -192,32 +193,51 @@ class GroupRunner:
         done = env.event()
         pending = [len(sent)]
 
-        def landed(i: int):
-            arrived[i] = env.now
+        def landed(i: int, early: float = 0.0):
+            arrived[i] = env.now - early
             pending[0] -= 1
             if not pending[0]:
                 done.succeed()
 
-        grid, launch = self._send_grid, self.send_launch_s
+        grid, launch = self._send_grid and self._grid(src, dst, srcs, dsts, nbytes), self.send_launch_s
         every_replica = self.live is not None and self.live.representative   # one send stands for all
         ends, srcs, dsts = sent.tolist(), srcs.tolist(), dsts.tolist()       # Python numbers: cheaper per send
         for i in np.argsort(sent, kind="stable").tolist():
-            at = ends[i] + launch
+            at = due = ends[i] + launch
             if grid:                                # jittered replicas: sends leave on a grid (faults.send_grid_s)
-                at = math.ceil(at / grid) * grid
+                at = math.ceil(at / grid) * grid    # and land as if they had left when due (see _grid)
             wait = at - env.now
             if wait < -1e-12:                       # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
+            early = max(at - due, 0.0) if wait > 0 else 0.0
             if every_replica:
                 if wait > 0:
                     yield env.timeout(wait)
-                self.live.send_all(src, dst, nbytes, on_done=lambda i=i: landed(i))
+                self.live.send_all(src, dst, nbytes, on_done=lambda i=i, early=early: landed(i, early))
             elif wait > 0:                          # starts then, on the fabric's clock
-                fabric.transfer_at(at, srcs[i], dsts[i], nbytes, lambda i=i: landed(i))
+                fabric.transfer_at(at, srcs[i], dsts[i], nbytes, lambda i=i, early=early: landed(i, early))
             else:
                 fabric.transfer(srcs[i], dsts[i], nbytes, on_done=lambda i=i: landed(i))
         yield done
         self.arrivals[key] = arrived
+
+    def _grid(self, src: int, dst: int, srcs: np.ndarray, dsts: np.ndarray, nbytes: float) -> float:
+        """The grid (s) the sends from rank ``src`` to rank ``dst`` start on under jitter:
+        ``faults.send_grid_s``, or the time a send takes alone on the fastest of the replicas'
+        routes where that is shorter (its bytes over that route's bandwidth).
+
+        A send due at ``t`` starts on the fabric at the next grid point ``t + d`` (so that the
+        sends due close together share the fabric's recomputations, starts and ends) and its
+        receiver takes its input as landed ``d`` before its last byte does: as if it had left
+        when due and run as it ran. So a send whose rate does not change (the usual case: each
+        replica's sends cross links of their own) lands exactly when it would have without the
+        grid, and the grid biases no send late; what moves is the fabric's timeline, each send by
+        at most its own time alone: the others it meets are those of ``t + d``, not of ``t``."""
+        grid = self._grids.get((src, dst))
+        if grid is None:
+            fastest = max(map(self.fabric.route_bandwidth, srcs.tolist(), dsts.tolist()))
+            grid = self._grids[(src, dst)] = min(self._send_grid, nbytes / fastest)
+        return grid
 
     # -- parts -------------------------------------------------------------------------------
     def _plan(self, rank: int, op) -> tuple:

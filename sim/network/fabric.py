@@ -216,6 +216,15 @@ class Fabric:
         else:                                   # as transfer() then: pending at once, even with no bytes
             _event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
 
+    def route_bandwidth(self, src: int, dst: int) -> float:
+        """Bytes/s a flow from GPU ``src`` to GPU ``dst`` gets alone: the least capacity on its route
+        (the GPUs' engines included; infinite from a GPU to itself)."""
+        self._checked(src, dst, 0.0)
+        if src == dst:
+            return math.inf
+        links, _ = self._routes.get((src, dst)) or self._route(src, dst)
+        return float(self._capacity[links].min())
+
     def route_set(self, srcs: list[int], dsts: list[int]) -> RouteSet:
         """The routes of the GPU pairs ``srcs[i]`` to ``dsts[i]`` (two GPUs each), grouped by
         latency for :meth:`transfer_set`."""
