@@ -176,6 +176,8 @@ def test_the_run_command_takes_the_send_grid_of_jittered_runs(capsys):
     assert "faults: kernel jitter cv 0.02, sends on a 500 us grid (seed 0)" in capsys.readouterr().out
     assert main(["run", "tiny", "--schedule", "1f1b", "--jitter", "0.02", "--send-grid", "1000"]) == 0
     assert "faults: kernel jitter cv 0.02 (seed 0)" in capsys.readouterr().out
+    assert main(["run", "tiny", "--schedule", "1f1b", "--jitter", "0.02", "--send-grid", "0"]) == 0
+    assert "faults: kernel jitter cv 0.02, sends at their own instants (seed 0)" in capsys.readouterr().out
     assert main(["run", "tiny", "--schedule", "1f1b", "--send-grid", "1000"]) == 2
     assert capsys.readouterr().err.strip() == "error: --send-grid applies to jittered runs only: give --jitter CV too"
     with pytest.raises(SystemExit):                     # argparse's own one-line error

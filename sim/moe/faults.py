@@ -120,7 +120,8 @@ class FaultSpec:
         if self.slow_fraction and self.slow_factor > 1:
             parts.append(f"{self.slow_fraction:.1%} of GPUs {self.slow_factor:g}x slower")
         if self.jitter_cv:
-            grid = "" if self.send_grid_s == SEND_GRID_S else f", sends on a {self.send_grid_s * 1e6:g} us grid"
+            grid = ("" if self.send_grid_s == SEND_GRID_S else ", sends at their own instants" if not self.send_grid_s
+                    else f", sends on a {self.send_grid_s * 1e6:g} us grid")
             parts.append(f"kernel jitter cv {self.jitter_cv:g}{grid}")
         parts += [f"{sel} {'failed' if f == 0 else f'at {f:g}x bandwidth'}" for sel, f in self.links]
         return ", ".join(parts) + (f" (seed {self.seed})" if self.slow_fraction or self.jitter_cv else "")

@@ -178,7 +178,8 @@ class GroupRunner:
             return stop.value
 
     def deliver(self, env, src, dst, key):
-        """Each replica's send starts at its own end time (plus the send kernel's launch). Only an op
+        """Each replica's send starts at its own end time (plus the send kernel's launch; under
+        jitter on a grid, landing as if it had not waited for it: :meth:`_grid`). Only an op
         without any all-to-all (nothing makes its replicas wait for each other) can end on some
         replica before the moment the last replica's input arrived; such a send starts late, by at
         most that gap, which ``late_s`` records (0 whenever replicas receive their inputs at the
