@@ -118,6 +118,63 @@ def test_a_send_put_on_the_grid_lands_as_if_it_had_left_when_due():
     assert last == pytest.approx(40e-6 + alone[3], rel=1e-12)          # the last flow left at 40 us
 
 
+def test_a_send_whose_grid_point_has_passed_leaves_now_and_lands_when_its_flow_does():
+    """A 3 us grid (routes taken at 1 GB/s for the grid only), the clock at 4 us when the group's
+    send starts (it was held up): the send due at 1 us (grid point 3 us) is late by 1 us, leaves
+    now and lands when its flow does; the one due at 3.5 us leaves at its grid point, 6 us, and
+    lands as if it had left when it could, now (not at 3.5 us); those due at 31 us leave at 33 us
+    and land as if they had left at 31 us."""
+    step, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": 0.05, "seed": 1,
+                                                                         "send_grid_s": 3e-6}))
+    fabric.route_bandwidth = lambda src, dst: 1e9
+    env.run(until=4e-6)
+    runner.arrivals[("probe",)] = np.array([1e-6, 3.5e-6, 31e-6, 31e-6])
+    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
+    alone = np.array([fabric.links.route(int(a), int(b))[1] for a, b in zip(src, dst)]) + 262144 / 160e9
+    assert runner.late_s == pytest.approx(1e-6, rel=1e-9)
+    assert runner.arrivals[("probe",)] == pytest.approx(np.array([4e-6, 4e-6, 31e-6, 31e-6]) + alone, rel=1e-9)
+    assert env.now == pytest.approx(33e-6 + alone[3], rel=1e-12)
+
+
+def test_sends_due_together_start_in_replica_order():
+    """DeepSeek-V3's groups of 64 replicas: sends due at the same instant start in replica order
+    (a stable sort), so the fabric sees its flows in the same order on every machine; here half the
+    replicas end at 1 us and half at 2 us, alternately, where an unstable sort reorders ties."""
+    _, env, fabric, runner = probe(load_scenario("deepseek-v3"))
+    n = len(runner.replicas)
+    assert n > 16                                       # numpy sorts 16 or fewer stably in any case
+    order = []
+    transfer_at = fabric.transfer_at
+    fabric.transfer_at = lambda at, src, dst, nbytes, on_done: (order.append(src),
+                                                                transfer_at(at, src, dst, nbytes, on_done))
+    runner.arrivals[("probe",)] = np.tile([2e-6, 1e-6], n // 2)
+    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    src = runner.layout.gpus_of(0, runner.replicas).tolist()
+    assert order == src[1::2] + src[0::2]
+
+
+def test_the_send_grid_is_per_pair_of_ranks():
+    """tiny under jitter: ranks 0 and 1 share a node (NVLink, 160 GB/s), ranks 1 and 2 do not (a
+    NIC, 50 GB/s): 262,144-byte sends get grids of 1.6384 us and 5.24288 us (their own times
+    alone; 1 ms asked for), so sends due at 3 us leave rank 1 at 3.2768 us for rank 0 and at
+    5.24288 us for rank 2."""
+    step, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"jitter_cv": 0.05}))
+    gpus = step.scenario.layout.gpus_of
+    grids = [runner._grid(a, b, gpus(a, runner.replicas), gpus(b, runner.replicas), 262144.0) for a, b in
+             ((0, 1), (1, 2), (0, 1))]
+    assert grids == pytest.approx([262144 / 160e9, 262144 / 50e9, 262144 / 160e9], rel=1e-12)
+    runner._grids.clear()
+    started = []
+    transfer_at = fabric.transfer_at
+    fabric.transfer_at = lambda at, *args: (started.append(at), transfer_at(at, *args))
+    for dst in (0, 2):
+        runner.arrivals[("probe", dst)] = np.full(len(runner.replicas), 3e-6)
+        env.process(runner._send(env, 1, dst, ("probe", dst)))
+    env.run()
+    assert started == pytest.approx([2 * 262144 / 160e9] * 4 + [262144 / 50e9] * 4, rel=1e-12)
+
+
 def test_a_send_a_rounding_error_behind_the_clock_is_not_late():
     """A producer end 1e-13 s behind the clock (float rounding of summed op times) is not a late
     send: ``late_s`` only records lags beyond 1e-12 s."""

@@ -210,7 +210,7 @@ class GroupRunner:
             wait = at - env.now
             if wait < -1e-12:                       # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
-            early = max(at - due, 0.0) if wait > 0 else 0.0
+            early = max(at - max(due, env.now), 0.0)   # held for the grid (late or due now: sent now)
             if every_replica:
                 if wait > 0:
                     yield env.timeout(wait)
@@ -230,7 +230,8 @@ class GroupRunner:
         A send due at ``t`` starts on the fabric at the next grid point ``t + d`` (so that the
         sends due close together share the fabric's recomputations, starts and ends) and its
         receiver takes its input as landed ``d`` before its last byte does: as if it had left
-        when due and run as it ran. So a send whose rate does not change (the usual case: each
+        when due and run as it ran. (A send the group held up past ``t`` counts from the moment
+        it could leave, now; one whose grid point has passed leaves now, as a late send.) So a send whose rate does not change (the usual case: each
         replica's sends cross links of their own) lands exactly when it would have without the
         grid, and the grid biases no send late; what moves is the fabric's timeline, each send by
         at most its own time alone: the others it meets are those of ``t + d``, not of ``t``."""
