@@ -118,13 +118,25 @@ EQUIVALENT = {
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
     "sim.moe.runner.xǁGroupRunnerǁ_run_live__mutmut_23": "an all-to-all launched now also waits 0 s first: one "
                                                           "more event, the same times",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_42": "differs only for a send late by exactly 1e-12 s",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_51": "a representative send due now also waits 0 s first: one "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_46": "numpy reads a sort kind case-insensitively: 'STABLE' is "
+                                                      "'stable'",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_55": "differs only for a send late by exactly 1e-12 s",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_75": "a representative send due now also waits 0 s first: one "
                                                       "more event, the same times",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_63": "representative mode sends for one replica: arrived[None] = t "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_87": "representative mode sends for one replica: arrived[None] = t "
                                                       "sets that one element",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_64": "a send due now handed to transfer_at, which starts a send "
-                                                      "that is not after now with transfer itself",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_90": "representative mode has no send grid (faults simulate every "
+                                                      "rank), so its sends are credited 0 s anyway",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_91": "a send due now handed to transfer_at, which starts a send "
+                                                      "that is not after now with transfer itself, credited "
+                                                      "at - max(due, now) = 0 s",
+    "sim.moe.runner.xǁGroupRunnerǁ_grid__mutmut_1": "without the cache each call works the same grid out again",
+    "sim.moe.runner.xǁGroupRunnerǁ_grid__mutmut_2": "a cache key that never hits (None): each call works the "
+                                                     "same grid out again",
+    "sim.network.fabric.xǁFabricǁroute_bandwidth__mutmut_7": "the GPU check with 1 byte instead of 0: both sizes "
+                                                              "are valid",
+    "sim.network.fabric.xǁFabricǁroute_bandwidth__mutmut_11": "a route cache key that never hits (None): the "
+                                                               "route is looked up again, the same",
     "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_1": "send_launch_s's default: the step always passes it",
     "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_49": "faults without jitter as the jitter source: their jitter() "
                                                         "is None, so each part is scaled by its factor (or 1.0)",
