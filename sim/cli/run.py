@@ -179,7 +179,7 @@ def add_arguments(p) -> None:
                    help="kernel-time jitter: coefficient of variation of every compute part (log-normal, mean 1)")
     g.add_argument("--send-grid", type=arg(low=0, high=MAX_SEND_GRID_S * 1e6), metavar="US",
                    help="under --jitter, pipeline sends start on this grid of microseconds, or on their own time "
-                        "alone where that is shorter, credited what they would have sent meanwhile (default 1000; "
+                        "alone where that is shorter, landing as if sent when due (default 1000; "
                         "0: each at its own instant; coarser: faster; README: Stragglers and faults)")
     g.add_argument("--degrade-link", action="append", metavar="SELECTOR=FACTOR",
                    help="keep FACTOR (0.001 to 1) of the selected links' bandwidth (A--B, node:NAME, nics:N, "

@@ -11,8 +11,8 @@ A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the `
   (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``), from ``seed``: the same seed, the same step;
   0 gives the fault-free step exactly; under jitter pipeline sends start on a grid of
   ``send_grid_s`` (default :data:`SEND_GRID_S`, 1 ms, or a send's own time alone where that is
-  shorter; 0: each at its own instant), each credited the bytes it would have sent while it
-  waited for the grid;
+  shorter; 0: each at its own instant), each landing for its receiver as if it had left when
+  due;
 * ``links``: ``[(selector, factor)]``; the selected links keep ``factor`` of their bandwidth
   (:data:`MIN_LINK_FACTOR` <= factor <= 1: at most 1000x slower, as a slow GPU) or fail (factor 0):
   failed links are removed and routes avoid them where a path remains.
@@ -48,12 +48,11 @@ class FaultError(InputError):
 # Under jitter every replica ends each op at its own time, and a pipeline send per replica per
 # instant costs the fabric a rate recomputation or two (hundreds of thousands in a DeepSeek-V3
 # step). Jittered runs start pipeline sends on a grid (rounding up), so sends due close together
-# share recomputations, and credit each send the bytes it would have sent since it was due (at the
-# rate it gets on the grid: sim.moe.runner, Fabric.transfer_at's ``since``), so that a send whose
-# rate does not change ends when it would have without the grid. The grid is no coarser than a
-# send takes alone (no send starts after it would have ended). The 1 ms default keeps the
-# DeepSeek-V3 step within 1 ms of exact send times, a tenth of the spread between seeds (README:
-# Stragglers and faults, cost of simulating).
+# share recomputations, and each send lands for its receiver as much before its last byte as it
+# waited for the grid (sim.moe.runner.GroupRunner._grid), so that a send whose rate does not change
+# lands when it would have without the grid. The grid is no coarser than a send takes alone. The
+# 1 ms default keeps the DeepSeek-V3 step within about 2 ms of exact send times, a fifth of the
+# spread between seeds (README: Stragglers and faults, cost of simulating).
 SEND_GRID_S = 1e-3
 MAX_SEND_GRID_S = 1e-2
 MIN_LINK_FACTOR = 1e-3   # a degraded link keeps at least this share of its bandwidth (0: failed)

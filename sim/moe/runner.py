@@ -230,11 +230,12 @@ class GroupRunner:
         A send due at ``t`` starts on the fabric at the next grid point ``t + d`` (so that the
         sends due close together share the fabric's recomputations, starts and ends) and its
         receiver takes its input as landed ``d`` before its last byte does: as if it had left
-        when due and run as it ran. (A send the group held up past ``t`` counts from the moment
-        it could leave, now; one whose grid point has passed leaves now, as a late send.) So a send whose rate does not change (the usual case: each
-        replica's sends cross links of their own) lands exactly when it would have without the
-        grid, and the grid biases no send late; what moves is the fabric's timeline, each send by
-        at most its own time alone: the others it meets are those of ``t + d``, not of ``t``."""
+        when due and run as it ran (a send the group held up past ``t`` counts from the moment it
+        could leave, now; one whose grid point has passed leaves now, as a late send). So a send
+        whose rate does not change (the usual case: each replica's sends cross links of their
+        own) lands exactly when it would have without the grid, and the grid biases no send late;
+        what moves is the fabric's timeline, each send by at most its own time alone: the others
+        it meets are those of ``t + d``, not of ``t``."""
         grid = self._grids.get((src, dst))
         if grid is None:
             fastest = max(map(self.fabric.route_bandwidth, srcs.tolist(), dsts.tolist()))
