@@ -205,12 +205,13 @@ class GroupRunner:
         ends, srcs, dsts = sent.tolist(), srcs.tolist(), dsts.tolist()       # Python numbers: cheaper per send
         for i in np.argsort(sent, kind="stable").tolist():
             at = due = ends[i] + launch
+            early = 0.0
             if grid:                                # jittered replicas: sends leave on a grid (faults.send_grid_s)
                 at = math.ceil(at / grid) * grid    # and land as if they had left when due (see _grid)
+                early = max(at - max(due, env.now), 0.0)   # held for it (late or due now: sent now)
             wait = at - env.now
             if wait < -1e-12:                       # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
-            early = max(at - max(due, env.now), 0.0)   # held for the grid (late or due now: sent now)
             if every_replica:
                 if wait > 0:
                     yield env.timeout(wait)
