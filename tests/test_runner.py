@@ -18,6 +18,13 @@ def probe(run=None):
     return step, env, fabric, step.runners(fabric)[0]
 
 
+def alone_from_rank_0_to_1(step, runner, fabric) -> np.ndarray:
+    """Seconds each replica's send from rank 0 to rank 1 of tiny takes alone: its route's latency
+    plus 262,144 bytes over NVLink (160 GB/s)."""
+    src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
+    return np.array([fabric.links.route(int(a), int(b))[1] for a, b in zip(src, dst)]) + 262144 / 160e9
+
+
 @pytest.mark.parametrize("schedule", ["dualpipe", "1f1b"])
 def test_lockstep_full_mode_equals_one_process_per_replica(schedule):
     """Skewed routing, every rank simulated: the lockstep runner gives what one SimPy process per
@@ -111,8 +118,7 @@ def test_a_send_put_on_the_grid_lands_as_if_it_had_left_when_due():
         env.run(env.process(runner._send(env, 0, 1, ("probe",))))
         landed[grid] = runner.arrivals[("probe",)]
         last = env.now
-    src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
-    alone = np.array([fabric.links.route(int(a), int(b))[1] for a, b in zip(src, dst)]) + 262144 / 160e9
+    alone = alone_from_rank_0_to_1(step, runner, fabric)
     assert landed[0.0] == pytest.approx(ends + alone, rel=1e-12)
     assert landed[20e-6] == pytest.approx(ends + alone, rel=1e-9)
     assert last == pytest.approx(40e-6 + alone[3], rel=1e-12)          # the last flow left at 40 us
@@ -130,8 +136,7 @@ def test_a_send_whose_grid_point_has_passed_leaves_now_and_lands_when_its_flow_d
     env.run(until=4e-6)
     runner.arrivals[("probe",)] = np.array([1e-6, 3.5e-6, 31e-6, 31e-6])
     env.run(env.process(runner._send(env, 0, 1, ("probe",))))
-    src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
-    alone = np.array([fabric.links.route(int(a), int(b))[1] for a, b in zip(src, dst)]) + 262144 / 160e9
+    alone = alone_from_rank_0_to_1(step, runner, fabric)
     assert runner.late_s == pytest.approx(1e-6, rel=1e-9)
     assert runner.arrivals[("probe",)] == pytest.approx(np.array([4e-6, 4e-6, 31e-6, 31e-6]) + alone, rel=1e-9)
     assert env.now == pytest.approx(33e-6 + alone[3], rel=1e-12)
