@@ -120,14 +120,14 @@ EQUIVALENT = {
                                                           "more event, the same times",
     "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_46": "numpy reads a sort kind case-insensitively: 'STABLE' is "
                                                       "'stable'",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_55": "differs only for a send late by exactly 1e-12 s",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_75": "a representative send due now also waits 0 s first: one "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_68": "differs only for a send late by exactly 1e-12 s",
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_77": "a representative send due now also waits 0 s first: one "
                                                       "more event, the same times",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_87": "representative mode sends for one replica: arrived[None] = t "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_89": "representative mode sends for one replica: arrived[None] = t "
                                                       "sets that one element",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_90": "representative mode has no send grid (faults simulate every "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_92": "representative mode has no send grid (faults simulate every "
                                                       "rank), so its sends are credited 0 s anyway",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_91": "a send due now handed to transfer_at, which starts a send "
+    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_93": "a send due now handed to transfer_at, which starts a send "
                                                       "that is not after now with transfer itself, credited "
                                                       "at - max(due, now) = 0 s",
     "sim.moe.runner.xǁGroupRunnerǁ_grid__mutmut_1": "without the cache each call works the same grid out again",
