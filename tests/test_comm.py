@@ -92,6 +92,30 @@ def test_balanced_stages_placed_differently_are_measured_each():
             assert twins[1] != 0 and times[1] != times[0]
 
 
+def test_a_twin_stage_s_loads_are_its_twin_s_renamed_bit_for_bit():
+    """Live bundles' link loads: a stage that stage 0 stands for (h800-64) gets stage 0's loads
+    with the links renamed, equal to those computed from its own messages in every number; a stage
+    placed differently (the one-plane cluster above) has its loads computed from its messages."""
+    from sim.network import all_to_all_load
+    from topologies import build_from_spec
+    spec = {"kind": "fat_tree", "gpu": "h800", "nodes": 8, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 160,
+            "nic_bandwidth_GBps": 50, "switch_radix": 16, "oversubscription": 3, "rail_optimized": False,
+            "planes": 1, "name": "one-plane"}
+    for graph, topology in ((None, "h800-64"), (build_from_spec(spec), "one-plane")):
+        sc = Scenario(load_scenario("tiny", topology=topology, pp=4, dp=16, ep=16), graph=graph)
+        comm = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes())
+        for shape in ("dispatch", "combine"):
+            for stage in range(4):
+                for g in range(sc.layout.groups_per_rank):
+                    got = comm.load(shape, stage, g)
+                    own = all_to_all_load(sc.links, sc.layout.ep_group(stage, g), comm.traffic(stage, g),
+                                          sc.token_bytes()[shape], sc.run.a2a_algorithm, shape)
+                    assert got.links.tolist() == own.links.tolist() and got.link_bytes.tolist() == own.link_bytes.tolist()
+                    assert (got.injected, got.messages, got.latency) == (own.injected, own.messages, own.latency)
+                    assert stage == 0 or got.links.tolist() != comm.load(shape, 0, g).links.tolist()
+        assert [comm._twin_stage(s) for s in range(4)] == ([0, 0, 0, 0] if graph is None else [0, 1, 2, 3])
+
+
 def test_cluster_scope_batches_scattered_completions_within_the_window():
     """Every stage's EP groups at once on one oversubscribed plane meet on shared links each in its
     own way, so their flows end at scattered times: the cluster scope finishes flows due within

@@ -116,6 +116,18 @@ def test_a_load_sorts_its_links_with_their_bytes():
     assert load.weights.tolist() == [2.0, 1.0, 0.5] and load.size == 6.0 and load.latency == 1e-6
 
 
+def test_a_renamed_load_moves_each_link_s_bytes_to_its_new_name():
+    """Links 2, 5, 7 renamed 9, 1, 4 (old 3 -> 8 names a link the load does not use): each new link
+    carries its old link's bytes, sorted again; the messages, bytes and latency stay."""
+    load = LinkLoad(np.array([2, 5, 7]), np.array([12.0, 6.0, 3.0]), 12.0, 2, 1e-6)
+    moved = load.renamed(np.array([2, 5, 7, 3, 2]), np.array([9, 1, 4, 8, 9]))
+    assert moved.links.tolist() == [1, 4, 9] and moved.link_bytes.tolist() == [6.0, 3.0, 12.0]
+    assert (moved.injected, moved.messages, moved.latency, moved.weights.tolist()) == (12.0, 2, 1e-6, [1.0, 0.5, 2.0])
+    assert LinkLoad.empty().renamed(np.array([1]), np.array([2])).links.size == 0
+    with pytest.raises(InputError, match=r"^a link load renamed: link 7 has no new name$"):
+        load.renamed(np.array([2, 5]), np.array([9, 1]))
+
+
 @pytest.mark.parametrize("algorithm", ["hierarchical", "flat"])
 @pytest.mark.parametrize("direction", ["dispatch", "combine"])
 def test_the_messages_worked_by_hand(algorithm, direction):

@@ -98,9 +98,18 @@ class CommModel:
 
     def load(self, shape: str, stage: int, group: int) -> LinkLoad:
         """The bytes per link of one dispatch- or combine-shaped all-to-all of EP group ``group``
-        at ``stage`` (:func:`~sim.network.all_to_all_load`), kept for later steps of the run."""
+        at ``stage`` (:func:`~sim.network.all_to_all_load`), kept for later steps of the run. A
+        stage whose twin (:meth:`_twin_stage`) is another gets the twin's load with the links
+        renamed (:meth:`~sim.network.LinkLoad.renamed`): the same numbers, without walking
+        thousands of messages again."""
         key = (shape, stage, group)
-        if key not in self._loads:
+        if key in self._loads:
+            return self._loads[key]
+        unit, _ = self._unit(stage)
+        if unit not in (-1, stage):
+            (_, old), (_, new) = self._signature(unit), self._signature(stage)
+            self._loads[key] = self.load(shape, unit, group).renamed(old, new)
+        else:
             self._loads[key] = all_to_all_load(self.links, self.layout.ep_group(stage, group),
                                                self.traffic(stage, group), self.token_bytes[shape],
                                                self.run.a2a_algorithm, shape)

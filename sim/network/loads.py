@@ -69,6 +69,21 @@ class LinkLoad:
         """The mean message (bytes): a bundle's flow size."""
         return self.injected / self.messages if self.messages else 0.0
 
+    def renamed(self, old: np.ndarray, new: np.ndarray) -> "LinkLoad":
+        """This load with link ``old[i]`` renamed ``new[i]`` (a one-to-one renaming, repeats
+        allowed): the same collective on a twin set of links, e.g. another stage's EP groups whose
+        routes are the same up to renaming links (:func:`~sim.moe.comm.same_routes`). Its bytes
+        per link are those computed afresh would be, bit for bit (the same messages, summed in the
+        same order); a link the renaming does not name is refused."""
+        if not self.links.size:
+            return self
+        mapping = np.full(max(int(self.links[-1]), int(old.max(initial=0))) + 1, -1, dtype=np.int64)
+        mapping[old] = new
+        links = mapping[self.links]
+        if (links < 0).any():
+            raise InputError(f"a link load renamed: link {int(self.links[np.argmax(links < 0)])} has no new name")
+        return LinkLoad(links, self.link_bytes, self.injected, self.messages, self.latency)
+
     @staticmethod
     def of(table: LinkTable, messages: list[tuple[int, int, float]]) -> "LinkLoad":
         """The load of ``messages`` ([(source GPU, destination GPU, bytes)]); same-GPU and empty
