@@ -51,7 +51,7 @@ do_not_mutate = ["*/__init__.py"]
 also_copy = ["topologies/", "experiments/"]
 pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_flowcore.py", "tests/test_refill.py",
                                       "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
-                                      "tests/test_links.py"]
+                                      "tests/test_flowloop.py", "tests/test_links.py"]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
@@ -159,27 +159,27 @@ EQUIVALENT = {
                                                                        "reduce-scatter",
     "sim.network.fabric.xǁFabricǁ_private_link__mutmut_10": "private links grown by a third instead of a half: more "
                                                             "growths, the same links and rates",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_4": "4 new flows appended as arrays instead of one by "
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_4": "4 new flows appended as arrays instead of one by "
                                                                "one: the same arrays (the threshold is only speed)",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_5": "5 new flows appended one by one instead of as "
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_5": "5 new flows appended one by one instead of as "
                                                                "arrays: the same arrays (the threshold is only speed)",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_48": "np.array of Python ints is int64 by default",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_50": "the same as mutmut_48",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_64": "the same as mutmut_48",
-    "sim.network.fabric.xǁFabricǁ_activate_pending__mutmut_66": "the same as mutmut_48",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_48": "np.array of Python ints is int64 by default",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_50": "the same as mutmut_48",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_64": "the same as mutmut_48",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_66": "the same as mutmut_48",
     "sim.network.fabric.xǁFabricǁtransfer_set__mutmut_14": "1e18 and 1e+18 are the same number",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_13": "_checked is asked about the GPUs here; the byte count it "
                                                         "is given is not used",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_18": "a route not found in the fabric's cache is found by "
                                                         "_route, which caches it: the same links and latency",
-    "sim.network.fabric.xǁFabricǁ_grow__mutmut_7": "flow arrays grown to exactly what is needed instead of "
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_7": "flow arrays grown to exactly what is needed instead of "
                                                    "doubled: more growths, the same flows",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
-    "sim.network.fabric.xǁFabricǁ_grow__mutmut_38": "growing when the pair arrays are exactly full rather than "
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_38": "growing when the pair arrays are exactly full rather than "
                                                     "over: larger arrays, the same flows and rates",
-    "sim.network.fabric.xǁFabricǁ_grow__mutmut_45": "pair arrays grown threefold instead of doubled: larger "
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_45": "pair arrays grown threefold instead of doubled: larger "
                                                     "arrays, the same flows and rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
                                                        "with them: the same rates",

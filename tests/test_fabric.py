@@ -37,51 +37,6 @@ def test_worked_example_one_transfer_by_hand():
     assert lat == pytest.approx(2.8e-6)
 
 
-def test_the_fabric_counts_the_flows_its_recomputations_refill():
-    """Two transfers GPU 0 -> GPU 8 (100 and 200 MB) share their route: the first recomputation fills
-    both (2 flows); when the first ends at 4.0028 ms the second, which the shared link froze, is the
-    only one refilled (it then has the link to itself and ends at 2.8 us + 6 ms)."""
-    env = simpy.Environment()
-    fab = Fabric(env, load_topology("h800-16"))
-    first, second = fab.transfer(0, 8, 100e6), fab.transfer(0, 8, 200e6)
-    env.run(first)
-    assert env.now == pytest.approx(2.8e-6 + 4e-3, rel=1e-12)
-    env.run(second)
-    assert env.now == pytest.approx(2.8e-6 + 6e-3, rel=1e-12)
-    assert fab.refilled_flows == 3 and fab.unchanged_solves == 0
-
-
-def test_a_flow_due_sooner_than_the_clock_can_tick_finishes_now():
-    """At t = 2**20 s the float clock moves in steps of 2**-32 s (about 2.3e-10 s): 1 mB at 80 GB/s
-    is due in 1.25e-14 s, a timer that would fire at the same instant forever (a long step's last
-    bytes after rounding hung this way). It finishes at the instant it started, after one
-    recomputation or two (the deadline turns a hang into an error)."""
-    from sim.limits import deadline
-    env = simpy.Environment()
-    fab = Fabric(env, gpu_chain("a", 80e9, "b"))
-    start = 2.0 ** 20
-    env.run(until=start)
-    with deadline(10):
-        env.run(fab.transfer(0, 1, 1e-3))
-    assert env.now == start
-    assert fab.recomputations <= 2
-
-
-def test_a_flow_due_in_a_few_clock_ticks_takes_its_time():
-    """The rule above is no wider than the clock's resolution: at t = 2**20 s (a tick of about
-    2.3e-10 s), 80 and 160 bytes at 80 GB/s on two links end 1e-9 s and 2e-9 s later; when the
-    first ends, the second, due in about four ticks, does not end with it."""
-    env = simpy.Environment()
-    fab = Fabric(env, gpu_chain("a", 80e9, "b", 80e9, "c"))
-    start = 2.0 ** 20
-    env.run(until=start)
-    first, second = fab.transfer(0, 1, 80.0), fab.transfer(1, 2, 160.0)
-    env.run(first)
-    assert env.now == pytest.approx(start + 1e-9, abs=2 ** -31)
-    env.run(second)
-    assert env.now == pytest.approx(start + 2e-9, abs=2 ** -31)
-
-
 def test_one_flow_is_latency_plus_size_over_bandwidth():
     env = simpy.Environment()
     fab = Fabric(env, load_topology("h800-node"))
@@ -192,53 +147,6 @@ def test_no_link_over_capacity_and_every_byte_arrives(items):
     assert (df["peak_util"] <= 1 + 1e-9).all() and (df["mean_util"] <= 1 + 1e-9).all()
 
 
-def test_completion_window_bounds_the_error():
-    """Skewed all-to-all: with a window w every flow ends at most w x (busy time) early, and the
-    collective's time moves by no more than that; it saves rate recomputations."""
-    from sim.network import MoERouting, all_to_all, route_tokens
-    r = MoERouting(ep=16, gpus_per_node=8, num_experts=64, topk=6, tokens_per_gpu=400, node_limit=2, skew=1.2, seed=5)
-    tr = route_tokens(r)
-    out = {}
-    for w in (0.0, 1e-3):
-        env = simpy.Environment()
-        fab = Fabric(env, load_topology("h800-16"), completion_window=w)
-        env.run(all_to_all(fab, list(range(16)), tr, 7168.0, "hierarchical"))
-        out[w] = (env.now, fab.recomputations, fab.link_bytes.sum())
-    exact, windowed = out[0.0], out[1e-3]
-    assert abs(windowed[0] - exact[0]) <= 1e-3 * exact[0]
-    assert windowed[1] < exact[1]
-    assert windowed[2] == pytest.approx(exact[2])      # every byte still crosses its links
-
-
-random_transfers = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 1e-6, 2e-5, 1e-4]), st.integers(0, 15),
-                                      st.integers(0, 15), st.floats(0, 5e7)), min_size=1, max_size=25)
-
-
-@settings(max_examples=40, deadline=None)
-@given(random_transfers)
-def test_fabric_equals_an_independent_event_loop(transfers):
-    """Random transfers on h800-16, started at random instants: the fabric (incremental or not)
-    ends each where a plain event loop with the numpy max-min oracle does."""
-    from reference_fabric import reference_completions
-    graph = load_topology("h800-16")
-    expected = None
-    for incremental in (True, False):
-        env = simpy.Environment()
-        fab = Fabric(env, graph, incremental=incremental)
-        ends = [None] * len(transfers)
-
-        def start(i, t0, src, dst, nbytes):
-            yield env.timeout(t0)
-            yield fab.transfer(src, dst, nbytes)
-            ends[i] = env.now
-        for i, t in enumerate(transfers):
-            env.process(start(i, *t))
-        env.run()
-        if expected is None:
-            expected = reference_completions(fab.links, transfers)
-        assert ends == pytest.approx(expected, rel=1e-9, abs=1e-12)
-
-
 def test_a_bundle_of_k_flows_on_one_route_takes_as_long_as_the_k_flows():
     """k flows of 1 GB from GPU 0 to GPU 1 (h800-node, 160 GB/s NVLink, 3.3 us) end at
     3.3 us + k GB / 160 GB/s; as one bundle (size 1 GB, k GB on each link of the route) the same."""
@@ -281,37 +189,6 @@ def test_a_bundles_min_seconds_is_its_speed_alone_and_frees_its_private_link():
     env.run(fab.transfer_bundle(load, min_seconds=0.02))
     assert env.now == pytest.approx(0.0315, rel=1e-12) and len(fab._capacity) == private
     assert fab.link_bytes.size == len(fab.links) and fab.link_bytes[load.links] == pytest.approx(2.6e9)
-
-
-def test_transfers_started_at_one_instant_share_one_recomputation():
-    """Five transfers started at t = 0 without latency (each asks for a batch) and ending together:
-    one recomputation when they start, one when they end."""
-    env = simpy.Environment()
-    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
-    for _ in range(5):
-        fab.transfer(0, 1, 1e6, on_done=lambda: None)
-    env.run()
-    assert env.now == pytest.approx(5e-3, rel=1e-12) and fab.recomputations == 2
-
-
-def test_an_arrival_that_leaves_the_next_completion_in_place_arms_no_new_timer():
-    """a -1 GB/s- b -1 GB/s- c. 1 GB a->b from t = 0 (ends at 1 s); 1 GB b->c from t = 0.25 s
-    (ends at 1.25 s): its arrival leaves the next completion at 1 s, so the fabric keeps its
-    timer: two timers in all (one per completion) instead of a third that would fire stale."""
-    class Counting(simpy.Environment):
-        timers = 0
-
-        def timeout(self, delay, value=None):
-            Counting.timers += 1
-            return super().timeout(delay, value)
-    env = Counting()
-    fab = Fabric(env, gpu_chain("a", 1e9, "b", 1e9, "c"))
-    ends = []
-    fab.transfer(0, 1, 1e9, on_done=lambda: ends.append(env.now))
-    start_second = simpy.Timeout(env, 0.25)                     # made directly: not counted
-    start_second.callbacks.append(lambda _e: fab.transfer(1, 2, 1e9, on_done=lambda: ends.append(env.now)))
-    env.run()
-    assert ends == [1.0, 1.25] and Counting.timers == 2 and fab.recomputations == 4
 
 
 def test_a_bundle_with_no_link_takes_only_its_latency():
@@ -438,35 +315,6 @@ def test_a_transfer_started_ahead_at_now_or_to_itself():
         fab.transfer_at(1.0, 0, 7, 1e6, on_done=lambda: None)
     with pytest.raises(ValueError, match=r"^bytes must be a finite number"):
         fab.transfer_at(1.0, 0, 1, -1.0, on_done=lambda: None)
-
-
-def test_an_arrival_or_completion_alone_at_its_instant_recomputes_without_a_batch_event():
-    """One 1 MB transfer over a 1 GB/s link of 1 us latency: the SimPy events are its arrival and
-    its completion timer; each recomputes at once (nothing else is due then) instead of scheduling
-    a batch event for the same instant. Two recomputations, the same end (1 us + 1 ms)."""
-    env = simpy.Environment()
-    graph = gpu_chain("a", 1e9, "b")
-    graph.edges["a", "b"]["latency"] = 1e-6
-    fab = Fabric(env, graph)
-    ends = []
-    fab.transfer(0, 1, 1e6, on_done=lambda: ends.append(env.now))
-    steps = 0
-    while env.peek() < float("inf"):
-        env.step()
-        steps += 1
-    assert ends == [pytest.approx(1e-6 + 1e-3, rel=1e-12)]
-    assert fab.recomputations == 2 and steps == 2          # the arrival and the timer
-
-
-def test_a_clock_at_infinity_is_an_error_not_a_hang():
-    """A compute part of infinite seconds (an input the checks once let through) put the clock at
-    inf, where every completion timer lands at inf again: the run spun forever. The fabric now
-    stops with an error instead."""
-    env = simpy.Environment(initial_time=float("inf"))
-    fab = Fabric(env, gpu_chain("a", 1e9, "b"))
-    fab.transfer(0, 1, 1e6)
-    with pytest.raises(RuntimeError, match="the next flow completion is at inf s \\(now inf s\\)"):
-        env.run()
 
 
 route_sets = st.lists(st.tuples(st.floats(0, 2e-3), st.lists(st.tuples(st.integers(0, 15), st.integers(1, 15)),
