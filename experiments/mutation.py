@@ -160,9 +160,10 @@ EQUIVALENT = {
     "sim.network.fabric.xǁFabricǁ_private_link__mutmut_10": "private links grown by a third instead of a half: more "
                                                             "growths, the same links and rates",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_4": "4 new flows appended as arrays instead of one by "
-                                                               "one: the same arrays (the threshold is only speed)",
-    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_5": "5 new flows appended one by one instead of as "
-                                                               "arrays: the same arrays (the threshold is only speed)",
+                                                                   "one: the same arrays (the threshold is only speed)",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_5": "5 new flows appended one by one instead of "
+                                                                   "as arrays: the same arrays (the threshold is only "
+                                                                   "speed)",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_48": "np.array of Python ints is int64 by default",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_50": "the same as mutmut_48",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_64": "the same as mutmut_48",
@@ -172,15 +173,17 @@ EQUIVALENT = {
                                                         "is given is not used",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_18": "a route not found in the fabric's cache is found by "
                                                         "_route, which caches it: the same links and latency",
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_8": "flow arrays grown threefold instead of doubled: larger "
+                                                       "arrays, the same flows (as _grow__mutmut_45 for pairs)",
     "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_7": "flow arrays grown to exactly what is needed instead of "
-                                                   "doubled: more growths, the same flows",
+                                                       "doubled: more growths, the same flows",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
     "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_38": "growing when the pair arrays are exactly full rather than "
-                                                    "over: larger arrays, the same flows and rates",
+                                                        "over: larger arrays, the same flows and rates",
     "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_45": "pair arrays grown threefold instead of doubled: larger "
-                                                    "arrays, the same flows and rates",
+                                                        "arrays, the same flows and rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
                                                        "with them: the same rates",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_158": "the scratch marks start at 0 and the tick is raised before "

@@ -216,6 +216,10 @@ def test_concurrent_bundles_take_private_links_from_one_growth():
     env.run()
     assert len(fab._capacity) == base + 16 + max(16, (base + 16) // 2) == 34      # 2 links + 2 growths
     assert ends == pytest.approx([0.1] * 20, rel=1e-12)
+    fab = Fabric(env, gpu_chain("a", 1e12, "b"))
+    for _ in range(16):                                         # exactly one growth's worth: every link of it
+        fab.transfer_bundle(load, min_seconds=0.1, on_done=lambda: None)
+    assert len(fab._capacity) == base + 16 == 18
 
 
 @pytest.mark.parametrize("min_seconds,latency", [(1e9, 0.0), (-1e-9, 0.0), (0.0, 1e6), (0.0, -1e-9)])
@@ -238,7 +242,7 @@ def test_bad_bundles_are_one_line_errors():
         LinkLoad(np.array([1, 1]), np.array([1.0, 5.0]), 1.0, 1)
     with pytest.raises(InputError, match="needs injected bytes > 0 and messages > 0"):
         LinkLoad(np.array([0]), np.array([1.0]), 1.0, 0)
-    with pytest.raises(InputError, match="bundle link out of range"):
+    with pytest.raises(InputError, match=r"^bundle link out of range: this fabric has links 0\.\.1$"):
         fab.transfer_bundle(LinkLoad(np.array([99]), np.array([1.0]), 1.0, 1))
     with pytest.raises(InputError, match="bundle min_seconds"):
         fab.transfer_bundle(LinkLoad(np.array([0]), np.array([1.0]), 1.0, 1), min_seconds=float("nan"))

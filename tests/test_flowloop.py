@@ -158,5 +158,27 @@ def test_a_clock_at_infinity_is_an_error_not_a_hang():
     env = simpy.Environment(initial_time=float("inf"))
     fab = Fabric(env, gpu_chain("a", 1e9, "b"))
     fab.transfer(0, 1, 1e6)
-    with pytest.raises(RuntimeError, match="the next flow completion is at inf s \\(now inf s\\)"):
+    with pytest.raises(RuntimeError, match="^fabric: the next flow completion is at inf s \\(now inf s\\); "
+                                           "a time or a rate is not finite$"):
         env.run()
+
+
+def test_a_completion_looks_for_finished_flows_once(monkeypatch):
+    """1 MB and 2 MB over two 1 GB/s links: each completion timer drains the flows and removes those
+    due (``flowcore.drop_finished``), and the recomputation that follows at the same instant, with
+    nothing drained or re-rated since, does not look again: two looks in all, one per completion."""
+    from sim.network import flowcore
+    calls = []
+    drop = flowcore.drop_finished
+
+    def counting(*args):
+        calls.append(args[0])
+        return drop(*args)
+    monkeypatch.setattr(flowcore, "drop_finished", counting)
+    env = simpy.Environment()
+    fab = Fabric(env, gpu_chain("a", 1e9, "b", 1e9, "c"))
+    ends = []
+    fab.transfer(0, 1, 1e6, on_done=lambda: ends.append(env.now))
+    fab.transfer(1, 2, 2e6, on_done=lambda: ends.append(env.now))
+    env.run()
+    assert ends == pytest.approx([1e-3, 2e-3], rel=1e-12) and calls == [2, 1]
