@@ -168,6 +168,13 @@ EQUIVALENT = {
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_50": "the same as mutmut_48",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_64": "the same as mutmut_48",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_66": "the same as mutmut_48",
+    "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_5": "np.full of a Python int is int64 by default",
+    "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_8": "the same as mutmut_5",
+    "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_19": "the renaming array one entry longer when every link is 0: "
+                                                      "the same names",
+    "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_20": "the renaming array one entry longer: the same names",
+    "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_22": "an unnamed link marked -2 instead of -1: still below 0, "
+                                                      "refused alike",
     "sim.network.fabric.xǁFabricǁtransfer_set__mutmut_14": "1e18 and 1e+18 are the same number",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_13": "_checked is asked about the GPUs here; the byte count it "
                                                         "is given is not used",

@@ -124,8 +124,10 @@ def test_a_renamed_load_moves_each_link_s_bytes_to_its_new_name():
     assert moved.links.tolist() == [1, 4, 9] and moved.link_bytes.tolist() == [6.0, 3.0, 12.0]
     assert (moved.injected, moved.messages, moved.latency, moved.weights.tolist()) == (12.0, 2, 1e-6, [1.0, 0.5, 2.0])
     assert LinkLoad.empty().renamed(np.array([1]), np.array([2])).links.size == 0
-    with pytest.raises(InputError, match=r"^a link load renamed: link 7 has no new name$"):
-        load.renamed(np.array([2, 5]), np.array([9, 1]))
+    assert load.renamed(np.array([2, 5, 7]), np.array([0, 3, 1])).links.tolist() == [0, 1, 3]   # link 0 is a name
+    for old, new, first in (([2, 5], [9, 1], 7), ([2, 5], [0, 1], 7), ([], [], 2)):   # (after one renamed 0)
+        with pytest.raises(InputError, match=rf"^a link load renamed: link {first} has no new name$"):
+            load.renamed(np.array(old, dtype=np.int64), np.array(new, dtype=np.int64))
 
 
 @pytest.mark.parametrize("algorithm", ["hierarchical", "flat"])
