@@ -38,18 +38,19 @@ from sim.io import write_csv_atomic
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
         "sim.moe.memory", "sim.sweep")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
-KERNELS = ("sim.network.maxmin", "sim.network.flowcore", "sim.network.refill", "sim.network.tallies",
-           "sim.network.traffic", "sim.network.links")
+KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore", "sim.network.refill",
+           "sim.network.tallies", "sim.network.traffic", "sim.network.links")
 KERNEL_TREE = Path(".mutation-kernels")
 KERNEL_CONFIG = """[tool.mutmut]
 # experiments/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
 # judged by their own tests (numpy oracles, hypothesis, hand-worked cases) and the fabric's.
 source_paths = ["sim/"]
-only_mutate = ["sim/network/maxmin.py", "sim/network/flowcore.py", "sim/network/refill.py", "sim/network/tallies.py",
-               "sim/network/traffic.py", "sim/network/links.py"]
+only_mutate = ["sim/network/maxmin.py", "sim/network/fillscan.py", "sim/network/flowcore.py", "sim/network/refill.py",
+               "sim/network/tallies.py", "sim/network/traffic.py", "sim/network/links.py"]
 do_not_mutate = ["*/__init__.py"]
 also_copy = ["topologies/", "experiments/"]
-pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_flowcore.py", "tests/test_refill.py",
+pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_fillscan.py", "tests/test_flowcore.py",
+                                      "tests/test_refill.py",
                                       "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
                                       "tests/test_flowloop.py", "tests/test_links.py"]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
@@ -255,8 +256,34 @@ EQUIVALENT = {
                                                         "(not ok, and solve's test of the result)",
     "sim.network.flowcore.x_rate_unchanged__mutmut_85": "bott_count[arg] = 1 instead of += 1: a new flow takes only "
                                                         "a link that froze nobody (bott_count 0), so both give 1",
-    "sim.network.refill.x_refill_all__mutmut_122": "link_max raised on an equal rate too: the same value",
-    "sim.network.refill.x_refill_affected__mutmut_306": "link_max raised on an equal rate too: the same value",
+    "sim.network.refill.x_refill_all__mutmut_84": "link_max raised on an equal rate too: the same value",
+    "sim.network.refill.x_refill_affected__mutmut_300": "link_max raised on an equal rate too: the same value",
+    "sim.network.fillscan.x_fill_scan__mutmut_20": "np.full infers int64 from the fill value -1",
+    "sim.network.fillscan.x_fill_scan__mutmut_23": "same as mutmut_20",
+    "sim.network.fillscan.x_fill_scan__mutmut_44": "round stamps held as floats: exact at these counts",
+    "sim.network.fillscan.x_fill_scan__mutmut_46": "same as mutmut_44",
+    "sim.network.fillscan.x_fill_scan__mutmut_57": "every unfrozen flow looked at again each round, not only those whose tightest link changed: "
+             "the others' links' shares only rose since their last look (a frozen flow's share is the "
+             "lowest), so the same minimum on the same link, but where rounding lowers a share by an ulp",
+    "sim.network.fillscan.x_fill_scan__mutmut_58": "same as mutmut_57",
+    "sim.network.fillscan.x_fill_scan__mutmut_59": "every flow looked at again at round 0: the first pass's shares, computed again the same way",
+    "sim.network.fillscan.x_fill_scan__mutmut_65": "a flow looked at again has links: its first link's finite share replaces the initial link",
+    "sim.network.fillscan.x_fill_scan__mutmut_66": "same as mutmut_65",
+    "sim.network.fillscan.x_fill_scan__mutmut_80": "<= instead of < when finding the lowest share: the same value",
+    "sim.network.fillscan.x_fill_scan__mutmut_96": "every round sorted (in_order starts None): a stable sort of a round already in order keeps it",
+    "sim.network.fillscan.x_fill_scan__mutmut_97": "same as mutmut_96 (in_order starts False)",
+    "sim.network.fillscan.x_fill_scan__mutmut_104": "equal shares counted out of order: the stable sort keeps them in flow order",
+    "sim.network.fillscan.x_fill_scan__mutmut_107": "None instead of False: both falsy, the round is sorted",
+    "sim.network.fillscan.x__in_heap_order__mutmut_7": "numpy reads the sort kind case-insensitively: the same "
+                                                       "stable sort",
+    "sim.network.refill.x_refill__mutmut_5": "kept > 1 instead of > 0: with one earlier flow the refill set, when a "
+                                             "refill is needed, always takes it in (the only flow a link of the "
+                                             "change froze, or a faster one on the new flow's bottleneck): both refill "
+                                             "the same two flows",
+    "sim.network.refill.x_refill_affected__mutmut_119": "-2 instead of -1 when the set passes half: refill reads only "
+                                                        "the sign",
+    "sim.network.refill.x_refill_affected__mutmut_211": ">= instead of > against the member's rate x (1 + 1e-12): an "
+                                                        "outside rate equals that bound only by chance",
     "sim.network.tallies.x_credit__mutmut_3": "crediting when dt == 0 too: adds 0 bytes and 0 s, sets since to now "
                                               "(already its value)",
     "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "

@@ -73,10 +73,23 @@ def test_a_set_that_keeps_growing_gives_way_to_a_whole_refill():
     assert active.t["rate"][[0, 1, 2, 3, 10]].tolist() == [5.0] * 5 and active.k["refilled"] == 11
 
 
-def test_a_set_holding_a_flow_over_many_links_is_filled_by_the_heap_of_flows():
+def test_a_flow_outside_the_set_as_fast_as_a_member_does_not_join_it():
+    """Link 0 (8 B/s) carries g, frozen at 4 by a link of its own (1), and k, frozen at 2 by its
+    own (2); four flows share link 4 apart. A new flow x on link 0 (and a wide link 3) gets what
+    they leave, 2 B/s, as fast as k: only g, faster, joins the set; filled again, x and g split
+    the 6 B/s k leaves, 3 each. Two flows refilled: k, no faster than x (within 1e-12), stays out."""
+    active = ActiveFlows([8.0, 4.0, 2.0, 100.0, 100.0])
+    active.step(0, [([0, 1], [1.0, 1.0]), ([0, 2], [1.0, 1.0])] + [([4], [1.0])] * 4)
+    assert active.t["rate"][:2].tolist() == [4.0, 2.0]
+    active.step(0, [([0, 3], [1.0, 1.0])])
+    active.check()
+    assert active.t["rate"][[0, 1, 6]].tolist() == [3.0, 2.0, 3.0] and active.k["refilled"] == 2
+
+
+def test_a_set_holding_a_flow_over_many_links_is_filled_by_scans():
     """A flow W over links 0-33 (wider than WIDE_FLOW) shares link 0 (4 B/s) with a, which leaves;
-    four flows share link 40 apart. Link 0 froze W: the set is W alone, filled with the heap of
-    flows (maxmin._fill_flows): W now has link 0 to itself, 4 B/s."""
+    four flows share link 40 apart. Link 0 froze W: the set is W alone, filled by scans
+    (fillscan.fill_scan, the heap of flows' rounds): W now has link 0 to itself, 4 B/s."""
     from sim.network.maxmin import WIDE_FLOW
     active = ActiveFlows([4.0] + [10.0] * 40 + [100.0])
     active.step(0, [([0], [1.0]), (list(range(34)), [1.0] * 34)] + [([41], [1.0])] * 4)

@@ -25,15 +25,18 @@ a departure from a crowded link changes the flows that link froze and, through t
 component and 14,400 active).
 
 What it costs. Finding S needs the flows each link froze and, for the others' load, the pairs on
-S's links. A whole refill indexes every pair by link (:func:`index`: four passes over the pairs);
-S is found without that index (:func:`refill_affected`): one pass over the flows groups them by
-bottleneck, one over the pairs per filling sums the others' load. On 100 snapshots of a skewed
-EP256 all-to-all that made refills 15-19% faster, with the same rates bit for bit.
+S's links. S is found without an index of every pair by link (:func:`refill_affected`): one pass
+over the flows groups them by bottleneck, one over the pairs per filling sums the others' load. On
+100 snapshots of a skewed EP256 all-to-all that made refills 15-19% faster, with the same rates
+bit for bit. A whole refill renumbers the links in use (:func:`index`: two passes over the pairs);
+the pairs are grouped by link only for a heap filling (:func:`_fill_grouped`): a set holding a
+bundle is filled by scans (:mod:`sim.network.fillscan`), which need no such index.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .fillscan import fill_scan
 from .maxmin import LEAF, WIDE_FLOW, _csr, _fill, _fill_flows, njit
 from .tallies import credit
 
@@ -56,19 +59,17 @@ def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capac
                                    bott_count, now, link_bytes, link_busy, since)
         if refilled >= 0:
             return refilled
-    used, U, pl, by_link_ptr, by_link, by_flow_ptr = index(n, n_pairs, pf, pair_link, gen, local, tick)
-    refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capacity, used, U, by_link_ptr, by_link,
-               by_flow_ptr, rate, link_rate, peak, bottleneck, link_users, link_max, bott_count, now, link_bytes,
-               link_busy, since)
+    used, U, pl, by_flow_ptr = index(n, n_pairs, pf, pair_link, gen, local, tick)
+    refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capacity, used, U, by_flow_ptr, rate,
+               link_rate, peak, bottleneck, link_users, link_max, bott_count, now, link_bytes, link_busy, since)
     return n
 
 
 def index(n, n_pairs, pf, pair_link, gen, local, tick):
     """The links in use renumbered 0..U-1 (``gen``/``local``: per-link scratch, ``tick`` a value
     ``gen`` does not hold yet, so every work array is sized by the links in use, not the
-    topology's) and the pairs grouped by link and by flow (counting sorts). Returns (used: the
-    topology's number of each local link, U, pl: each pair's local link, by_link_ptr, by_link,
-    by_flow_ptr)."""
+    topology's) and where each flow's pairs start (pairs are in flow order). Returns (used: the
+    topology's number of each local link, U, pl: each pair's local link, by_flow_ptr)."""
     used = np.empty(n_pairs, dtype=np.int64)
     U = 0
     pl = np.empty(n_pairs, dtype=np.int64)      # pairs' links, renumbered
@@ -80,23 +81,12 @@ def index(n, n_pairs, pf, pair_link, gen, local, tick):
             used[U] = l
             U += 1
         pl[p] = local[l]
-    by_link_ptr = np.zeros(U + 1, dtype=np.int64)           # pairs by link (counting sort)
-    for p in range(n_pairs):
-        by_link_ptr[pl[p] + 1] += 1
-    for u in range(U):
-        by_link_ptr[u + 1] += by_link_ptr[u]
-    at = by_link_ptr[:-1].copy()
-    by_link = np.empty(n_pairs, dtype=np.int64)
-    for p in range(n_pairs):
-        u = pl[p]
-        by_link[at[u]] = p
-        at[u] += 1
-    by_flow_ptr = np.zeros(n + 1, dtype=np.int64)           # pairs are in flow order
+    by_flow_ptr = np.zeros(n + 1, dtype=np.int64)
     for p in range(n_pairs):
         by_flow_ptr[pf[p] + 1] += 1
     for f in range(n):
         by_flow_ptr[f + 1] += by_flow_ptr[f]
-    return used, U, pl, by_link_ptr, by_link, by_flow_ptr
+    return used, U, pl, by_flow_ptr
 
 
 def _frozen_by(kept, bottleneck, bott_count, gen, local, mark):
@@ -164,17 +154,28 @@ def _fill_set(n_f, n_l, first, last, pair_link, local, sub_cap, pair_weight):
             s_weight[k] = pair_weight[q]
             k += 1
     s_flow_ptr[n_f] = k
-    s_link_ptr, s_by_link = _csr(s_link, n_l)
     s_rate = np.full(n_f, np.inf)
     s_frozen_by = np.empty(n_f, dtype=np.int64)
-    s_links = np.arange(n_l)
-    if widest > WIDE_FLOW:
-        _fill_flows(s_flow, s_link, s_weight, sub_cap[:n_l], s_rate, s_link_ptr, s_by_link, s_flow_ptr,
-                    np.arange(n_sub), np.arange(n_f), s_frozen_by)
-    else:
-        _fill(s_flow, s_link, s_weight, sub_cap[:n_l], s_rate, s_link_ptr, s_by_link, s_flow_ptr, np.arange(n_sub),
-              s_links, s_frozen_by)
+    _fill_grouped(s_flow, s_link, s_weight, sub_cap[:n_l], s_rate, s_flow_ptr, n_f, widest, s_frozen_by)
     return s_rate, s_frozen_by, s_flow_ptr, s_link, s_weight
+
+
+def _fill_grouped(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_flow_ptr, n, widest, frozen_by):
+    """Progressive filling of the flows 0..n-1, whose pairs are grouped by flow (``by_flow_ptr``)
+    and whose widest crosses ``widest`` links: a bundle among them, by scans
+    (:func:`sim.network.fillscan.fill_scan`; with the heap of flows, :func:`sim.network.maxmin._fill_flows`,
+    when it gives up); else with the heap of links (:func:`sim.network.maxmin._fill`)."""
+    if widest > WIDE_FLOW and fill_scan(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_flow_ptr, n,
+                                        frozen_by):
+        return
+    by_link_ptr, by_link = _csr(link_of_pair, capacity.size)
+    by_flow = np.arange(by_flow_ptr[n])
+    if widest > WIDE_FLOW:
+        _fill_flows(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr,
+                    by_flow, np.arange(n), frozen_by)
+    else:
+        _fill(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_link_ptr, by_link, by_flow_ptr, by_flow,
+              np.arange(capacity.size), frozen_by)
 
 
 def _settle(l, capacity, link_rate, peak):
@@ -321,44 +322,39 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pair_link, pair_weight, cap
     return n_f
 
 
-def refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capacity, used, U, by_link_ptr, by_link,
-               by_flow_ptr, rate, link_rate, peak, bottleneck, link_users, link_max, bott_count, now, link_bytes,
-               link_busy, since):
-    """Refill every flow: their old rates leave their links, the filling gives them new ones."""
+def refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capacity, used, U, by_flow_ptr, rate,
+               link_rate, peak, bottleneck, link_users, link_max, bott_count, now, link_bytes, link_busy, since):
+    """Refill every flow: their old rates leave their links, the filling gives them new ones
+    (:func:`_fill_grouped`). Pairs are in flow order, so each pass over them is one sequential loop."""
     cap = np.empty(U)
     for u in range(U):
         cap[u] = capacity[used[u]]
-    flows = np.arange(n)
-    links = np.arange(U)
-    by_flow = np.arange(n_pairs)                         # pairs are in flow order
-    for u in links:                                      # their rates change: tallies up to now first
+    for u in range(U):                                   # their rates change: tallies up to now first
         credit(used[u], now, link_rate, link_users, link_bytes, link_busy, since)
+    for p in range(first_new):                           # the old rates leave their links
+        link_rate[used[pl[p]]] -= rate[pf[p]] * pair_weight[p]
     widest = 0
-    for f in flows:                                      # their old rates leave their links
+    for f in range(n):
         if f < kept:
-            for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-                link_rate[used[pl[q]]] -= rate[f] * pair_weight[q]
             bott_count[bottleneck[f]] -= 1
         rate[f] = np.inf
         widest = max(widest, by_flow_ptr[f + 1] - by_flow_ptr[f])
     frozen_by = np.empty(n, dtype=np.int64)
-    if widest > WIDE_FLOW:                               # a bundle over many links: a heap of flows
-        _fill_flows(pf, pl, pair_weight, cap, rate, by_link_ptr, by_link, by_flow_ptr, by_flow, flows, frozen_by)
-    else:
-        _fill(pf, pl, pair_weight, cap, rate, by_link_ptr, by_link, by_flow_ptr, by_flow, links, frozen_by)
-    for u in links:
+    _fill_grouped(pf, pl, pair_weight, cap, rate, by_flow_ptr, n, widest, frozen_by)
+    for u in range(U):
         link_max[used[u]] = 0.0
     for q in range(first_new, n_pairs):
         link_users[pair_link[q]] += 1
-    for f in flows:
+    for f in range(n):
         bottleneck[f] = used[frozen_by[f]]
         bott_count[bottleneck[f]] += 1
-        for q in range(by_flow_ptr[f], by_flow_ptr[f + 1]):
-            l = used[pl[q]]
-            link_rate[l] += rate[f] * pair_weight[q]
-            if rate[f] > link_max[l]:
-                link_max[l] = rate[f]
-    for u in links:
+    for p in range(n_pairs):
+        l = used[pl[p]]
+        r = rate[pf[p]]
+        link_rate[l] += r * pair_weight[p]
+        if r > link_max[l]:
+            link_max[l] = r
+    for u in range(U):
         _settle(used[u], capacity, link_rate, peak)
 
 
@@ -368,6 +364,7 @@ if njit is not None:
     _settle = njit(**LEAF)(_settle)
     _take_frozen = njit(**LEAF)(_take_frozen)
     _fill_set = njit(cache=True)(_fill_set)
+    _fill_grouped = njit(cache=True)(_fill_grouped)
     refill_affected = njit(cache=True)(refill_affected)
     refill_all = njit(cache=True)(refill_all)
     refill = njit(cache=True)(refill)
