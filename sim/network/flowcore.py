@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maxmin import njit
+from .maxmin import LEAF, njit
 from .refill import refill
 from .tallies import credit
 
@@ -42,27 +42,36 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window
     take its rate off them (a link left with no flow carries 0),
     take it out of ``link_users`` (flows per link) and ``bott_count`` (flows per bottleneck link),
     compact the flow and pair arrays in place. Returns (flows left, pairs left, flows done, links
-    they left); ``done_out`` gets the done flows' ids (``flow_id``), ``dirty_out`` the links they used."""
-    new_index = np.empty(n, dtype=np.int64)
-    n_keep = 0
+    they left); ``done_out`` gets the done flows' ids (``flow_id``), ``dirty_out`` the links they used.
+
+    The pairs are in flow order, so each done flow's pairs are found by bisection and the kept
+    flows' pairs move as blocks (:func:`_move_pairs`): the pairs before the first done flow's stay
+    where they are. (A live step's all-to-all ends alone among thousands of pairs; moving the blocks
+    with plain copies, not pair by pair, took a removal from 24 to 14 us on snapshots of one.)"""
+    done = np.empty(n, dtype=np.int64)          # the done flows, in order
     n_done = 0
     for f in range(n):
         if remaining[f] <= rate[f] * window + 1e-9 * size[f] + 1e-6:
             done_out[n_done] = flow_id[f]
+            done[n_done] = f
             n_done += 1
-            new_index[f] = -1
             bott_count[bottleneck[f]] -= 1
-        else:
-            new_index[f] = n_keep
-            n_keep += 1
     if n_done == 0:
         return n, n_pairs, 0, 0
-    k = 0
+    k = _first_pair(pair_flow, 0, n_pairs, done[0])
+    p = k                                       # pairs before p are placed (at 0..k-1)
     n_dirty = 0
-    for p in range(n_pairs):
-        f, l, w = pair_flow[p], pair_link[p], pair_weight[p]
-        g = new_index[f]
-        if g < 0:
+    for i in range(n_done + 1):
+        f = done[i] if i < n_done else n        # the kept flows before f have i done flows before them
+        start = _first_pair(pair_flow, p, n_pairs, f)
+        if k < p:
+            _move_pairs(pair_flow, pair_link, pair_weight, p, start, k, i)
+        k += start - p
+        if i == n_done:
+            break
+        p = _first_pair(pair_flow, start, n_pairs, f + 1)
+        for q in range(start, p):
+            l, w = pair_link[q], pair_weight[q]
             credit(l, now, link_rate, link_users, link_bytes, link_busy, since)
             if remaining[f] > 0.0:
                 link_bytes[l] += remaining[f] * w
@@ -70,20 +79,49 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window
             link_rate[l] = link_rate[l] - rate[f] * w if link_users[l] > 0 else 0.0
             dirty_out[n_dirty] = l
             n_dirty += 1
+    g = done[0]
+    i = 1
+    for f in range(g + 1, n):
+        if i < n_done and done[i] == f:
+            i += 1
         else:
-            pair_flow[k] = g
-            pair_link[k] = l
-            pair_weight[k] = w
-            k += 1
-    for f in range(n):
-        g = new_index[f]
-        if g >= 0:
             size[g] = size[f]
             remaining[g] = remaining[f]
             rate[g] = rate[f]
             flow_id[g] = flow_id[f]
             bottleneck[g] = bottleneck[f]
-    return n_keep, k, n_done, n_dirty
+            g += 1
+    return n - n_done, k, n_done, n_dirty
+
+
+def _first_pair(pair_flow, lo, hi, f):
+    """The first pair in ``lo``..``hi``-1 of flow ``f`` or a later flow (``hi`` if none): bisection,
+    as pairs are in flow order."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if pair_flow[mid] < f:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _move_pairs(pair_flow, pair_link, pair_weight, start, end, to, fewer):
+    """Move the pairs ``start``..``end``-1 to ``to`` (< ``start``), their flows numbered ``fewer``
+    lower. Each array is copied through views from index 0 up: loops the compiler can vectorise
+    (an index counted from 0 needs no check for negative values)."""
+    m = end - start
+    _copy(pair_link[start:end], pair_link[to:to + m])
+    _copy(pair_weight[start:end], pair_weight[to:to + m])
+    src, dst = pair_flow[start:end], pair_flow[to:to + m]
+    for j in range(m):
+        dst[j] = src[j] - fewer
+
+
+def _copy(src, dst):
+    """``dst[:] = src`` from the first element up (``dst`` may overlap ``src`` from below)."""
+    for j in range(src.size):
+        dst[j] = src[j]
 
 
 def rate_unchanged(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity, rate, dirty, n_dirty,
@@ -195,6 +233,9 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, r
 
 if njit is not None:
     advance = njit(cache=True)(advance)
+    _first_pair = njit(**LEAF)(_first_pair)
+    _copy = njit(**LEAF)(_copy)
+    _move_pairs = njit(**LEAF)(_move_pairs)
     drop_finished = njit(cache=True)(drop_finished)
     rate_unchanged = njit(cache=True)(rate_unchanged)
     solve = njit(cache=True)(solve)
