@@ -202,7 +202,7 @@ EQUIVALENT = {
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
     # The compiled kernels (--kernels).
-    "sim.network.flowcore.x_drop_finished__mutmut_59": "a done flow with exactly 0 bytes left credits 0 bytes "
+    "sim.network.flowcore.x_drop_finished__mutmut_98": "a done flow with exactly 0 bytes left credits 0 bytes "
                                                        "to its links: x + 0.0 == x",
     "sim.network.maxmin.x__rates_compiled__mutmut_33": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
                                                        "instead of links: the same rounds (both equal the oracle)",
@@ -250,12 +250,28 @@ EQUIVALENT = {
     "sim.network.maxmin.x_rates__mutmut_33": "a copy of the capacities instead of the array itself: the same values",
     "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",
-    "sim.network.flowcore.x_drop_finished__mutmut_24": "a done flow's new index -2 instead of -1: only its sign "
-                                                       "is read (g < 0)",
     "sim.network.flowcore.x_rate_unchanged__mutmut_47": "ok = None instead of False: both falsy where read "
                                                         "(not ok, and solve's test of the result)",
     "sim.network.flowcore.x_rate_unchanged__mutmut_85": "bott_count[arg] = 1 instead of += 1: a new flow takes only "
                                                         "a link that froze nobody (bott_count 0), so both give 1",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_19": "arg starts at +1 instead of -1: it is read only when r is "
+                                                        "finite, which a pair's spare set together with arg",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_20": "same as mutmut_19 (arg starts at -2)",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_27": "a link that froze a flow is full up to rounding (a "
+                                                        "departure from it refills): an arrival crossing it gets at "
+                                                        "most that rounding as its rate, and the flows on its tightest "
+                                                        "link are faster, so the test fails either way",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_30": "r = -2.0 instead of -1.0: any negative r fails the test",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_41": "a spare of exactly 0 passing the first test: it is 0 only "
+                                                        "on a full link, whose flows are faster than 0, so the second "
+                                                        "fails (a link of no capacity would give a rate of 0, which "
+                                                        "solve cannot time: the fabric routes no flow over one)",
+    "sim.network.flowcore.x_rate_unchanged__mutmut_78": "link_max raised on an equal rate too: the same value",
+    "sim.network.flowcore.x_solve__mutmut_59": "a larger scratch for the saved loads: only its first entries are used",
+    "sim.network.flowcore.x_solve__mutmut_64": "raising the peaks of the earlier flows' links too: a peak is raised "
+                                               "whenever a link's rate rises, and only new flows raised any here",
+    "sim.network.flowcore.x_solve__mutmut_69": "a peak raised to an equal utilisation: the same value",
+    "sim.network.flowcore.x_solve__mutmut_126": "the nearest completion replaced by an equal one: the same value",
     "sim.network.refill.x_refill_all__mutmut_84": "link_max raised on an equal rate too: the same value",
     "sim.network.refill.x_refill_affected__mutmut_300": "link_max raised on an equal rate too: the same value",
     "sim.network.fillscan.x_fill_scan__mutmut_20": "np.full infers int64 from the fill value -1",

@@ -122,6 +122,57 @@ def test_a_flow_within_a_billionth_of_its_size_is_done_and_its_last_bytes_are_cr
     assert t["flow_id"][0] == 5 and t["remaining"][0] == 0.5 and t["pair_link"][0] == 1 and t["bottleneck"][0] == 1
 
 
+def test_a_flow_exactly_at_the_slack_is_done_and_nothing_done_leaves_no_link():
+    """The slack is inclusive: a flow left with exactly ``rate x window + 1e-9 x size + 1e-6`` bytes
+    (the same float expression) is done. A drop that finds no flow due removes nothing and names no
+    link left."""
+    size, rate, window = 1e3, 3.0, 0.25
+    t = dict(size=np.array([size, size]), remaining=np.array([rate * window + 1e-9 * size + 1e-6, 5.0]),
+             rate=np.array([rate, rate]), flow_id=np.array([4, 5]), bottleneck=np.array([0, 1]),
+             pair_flow=np.array([0, 1]), pair_link=np.array([0, 1]), pair_weight=np.ones(2))
+    k = link_state(2)
+    k["link_rate"][:] = [3.0, 3.0]
+    k["link_users"][:] = k["bott_count"][:] = [1, 1]
+    assert drop(t, k, 2, 2, window=window)[:2] == (1, 1)
+    n, pairs, done, dirty = drop(t, k, 1, 1, window=window)
+    assert (n, pairs, done.tolist(), dirty.tolist()) == (1, 1, [], [])
+
+
+def test_a_link_left_by_its_last_flow_carries_exactly_nothing():
+    """Two flows of 0.1 and 0.2 B/s on link 0 load it with 0.30000000000000004; when the first ends
+    0.20000000000000004 is left, and when the second ends the link carries 0, not the 2.8e-17 of
+    rounding that subtracting its rate would leave."""
+    t = dict(size=np.full(2, 1e3), remaining=np.array([0.0, 1e3]), rate=np.array([0.1, 0.2]),
+             flow_id=np.array([0, 1]), bottleneck=np.array([1, 1]), pair_flow=np.array([0, 1]),
+             pair_link=np.array([0, 0]), pair_weight=np.ones(2))
+    k = link_state(2)
+    k["link_rate"][0] = 0.1 + 0.2
+    k["link_users"][0], k["bott_count"][1] = 2, 2
+    drop(t, k, 2, 2)
+    assert k["link_rate"][0] == 0.1 + 0.2 - 0.1 and k["link_users"][0] == 1 and 0.1 + 0.2 - 0.1 - 0.2 != 0.0
+    t["remaining"][0] = 0.0
+    assert drop(t, k, 1, 1)[:2] == (0, 0)
+    assert k["link_rate"][0] == 0.0 and k["link_users"][0] == 0 and k["bott_count"][1] == 0
+
+
+def test_flows_over_no_link_are_dropped_and_the_later_flows_renumbered():
+    """Done flows 0 (no pairs) and 2 (link 1) among kept flows 1 (links 0, 2) and 3 (link 2): the
+    kept flows become 0 and 1 and their pairs follow them, though flow 0 left no pair behind."""
+    t = dict(size=np.full(4, 10.0), remaining=np.array([0.0, 5.0, 0.0, 5.0]), rate=np.ones(4),
+             flow_id=np.array([10, 11, 12, 13]), bottleneck=np.array([3, 0, 1, 2]),
+             pair_flow=np.array([1, 1, 2, 3]), pair_link=np.array([0, 2, 1, 2]), pair_weight=np.array([1.0, 2.0, 1.0, 3.0]))
+    k = link_state(4)
+    k["link_rate"][:] = [1.0, 1.0, 5.0, 0.0]
+    k["link_users"][:] = [1, 1, 2, 0]
+    k["bott_count"][:] = [1, 1, 1, 1]
+    n, pairs, done, dirty = drop(t, k, 4, 4)
+    assert (n, pairs, done.tolist(), dirty.tolist()) == (2, 3, [10, 12], [1])
+    assert t["pair_flow"][:3].tolist() == [0, 0, 1] and t["pair_link"][:3].tolist() == [0, 2, 2]
+    assert t["pair_weight"][:3].tolist() == [1.0, 2.0, 3.0] and t["flow_id"][:2].tolist() == [11, 13]
+    assert t["bottleneck"][:2].tolist() == [0, 2] and k["bott_count"].tolist() == [1, 0, 1, 0]
+    assert k["link_users"].tolist() == [1, 0, 2, 0] and k["link_rate"][1] == 0.0
+
+
 def test_an_arrival_on_spare_capacity_keeps_the_other_rates():
     """Flow A on links 0 (10 B/s) and 1 (4 B/s) runs at 4, frozen by link 1. Flow B arrives on link 0:
     the spare 6 B/s is its rate, link 0 its bottleneck (A, at 4, is not faster): A is untouched.
@@ -136,6 +187,72 @@ def test_an_arrival_on_spare_capacity_keeps_the_other_rates():
     assert k["link_rate"].tolist() == [10.0, 4.0] and k["peak"].tolist() == [1.0, 1.0]
     assert k["link_users"].tolist() == [2, 1] and k["bott_count"].tolist() == [1, 1] and k["link_max"][0] == 6.0
     assert nearest == pytest.approx(1e3 / 6.0)
+
+
+def one_flow_per_route(routes, weights=None):
+    """Flows 0..len(routes)-1 of 1e3 bytes, flow i over the links ``routes[i]`` (weights 1 unless given)."""
+    flows = [i for i, links in enumerate(routes) for _ in links]
+    w = np.ones(len(flows)) if weights is None else np.array([x for ws in weights for x in ws], dtype=float)
+    n = len(routes)
+    return dict(size=np.full(n, 1e3), remaining=np.full(n, 1e3), rate=np.zeros(n), flow_id=np.arange(n),
+                bottleneck=np.zeros(n, dtype=np.int64), pair_flow=np.array(flows, dtype=np.int64),
+                pair_link=np.array([l for links in routes for l in links], dtype=np.int64), pair_weight=w)
+
+
+def test_the_fast_path_names_the_first_of_equally_tight_links_and_takes_slow_rates():
+    """A flow over links 0 and 1 of 0.5 B/s each, alone: the fast path gives it 0.5 B/s (a rate below
+    1 is a rate), its bottleneck the first of the two equally tight links, link 0; its links' peaks
+    are raised to full."""
+    t, k = one_flow_per_route([[0, 1]]), link_state(2)
+    _, unchanged = solve(t, k, np.array([0.5, 0.5]), 1, 0, 2)
+    assert unchanged and t["rate"][0] == 0.5 and t["bottleneck"][0] == 0 and k["bott_count"].tolist() == [1, 0]
+    assert k["peak"].tolist() == [1.0, 1.0]
+
+
+def test_an_arrival_on_a_full_link_that_froze_no_flow_refills():
+    """Link 0 (9 B/s) carries A (frozen at 4 by link 1) and B (frozen at 5 by link 2): full, though it
+    froze neither (B's tightest links tie, and the first on its route, link 2, is named). C arrives on
+    link 0: its spare is 0, not a rate; the refill shares link 0 three ways, 3 B/s each."""
+    t, k = one_flow_per_route([[0, 1], [2, 0], [0]]), link_state(3)
+    capacity = np.array([9.0, 4.0, 5.0])
+    solve(t, k, capacity, 2, 0, 4)
+    assert t["rate"][:2].tolist() == [4.0, 5.0] and k["bott_count"].tolist() == [0, 1, 1]
+    _, unchanged = solve(t, k, capacity, 3, 2, 5, tick=2)
+    assert not unchanged and t["rate"].tolist() == [3.0, 3.0, 3.0]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # without numba: inf - inf in the filling's scratch
+def test_an_arrival_on_a_link_of_no_limit_refills():
+    """A link of infinite capacity gives an arriving flow no finite spare: the refill, not the fast
+    path, rates it (at infinity, frozen by that link)."""
+    t, k = one_flow_per_route([[0]]), link_state(2)
+    _, unchanged = solve(t, k, np.array([np.inf, 1.0]), 1, 0, 1)
+    assert not unchanged and t["rate"][0] == np.inf and k["bott_count"].tolist() == [1, 0]
+
+
+def test_the_fast_path_ignores_the_fastest_flow_of_a_link_left_empty_and_accepts_a_tie():
+    """A (10 B/s on link 0) ends: link 0 keeps 10 as its fastest rate, but no flow is on it, so B,
+    arriving with weight 2 (5 B/s), takes the fast path. Then C arrives on link 2 (10 B/s) and link 3
+    (5 B/s) beside D on link 2 frozen at 5 by link 4: C's 5 B/s ties D's, which is not faster: the
+    fast path again. A drop that ends no flow leaves the rates as they are; solving no flow gives
+    (infinity, 0 refilled)."""
+    t, k = one_flow_per_route([[0]]), link_state(5)
+    capacity = np.array([10.0, 10.0, 10.0, 5.0, 5.0])
+    solve(t, k, capacity, 1, 0, 1)
+    t["remaining"][0] = 0.0
+    _, _, _, dirty = drop(t, k, 1, 1)
+    assert k["link_users"][0] == 0 and k["link_max"][0] == 10.0
+    t2 = one_flow_per_route([[0]], weights=[[2.0]])
+    for key in t:
+        t[key][:t2[key].size] = t2[key]
+    _, unchanged = solve(t, k, capacity, 1, 0, 1, dirty, dirty.size, tick=2)
+    assert unchanged and t["rate"][0] == 5.0
+    t, k = one_flow_per_route([[2, 4], [2, 3]]), link_state(5)
+    solve(t, k, capacity, 1, 0, 2)
+    _, unchanged = solve(t, k, capacity, 2, 1, 4, tick=2)
+    assert unchanged and t["rate"].tolist() == [5.0, 5.0] and t["bottleneck"].tolist() == [4, 2]
+    nearest, _ = solve(t, k, capacity, 0, 0, 0)
+    assert nearest == np.inf and k["refilled"] == 0
 
 
 @pytest.mark.parametrize("caps, want", [([10.0, 8.0], [5.0, 5.0]), ([10.0, 20.0], [5.0, 5.0])],

@@ -59,16 +59,12 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window
     if n_done == 0:
         return n, n_pairs, 0, 0
     k = _first_pair(pair_flow, 0, n_pairs, done[0])
-    p = k                                       # pairs before p are placed (at 0..k-1)
+    p = k                                       # the pairs before p are placed (at 0..k-1)
     n_dirty = 0
-    for i in range(n_done + 1):
-        f = done[i] if i < n_done else n        # the kept flows before f have i done flows before them
+    for i in range(n_done):
+        f = done[i]
         start = _first_pair(pair_flow, p, n_pairs, f)
-        if k < p:
-            _move_pairs(pair_flow, pair_link, pair_weight, p, start, k, i)
-        k += start - p
-        if i == n_done:
-            break
+        k = _move_pairs(pair_flow, pair_link, pair_weight, p, start, k, i)
         p = _first_pair(pair_flow, start, n_pairs, f + 1)
         for q in range(start, p):
             l, w = pair_link[q], pair_weight[q]
@@ -79,6 +75,7 @@ def drop_finished(n, n_pairs, size, remaining, rate, flow_id, bottleneck, window
             link_rate[l] = link_rate[l] - rate[f] * w if link_users[l] > 0 else 0.0
             dirty_out[n_dirty] = l
             n_dirty += 1
+    k = _move_pairs(pair_flow, pair_link, pair_weight, p, n_pairs, k, n_done)
     g = done[0]
     i = 1
     for f in range(g + 1, n):
@@ -107,15 +104,17 @@ def _first_pair(pair_flow, lo, hi, f):
 
 
 def _move_pairs(pair_flow, pair_link, pair_weight, start, end, to, fewer):
-    """Move the pairs ``start``..``end``-1 to ``to`` (< ``start``), their flows numbered ``fewer``
-    lower. Each array is copied through views from index 0 up: loops the compiler can vectorise
-    (an index counted from 0 needs no check for negative values)."""
+    """Move the kept flows' pairs ``start``..``end``-1 to ``to`` (<= ``start``), their flows numbered
+    ``fewer`` lower (the done flows before them); returns where the next pairs go. Each array is
+    copied through views from index 0 up: loops the compiler can vectorise (an index counted from
+    0 needs no check for negative values)."""
     m = end - start
     _copy(pair_link[start:end], pair_link[to:to + m])
     _copy(pair_weight[start:end], pair_weight[to:to + m])
     src, dst = pair_flow[start:end], pair_flow[to:to + m]
     for j in range(m):
         dst[j] = src[j] - fewer
+    return to + m
 
 
 def _copy(src, dst):
