@@ -73,6 +73,34 @@ def test_a_set_that_keeps_growing_gives_way_to_a_whole_refill():
     assert active.t["rate"][[0, 1, 2, 3, 10]].tolist() == [5.0] * 5 and active.k["refilled"] == 11
 
 
+def test_a_bundle_with_a_faster_flow_on_its_bottleneck_refills_every_flow():
+    """A flow W over links 0-33 (wider than WIDE_FLOW, 10 B/s each) arrives beside g, on link 0 and
+    a 6 B/s link of its own (40) that froze it at 6; four flows share link 41 apart. Filled alone,
+    W gets the 4 B/s g leaves on link 0, and g is faster there: a bundle would take its links'
+    faster flows in one filling at a time, so every flow is refilled at once (7, not the 2 of a
+    second filling): W and g split link 0, 5 each."""
+    from sim.network.maxmin import WIDE_FLOW
+    active = ActiveFlows([10.0] * 40 + [6.0, 100.0])
+    active.step(0, [([0, 40], [1.0, 1.0])] + [([41], [1.0])] * 4)
+    assert active.t["rate"][:5].tolist() == [6.0, 25.0, 25.0, 25.0, 25.0]
+    active.step(0, [(list(range(34)), [1.0] * 34)])
+    active.check()
+    assert 34 > WIDE_FLOW and active.t["rate"][[0, 5]].tolist() == [5.0, 5.0] and active.k["refilled"] == 6
+
+
+def test_the_set_before_any_filling_counts_each_link_once():
+    """_first_members: two new flows cross link 2 (it froze 3 flows) and link 7 (none), and flows
+    left links 5 (it froze 1) and 2 again: the set holds at least 2 + 3 + 1 flows, and the links
+    counted are marked."""
+    from sim.network.refill import _first_members
+    bott_count = np.zeros(10, dtype=np.int64)
+    bott_count[[2, 5]] = [3, 1]
+    pair_link = np.array([9, 9, 2, 7, 2])            # pairs 2..4 are the new flows'
+    gen = np.zeros(10, dtype=np.int64)
+    count = _first_members(2, 2, 5, pair_link, np.array([5, 2, 0]), 2, bott_count, gen, -4)
+    assert count == 6 and np.flatnonzero(gen == -4).tolist() == [2, 5, 7]
+
+
 def test_a_flow_outside_the_set_as_fast_as_a_member_does_not_join_it():
     """Link 0 (8 B/s) carries g, frozen at 4 by a link of its own (1), and k, frozen at 2 by its
     own (2); four flows share link 4 apart. A new flow x on link 0 (and a wide link 3) gets what
@@ -127,3 +155,11 @@ def test_grouping_by_bottleneck_is_a_stable_sort(bottlenecks):
     assert frozen.tolist() == [g for l in firsts for g in np.flatnonzero(bottleneck == l)]
     assert [local[l] for l in firsts] == list(range(len(firsts)))
     assert start[:len(firsts)].tolist() == np.cumsum([0] + [counts[l] for l in firsts])[:-1].tolist()
+
+
+def test_flow_starts_point_each_flow_at_its_first_pair():
+    """Pairs of flows 0, 0, 2, 2, 2 among four flows: flow 1 and flow 3 have none (they start where
+    the next flow does, or at the end)."""
+    from sim.network.refill import flow_starts
+    assert flow_starts(4, 5, np.array([0, 0, 2, 2, 2])).tolist() == [0, 2, 2, 5, 5]
+    assert flow_starts(2, 0, np.zeros(0, dtype=np.int64)).tolist() == [0, 0, 0]

@@ -14,7 +14,9 @@ the others leave of their links (capacity minus the others' load), which gives e
 bottleneck among its own; it is one for the whole allocation unless a flow outside S is faster
 there (by more than 1e-12 relative, the filling's own tolerance for ties): such a flow joins S
 (with the flows its links froze) and S is filled again. Once S is more than half of the flows, or
-still grows after ``MAX_FILLINGS`` fillings, every flow is refilled (:func:`refill_all`). The
+still grows after ``MAX_FILLINGS`` fillings, or a bundle in it (a flow over more than
+``WIDE_FLOW`` links) finds a faster flow on its bottleneck, every flow is refilled
+(:func:`refill_all`). The
 result is the max-min allocation, which is unique: a whole refill's, up to rounding (sums are taken
 in another order; tests hold both to the numpy oracle on random arrivals and departures).
 
@@ -68,7 +70,7 @@ def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capac
 def index(n, n_pairs, pf, pair_link, gen, local, tick):
     """The links in use renumbered 0..U-1 (``gen``/``local``: per-link scratch, ``tick`` a value
     ``gen`` does not hold yet, so every work array is sized by the links in use, not the
-    topology's) and where each flow's pairs start (pairs are in flow order). Returns (used: the
+    topology's) and where each flow's pairs start (:func:`flow_starts`). Returns (used: the
     topology's number of each local link, U, pl: each pair's local link, by_flow_ptr)."""
     used = np.empty(n_pairs, dtype=np.int64)
     U = 0
@@ -81,12 +83,23 @@ def index(n, n_pairs, pf, pair_link, gen, local, tick):
             used[U] = l
             U += 1
         pl[p] = local[l]
-    by_flow_ptr = np.zeros(n + 1, dtype=np.int64)
+    return used, U, pl, flow_starts(n, n_pairs, pf)
+
+
+def flow_starts(n, n_pairs, pf):
+    """Where each of the flows 0..n-1 starts among the pairs (in flow order, ``pf`` their
+    flows): flow f's pairs are ``ptr[f]``..``ptr[f + 1]``-1, ``ptr[n]`` = ``n_pairs``; one
+    sequential pass."""
+    ptr = np.empty(n + 1, dtype=np.int64)
+    f = 0
     for p in range(n_pairs):
-        by_flow_ptr[pf[p] + 1] += 1
-    for f in range(n):
-        by_flow_ptr[f + 1] += by_flow_ptr[f]
-    return used, U, pl, by_flow_ptr
+        while f <= pf[p]:
+            ptr[f] = p
+            f += 1
+    while f <= n:
+        ptr[f] = n_pairs
+        f += 1
+    return ptr
 
 
 def _frozen_by(kept, bottleneck, bott_count, gen, local, mark):
@@ -112,6 +125,25 @@ def _frozen_by(kept, bottleneck, bott_count, gen, local, mark):
         frozen[at[s]] = g
         at[s] += 1
     return start, frozen
+
+
+def _first_members(n_new, first_new, n_pairs, pair_link, dirty, n_dirty, bott_count, gen, probe):
+    """How many flows the set holds before any filling, at least: the new flows (pairs
+    ``first_new``..``n_pairs``-1) and the flows frozen by a link they cross or a departed flow left
+    (``dirty``). A flow has one bottleneck, so the counts of distinct links add up (a counted link
+    is marked ``gen[l] = probe``)."""
+    count = n_new
+    for q in range(first_new, n_pairs):
+        l = pair_link[q]
+        if gen[l] != probe:
+            gen[l] = probe
+            count += bott_count[l]
+    for i in range(n_dirty):
+        l = dirty[i]
+        if gen[l] != probe:
+            gen[l] = probe
+            count += bott_count[l]
+    return count
 
 
 def _take_frozen(l, start, frozen, bott_count, local, flow_in, flows, n_f):
@@ -195,29 +227,29 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pair_link, pair_weight, cap
     flows frozen by a link a departed flow left (``dirty``), and, for every link of a member, the
     flows that link froze; filled on what the other flows leave of their links; a flow outside S
     faster than a member on the member's new bottleneck joins S and the filling runs again.
-    Returns the number of flows refilled, or -1, changing nothing, once S is over half the flows or
-    still grows after ``MAX_FILLINGS`` fillings. (A new bundle over hundreds of links, filled alone
-    on what the others leave, finds a few faster flows on its bottleneck each time: it took up to
-    100 fillings in the live DeepSeek-V3 step before this bound. One growth is the most a skewed
-    all-to-all's refills needed on the snapshots measured.)
+    Returns the number of flows refilled, or -1, changing nothing, once S is over half the flows
+    (checked first from the links of the new and departed flows alone, :func:`_first_members`,
+    before any array is built), still grows after ``MAX_FILLINGS`` fillings, or a bundle (over
+    more than ``WIDE_FLOW`` links) of S finds a faster flow outside S on its bottleneck. (A new
+    bundle over hundreds of links, filled alone on what the others leave, finds a few faster flows
+    on its bottleneck each time: it took up to 100 fillings in the live DeepSeek-V3 step before
+    the bound, and 2,112 of the 2,126 sets of that step whose bundle met one gave way later
+    anyway. One growth is the most a skewed all-to-all's refills needed on the snapshots
+    measured.)
 
     No index of every pair is built: the flows each link froze come from one pass over the flows
     (:func:`_frozen_by`), the members' pairs from one sequential pass (pairs are in flow order),
     and the others' load on the set's links from one pass over the pairs per filling. A link that
     froze a flow is marked ``gen[l] = mark`` (``local[l]``: its group), a link of the set
-    ``gen[l] = mark - 2**50`` (``local[l]``: its place among the set's links), a value no tick reaches."""
+    ``gen[l] = mark - 2**50`` (``local[l]``: its place among the set's links), a link counted by
+    :func:`_first_members` ``gen[l] = mark - 2**51``: values no tick reaches."""
     limit = n // 2
+    if _first_members(n - kept, first_new, n_pairs, pair_link, dirty, n_dirty, bott_count, gen,
+                      mark - 2 ** 51) > limit:
+        return -1                                    # over half before any filling: spare the set's arrays
     in_set = mark - 2 ** 50
     start, frozen = _frozen_by(kept, bottleneck, bott_count, gen, local, mark)
-    flow_ptr = np.empty(n + 1, dtype=np.int64)       # flow f's pairs: flow_ptr[f]..flow_ptr[f + 1]-1
-    f = 0
-    for p in range(n_pairs):
-        while f <= pf[p]:
-            flow_ptr[f] = p
-            f += 1
-    while f <= n:
-        flow_ptr[f] = n_pairs
-        f += 1
+    flow_ptr = flow_starts(n, n_pairs, pf)           # flow f's pairs: flow_ptr[f]..flow_ptr[f + 1]-1
     flows = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=np.int64)              # member j's pairs: first[j]..last[j]-1
     last = np.empty(n, dtype=np.int64)
@@ -279,8 +311,9 @@ def refill_affected(n, kept, n_pairs, first_new, pf, pair_link, pair_weight, cap
         faster = False                               # a bottleneck: no flow outside the set faster there
         for j in range(n_f):
             if other_max[s_frozen_by[j]] > s_rate[j] * (1 + 1e-12):
+                if last[j] - first[j] > WIDE_FLOW:
+                    return -1                        # a bundle: S would grow a link at a time
                 faster = True
-                break
         if not faster:
             break
         on_ptr, on = _csr(local[pair_link[hits[:n_hits]]], n_l)   # those pairs by the set's link, in order
@@ -360,9 +393,11 @@ def refill_all(n, kept, n_pairs, first_new, pf, pl, pair_link, pair_weight, capa
 
 if njit is not None:
     index = njit(cache=True)(index)
+    flow_starts = njit(cache=True)(flow_starts)
     _frozen_by = njit(cache=True)(_frozen_by)
     _settle = njit(**LEAF)(_settle)
     _take_frozen = njit(**LEAF)(_take_frozen)
+    _first_members = njit(**LEAF)(_first_members)
     _fill_set = njit(cache=True)(_fill_set)
     _fill_grouped = njit(cache=True)(_fill_grouped)
     refill_affected = njit(cache=True)(refill_affected)
