@@ -4,9 +4,10 @@ mutmut (3.x) was chosen over cosmic-ray because it needs no session database or 
 only the tests that reach the mutated function (collected from one instrumented run), and keeps
 its results per source file (``mutants/**/*.meta``), so a run can be resumed module by module.
 Configuration: ``[tool.mutmut]`` in pyproject.toml (which modules, which tests). The numba-compiled
-kernels (:data:`KERNELS`) are left out there because numba cannot compile mutmut's function
-wrappers; ``--kernels`` mutates them in a tree of their own (:func:`kernel_tree`,
-``.mutation-kernels/``) with compilation off, judged by their own tests (numpy oracles, hypothesis).
+kernels (:data:`KERNELS`, with :mod:`sim.network.jitcache`, which guards their caches) are left
+out there because numba cannot compile mutmut's function wrappers; ``--kernels`` mutates them in a
+tree of their own (:func:`kernel_tree`, ``.mutation-kernels/``) with compilation off, judged by
+their own tests (numpy oracles, hypothesis).
 
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
 ``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores; the kernels
@@ -39,20 +40,20 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.mo
         "sim.moe.memory", "sim.sweep")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore", "sim.network.refill",
-           "sim.network.tallies", "sim.network.traffic", "sim.network.links")
+           "sim.network.tallies", "sim.network.traffic", "sim.network.links", "sim.network.jitcache")
 KERNEL_TREE = Path(".mutation-kernels")
 KERNEL_CONFIG = """[tool.mutmut]
 # experiments/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
 # judged by their own tests (numpy oracles, hypothesis, hand-worked cases) and the fabric's.
 source_paths = ["sim/"]
 only_mutate = ["sim/network/maxmin.py", "sim/network/fillscan.py", "sim/network/flowcore.py", "sim/network/refill.py",
-               "sim/network/tallies.py", "sim/network/traffic.py", "sim/network/links.py"]
+               "sim/network/tallies.py", "sim/network/traffic.py", "sim/network/links.py", "sim/network/jitcache.py"]
 do_not_mutate = ["*/__init__.py"]
 also_copy = ["topologies/", "experiments/"]
 pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_fillscan.py", "tests/test_flowcore.py",
                                       "tests/test_refill.py",
                                       "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
-                                      "tests/test_flowloop.py", "tests/test_links.py"]
+                                      "tests/test_flowloop.py", "tests/test_links.py", "tests/test_jitcache.py"]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 

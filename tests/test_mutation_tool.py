@@ -133,7 +133,7 @@ def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_change
     assert config["tool"]["mutmut"]["pytest_add_cli_args_test_selection"] == \
         ["tests/test_maxmin.py", "tests/test_fillscan.py", "tests/test_flowcore.py", "tests/test_refill.py",
          "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py", "tests/test_flowloop.py",
-         "tests/test_links.py"]
+         "tests/test_links.py", "tests/test_jitcache.py"]
     assert (tree / "topologies/presets/a.yaml").read_text() == "topologies/presets/a.yaml"
     assert not (tree / "sim/__pycache__").exists()
     copied = tree / "sim/network/maxmin.py"

@@ -29,6 +29,9 @@ try:                                     # optional: the numpy versions below ar
     from numba import njit
 except ImportError:                      # pragma: no cover - depends on the environment
     njit = None
+else:
+    from .jitcache import drop_stale
+    drop_stale()                         # caches older than a kernel file they may hold (see jitcache)
 
 # The small helpers that the kernels call in their inner loops (a heap move, a link's tallies)
 # are compiled without reference counting: they allocate nothing, and numba does not prune the

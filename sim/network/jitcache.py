@@ -1,0 +1,41 @@
+"""Keeping numba's on-disk caches of the fabric's kernels in step with their sources.
+
+numba keys a cached function on its own file's timestamp and size (its cache index), yet the
+machine code it keeps holds the kernels it calls from other files: ``flowcore.solve`` holds
+``refill.refill``, ``fillscan.fill_scan`` and ``tallies.credit``. After one of those files is
+edited, the caller's cache would go on running the old code, silently (numba's documentation,
+"Cache invalidation": changes to functions in other files are not detected). So when
+:mod:`sim.network.maxmin` is imported, once any kernel file is newer than a cache file of this
+package, that cache file is removed, and the kernels compile anew on first use (tens of seconds,
+once). A fresh checkout or install has no caches; an unchanged checkout keeps its own.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The modules of this package with compiled kernels (a test keeps the list complete).
+KERNEL_FILES = ("fillscan.py", "flowcore.py", "links.py", "maxmin.py", "pcg64.py", "refill.py", "tallies.py",
+                "traffic.py")
+
+
+def drop_stale(folder: Path | str = Path(__file__).parent) -> int:
+    """Remove the numba cache files of ``folder`` (``__pycache__/*.nbi`` and ``*.nbc``) that are
+    older than its newest kernel file; returns how many were removed. Missing files and a cache
+    file another process removed first are not errors."""
+    folder = Path(folder)
+    try:
+        newest = max(os.stat(folder / name).st_mtime_ns for name in KERNEL_FILES)
+        entries = list(os.scandir(folder / "__pycache__"))
+    except OSError:                 # no caches yet, or not this package's layout
+        return 0
+    removed = 0
+    for entry in entries:
+        if entry.name.endswith((".nbi", ".nbc")):
+            try:
+                if entry.stat().st_mtime_ns < newest:
+                    os.remove(entry.path)
+                    removed += 1
+            except OSError:         # removed by another process, or read-only
+                pass
+    return removed

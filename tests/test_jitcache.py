@@ -1,0 +1,53 @@
+"""sim.network.jitcache: numba's cache files older than a kernel file are removed."""
+import os
+from pathlib import Path
+
+import sim.network
+from sim.network.jitcache import KERNEL_FILES, drop_stale
+
+
+def _package(tmp_path: Path, cache_ns: int, newest_source_ns: int) -> Path:
+    """A package folder with every kernel file at time 1 s but ``refill.py`` at ``newest_source_ns``,
+    and numba cache files (and a bytecode file) at ``cache_ns``."""
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    for name in KERNEL_FILES:
+        (tmp_path / name).write_text("")
+        os.utime(tmp_path / name, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(tmp_path / "refill.py", ns=(newest_source_ns, newest_source_ns))
+    for name in ("flowcore.solve-1.py311.nbi", "flowcore.solve-1.py311.1.nbc", "flowcore.cpython-311.pyc"):
+        (cache / name).write_text("")
+        os.utime(cache / name, ns=(cache_ns, cache_ns))
+    return tmp_path
+
+
+def test_caches_older_than_a_kernel_file_are_removed(tmp_path):
+    """refill.py edited after flowcore's kernels were cached: flowcore's cache goes (it holds
+    refill's old code), the bytecode stays."""
+    folder = _package(tmp_path, cache_ns=2_000_000_000, newest_source_ns=3_000_000_000)
+    assert drop_stale(folder) == 2
+    assert sorted(p.name for p in (folder / "__pycache__").iterdir()) == ["flowcore.cpython-311.pyc"]
+
+
+def test_caches_newer_than_every_kernel_file_are_kept(tmp_path):
+    folder = _package(tmp_path, cache_ns=3_000_000_000, newest_source_ns=2_000_000_000)
+    assert drop_stale(folder) == 0
+    assert len(list((folder / "__pycache__").iterdir())) == 3
+
+
+def test_a_cache_as_new_as_the_newest_kernel_file_is_kept(tmp_path):
+    """Only a cache file strictly older than a kernel file is stale."""
+    folder = _package(tmp_path, cache_ns=2_000_000_000, newest_source_ns=2_000_000_000)
+    assert drop_stale(folder) == 0
+
+
+def test_a_folder_without_caches_or_kernel_files_is_left_alone(tmp_path):
+    assert drop_stale(tmp_path) == 0
+    (tmp_path / "__pycache__").mkdir()
+    assert drop_stale(tmp_path) == 0            # no kernel files here
+
+
+def test_the_kernel_files_are_the_modules_that_compile_with_numba():
+    folder = Path(sim.network.__file__).parent
+    compiled = {p.name for p in folder.glob("*.py") if "njit" in p.read_text() and p.name != "jitcache.py"}
+    assert compiled == set(KERNEL_FILES)
