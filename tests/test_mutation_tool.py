@@ -143,6 +143,19 @@ def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_change
     assert copied.stat().st_mtime_ns == before and (tree / "experiments/x.py").read_text() == "changed"
 
 
+def test_the_core_tree_leaves_out_every_module_of_the_kernels_tree():
+    """pyproject's mutmut section (the core tree) must not wrap a compiled kernel: numba cannot
+    compile mutmut's wrappers, so every kernel module is in its do_not_mutate, and none is
+    mutated twice."""
+    import tomllib
+    from pathlib import Path
+
+    from experiments.mutation import KERNELS
+    config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["mutmut"]
+    kernel_files = {m.replace(".", "/") + ".py" for m in KERNELS}
+    assert kernel_files <= set(config["do_not_mutate"])
+
+
 def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp_path, monkeypatch):
     """``--kernels --sample 5 --recheck-survivors``: one run in the kernels' tree with numba off and
     the options passed on; back here only the table is written (no recheck of this tree's mutants)."""
