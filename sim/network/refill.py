@@ -50,10 +50,11 @@ def refill(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capac
            link_busy, since):
     """New max-min rates after the flows ``kept``..n-1 (pairs from ``first_new``) arrived and flows
     left the links ``dirty``: ``incremental``, the set S of the module docstring (unless the new
-    flows are more than half); else, or when S is more than half, every flow. Keeps the links'
-    rates, peak utilisation and the bottleneck bookkeeping (see :mod:`sim.network.flowcore`).
+    flows are more than half); else, or when S gives way, every flow. Keeps the links' rates, peak
+    utilisation and the bottleneck bookkeeping (see :mod:`sim.network.flowcore`).
     ``gen``/``local``: per-link scratch; ``tick``: a value ``gen`` does not hold yet (S marks
-    links with ``-tick`` and ``-tick - 2**50``, the index of every pair with ``tick``). Returns the number of flows refilled."""
+    links with ``-tick``, ``-tick - 2**50`` and ``-tick - 2**51``, the index of every pair with
+    ``tick``). Returns the number of flows refilled."""
     pf = pair_flow[:n_pairs]
     if incremental and kept > 0 and 2 * (n - kept) <= n:
         refilled = refill_affected(n, kept, n_pairs, first_new, pf, pair_link, pair_weight, capacity, rate, dirty,
