@@ -274,6 +274,8 @@ EQUIVALENT = {
     "sim.network.flowcore.x_solve__mutmut_69": "a peak raised to an equal utilisation: the same value",
     "sim.network.flowcore.x_solve__mutmut_126": "the nearest completion replaced by an equal one: the same value",
     "sim.network.refill.x_refill_all__mutmut_84": "link_max raised on an equal rate too: the same value",
+    "sim.network.jitcache.x_drop_stale__mutmut_14": "a kernel file dated at the very nanosecond the clock is read: "
+                                                    "no run can make that instant",
     "sim.network.refill.x_refill_affected__mutmut_300": "link_max raised on an equal rate too: the same value",
     "sim.network.fillscan.x_fill_scan__mutmut_20": "np.full infers int64 from the fill value -1",
     "sim.network.fillscan.x_fill_scan__mutmut_23": "same as mutmut_20",

@@ -41,6 +41,16 @@ def test_a_cache_as_new_as_the_newest_kernel_file_is_kept(tmp_path):
     assert drop_stale(folder) == 0
 
 
+def test_a_kernel_file_dated_in_the_future_removes_nothing(tmp_path):
+    """Copied from a machine whose clock was ahead: every cache would look stale until that date,
+    and every run would compile again; they are kept."""
+    import time
+    future = time.time_ns() + 3600 * 10 ** 9
+    folder = _package(tmp_path, cache_ns=2_000_000_000, newest_source_ns=future)
+    assert drop_stale(folder) == 0
+    assert len(list((folder / "__pycache__").iterdir())) == 3
+
+
 def test_a_folder_without_caches_or_kernel_files_is_left_alone(tmp_path):
     assert drop_stale(tmp_path) == 0
     (tmp_path / "__pycache__").mkdir()

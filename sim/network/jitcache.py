@@ -12,6 +12,7 @@ once). A fresh checkout or install has no caches; an unchanged checkout keeps it
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 # The modules of this package with compiled kernels (a test keeps the list complete).
@@ -22,12 +23,16 @@ KERNEL_FILES = ("fillscan.py", "flowcore.py", "links.py", "maxmin.py", "pcg64.py
 def drop_stale(folder: Path | str = Path(__file__).parent) -> int:
     """Remove the numba cache files of ``folder`` (``__pycache__/*.nbi`` and ``*.nbc``) that are
     older than its newest kernel file; returns how many were removed. Missing files and a cache
-    file another process removed first are not errors."""
+    file another process removed first are not errors. A kernel file dated in the future (files
+    copied from a machine whose clock was ahead) removes nothing: every cache written until then
+    would look stale, and every run would compile the kernels again."""
     folder = Path(folder)
     try:
         newest = max(os.stat(folder / name).st_mtime_ns for name in KERNEL_FILES)
         entries = list(os.scandir(folder / "__pycache__"))
     except OSError:                 # no caches yet, or not this package's layout
+        return 0
+    if newest > time.time_ns():
         return 0
     removed = 0
     for entry in entries:
