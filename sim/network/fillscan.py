@@ -30,8 +30,9 @@ SCAN_ROUNDS = 32   # rounds a filling by scans runs before handing over to the h
 def fill_scan(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_flow_ptr, n, frozen_by):
     """Progressive filling of the flows 0..n-1 (a closed set: every flow on their links is one of
     them) whose pairs are grouped by flow (flow f's: ``by_flow_ptr[f]``..``by_flow_ptr[f + 1]``-1,
-    from ``by_flow_ptr[0]`` = 0), on links of bytes/s ``capacity``: writes ``rates`` and ``frozen_by`` (the link that froze each
-    flow: its tightest when it froze) as :func:`sim.network.maxmin._fill_flows` does, and returns
+    from ``by_flow_ptr[0]`` = 0), on links of bytes/s ``capacity``: writes ``rates`` and
+    ``frozen_by`` (the link that froze each flow: its tightest when it froze) as
+    :func:`sim.network.maxmin._fill_flows` does, and returns
     True; or returns False after ``SCAN_ROUNDS`` rounds with flows left (``rates`` then partly
     written: the caller fills again). O(pairs + rounds x flows)."""
     L = capacity.size

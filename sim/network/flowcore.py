@@ -204,9 +204,7 @@ def solve(n, kept, n_pairs, pair_flow, pair_link, pair_weight, capacity, rate, r
     ``gen``/``local``/``tick``: the refill's per-link scratch."""
     if n == 0:
         return np.inf, 0
-    first_new = n_pairs                         # the new flows' pairs are the last ones
-    while first_new > 0 and pair_flow[first_new - 1] >= kept:
-        first_new -= 1
+    first_new = _first_pair(pair_flow, 0, n_pairs, kept)   # the new flows' pairs are the last ones
     unchanged = incremental and rate_unchanged(n, kept, n_pairs, first_new, pair_flow, pair_link, pair_weight, capacity,
                                                rate, dirty, n_dirty, link_rate, bottleneck, link_users, link_max,
                                                bott_count, np.empty(n_pairs - first_new), now, link_bytes, link_busy,
