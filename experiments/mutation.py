@@ -10,8 +10,8 @@ tree of their own (:func:`kernel_tree`, ``.mutation-kernels/``) with compilation
 their own tests (numpy oracles, hypothesis).
 
 ``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
-``sim.engine``; default every core module: about 5,800 mutants, many hours on 2 cores; the kernels
-about 1,900), then writes the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
+``sim.engine``; default every core module: about 7,100 mutants, many hours on 2 cores; the kernels
+about 3,600), then writes the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
 module. ``--report`` only writes the table.
 ``--kernels`` does any of this for the compiled kernels; the table always holds both trees.
 ``--recheck-timeouts`` runs every mutant mutmut recorded as a timeout again, alone and with a
@@ -37,7 +37,7 @@ from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
-        "sim.moe.memory", "sim.sweep")
+        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore", "sim.network.refill",
            "sim.network.tallies", "sim.network.traffic", "sim.network.links", "sim.network.jitcache")
@@ -151,6 +151,16 @@ EQUIVALENT = {
     "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_6": "without the plan cache every op's plan is built again: the "
                                                     "same plans, slower",
     "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_7": "same as mutmut_6 (a cache that never hits)",
+    "sim.moe.live.xǁLiveCommǁ_bundle__mutmut_2": "the representative's runner always asks for group 0: its cache "
+                                                 "key (shape, stage, 0) stands for the stage as -1 does",
+    "sim.moe.live.xǁLiveCommǁ_bundle__mutmut_4": "-1 -> +1: a cache key only; a LiveComm is representative or not "
+                                                 "for its life, so its keys never meet a group's",
+    "sim.moe.live.xǁLiveCommǁ_bundle__mutmut_5": "same as mutmut_4 (-2)",
+    "sim.moe.live.xǁLiveCommǁall_to_all__mutmut_29": "with no message the data phase takes 0 s alone (nothing on the "
+                                                     "wire, no byte for the SMs): overhead - 0 = overhead + 0",
+    "sim.moe.live.xǁLiveCommǁsend_all__mutmut_1": "without the route sets' cache each send builds its set again: "
+                                                  "the same routes, slower",
+    "sim.moe.live.xǁLiveCommǁsend_all__mutmut_2": "same as mutmut_1 (a cache that never hits)",
     "sim.network.collectives.x__dispatch_unit__mutmut_10": "_Join's default event=True makes an event nobody "
                                                             "waits for: one more SimPy event, the same times",
     "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",

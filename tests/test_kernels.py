@@ -1,9 +1,11 @@
 """sim.moe.kernels: launch and notify costs, SM-bounded throughput and link efficiencies, worked by hand."""
+import re
+
 import pytest
 import simpy
 
 from sim.moe.comm import CommModel
-from sim.moe.kernels import KernelSpec, load_kernels
+from sim.moe.kernels import FITTABLE, KernelSpec, load_kernels
 from sim.moe.scenario import Scenario
 from sim.moe.specs import SpecError, load_scenario
 from sim.moe.step import MoEStep
@@ -139,7 +141,11 @@ def test_ideal_kernels_are_pure_link_time():
 @pytest.mark.parametrize("field, value, needle", [
     ("launch_us", -1, "KernelSpec.launch_us"), ("sm_GBps", 0, "KernelSpec.sm_GBps"),
     ("nvlink_efficiency", 1.5, "KernelSpec.nvlink_efficiency"), ("nccl_sms", 2.5, "KernelSpec.nccl_sms"),
-    ("ib_efficiency", float("nan"), "KernelSpec.ib_efficiency"), ("fitted", ("warp_size",), "warp_size"),
+    ("ib_efficiency", float("nan"), "KernelSpec.ib_efficiency"),
+    ("fitted", ("warp_size",), r"^kernels 'bad': fitted names unknown parameter\(s\) 'warp_size'; allowed: launch_us, "
+                               r"notify_us, sm_GBps, nccl_launch_us, nvlink_efficiency, ib_efficiency$"),
+    ("nccl_sms", 0, r"KernelSpec.nccl_sms must be an integer in \[1, 100,000\], got 0"),
+    ("notify_round_trips", -1, r"KernelSpec.notify_round_trips must be an integer in \[0, 100\], got -1"),
     # the floors calibration fits within (calibrate.BOUNDS): a slower kernel or link is a typo
     ("sm_GBps", 0.05, r"KernelSpec.sm_GBps must be a finite number in \[0.1, 1,000,000\], got 0.05"),
     ("ib_efficiency", 1e-300, r"KernelSpec.ib_efficiency must be a finite number in \[0.01, 1\], got 1e-300")])
@@ -152,8 +158,12 @@ def test_unknown_kernels_and_fields_are_one_line(tmp_path):
     with pytest.raises(SpecError, match="unknown kernels 'nccl2'.*deepep"):
         load_kernels("nccl2")
     f = tmp_path / "k.yaml"
-    f.write_text("launch_us: 3\nwarps: 4\n")
-    with pytest.raises(SpecError, match="unknown field.*'warps'"):
+    f.write_text("launch_us: 3\nwarps: 4\nlanes: 2\n")
+    with pytest.raises(SpecError, match=f"^kernels '{re.escape(str(f))}': unknown field\\(s\\) 'lanes', 'warps'; "
+                                        "allowed: calibrated_from, "):
+        load_kernels(str(f))
+    f.write_text("launch_us: [3\n")
+    with pytest.raises(SpecError, match=f"^{re.escape(str(f))}: not valid YAML at line 2"):
         load_kernels(str(f))
     with pytest.raises(SpecError, match="RunSpec.kernels"):
         Scenario(load_scenario("tiny", kernels="nccl2"))
@@ -180,3 +190,18 @@ def test_engines_that_cannot_bind_are_left_out_with_the_same_times():
     (t_skip, bytes_skip), (t_force, bytes_force) = ends(False), ends(True)
     assert t_skip == pytest.approx(t_force, rel=1e-12)
     assert bytes_skip == pytest.approx(bytes_force, rel=1e-12)
+
+
+def test_a_kernel_file_is_named_by_its_path_and_says_what_was_calibrated(tmp_path):
+    """The run's provenance line: defaults, or the profile and the fitted parameters with the
+    others left at their defaults (none when all were fitted)."""
+    f = tmp_path / "mine.yaml"
+    f.write_text("launch_us: 3.0\n")
+    assert load_kernels(str(f)).name == str(f) and load_kernels(str(f)).launch_us == 3.0
+    k = load_kernels("deepep")
+    assert k.provenance() == "kernels deepep: first-principles defaults (none calibrated)"
+    fitted = k.with_(calibrated_from="nccl.csv", fitted=("sm_GBps", "launch_us"))
+    assert fitted.provenance() == ("kernels deepep: calibrated from nccl.csv (sm_GBps, launch_us); defaults: "
+                                   "notify_us, nccl_launch_us, nvlink_efficiency, ib_efficiency")
+    every = k.with_(calibrated_from="all.csv", fitted=FITTABLE)
+    assert every.provenance() == f"kernels deepep: calibrated from all.csv ({', '.join(FITTABLE)}); defaults: none"

@@ -6,7 +6,7 @@ from sim.moe.live import LiveComm
 from sim.moe.scenario import Scenario
 from sim.moe.specs import SpecError, load_scenario
 from sim.moe.step import MoEStep
-from sim.network import Fabric
+from sim.network import Fabric, sum_loads
 from topologies import build_from_spec
 
 # 8 nodes on one plane, NICs cabled node by node, leaves of 12 hosts with 4 uplinks (3:1): EP groups
@@ -46,6 +46,48 @@ def test_an_all_to_all_beside_a_heavy_transfer_slows_down():
         fabric.transfer(gpu, (gpu + 32) % 64, 1e9)
     env.run(live.all_to_all("dispatch", 1, 0))
     assert live.slowdown > 1.02
+
+
+def test_a_bundle_carries_its_own_ep_group_or_when_representative_every_group_of_its_stage():
+    """EP8 on 16 replicas: two EP groups per stage, on different nodes. Every rank: each group's
+    bundle is its own group's messages and no faster than that group alone; representative: one
+    bundle with both groups' messages (their bytes on each link added), no faster than the stage's
+    groups together on an empty fabric."""
+    full, rep = (MoEStep(scenario("live", 8), mode) for mode in ("full", "representative"))
+    assert full.scenario.layout.groups_per_rank == 2
+    env = simpy.Environment()
+    fabric = Fabric(env, full.scenario.links)
+    own = LiveComm(full.comm, full.scenario.layout, fabric, representative=False)
+    every = LiveComm(rep.comm, rep.scenario.layout, fabric, representative=True)
+
+    def as_lists(load):
+        return load.links.tolist(), load.link_bytes.tolist()
+    for shape in ("dispatch", "combine"):
+        loads = [full.comm.load(shape, 1, g) for g in (0, 1)]
+        assert as_lists(loads[0]) != as_lists(loads[1])
+        for g in (0, 1):
+            load, overhead, alone = own._bundle(shape, 1, g)
+            assert as_lists(load) == as_lists(loads[g])
+            assert (overhead, alone) == (full.comm.overhead(1, g), full.comm.data_time(shape, 1, g))
+        load, overhead, alone = every._bundle(shape, 1, 0)
+        assert as_lists(load) == as_lists(sum_loads(loads))
+        assert alone == rep.comm.data_time(shape, 1, 0) == rep.comm.data_time(shape, 1, 1)
+
+
+def test_an_all_to_all_with_no_messages_takes_its_kernels_overhead():
+    """EP1: each GPU holds every expert, so nothing goes on the wire: a live dispatch or combine
+    lasts its kernel's launch and notify (4 + 10 us; no route to cross) and counts as alone."""
+    run = load_scenario("tiny", topology="h800-64", pp=4, dp=16, ep=1, communication="live", seq_len=512,
+                        kernels="deepep")
+    step = MoEStep(Scenario(run), "full")
+    assert step.comm.load("dispatch", 1, 0).messages == 0
+    env = simpy.Environment()
+    live = LiveComm(step.comm, step.scenario.layout, Fabric(env, step.scenario.links), representative=False)
+    for shape in ("dispatch", "combine"):
+        start = env.now
+        env.run(live.all_to_all(shape, 1, 0))
+        assert env.now - start == pytest.approx(14e-6, rel=1e-12)
+    assert live.count == 2 and live.slowdown == 1.0
 
 
 @pytest.mark.parametrize("kernels", ["ideal", "deepep"])

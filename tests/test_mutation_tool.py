@@ -147,13 +147,27 @@ def test_the_core_tree_leaves_out_every_module_of_the_kernels_tree():
     """pyproject's mutmut section (the core tree) must not wrap a compiled kernel: numba cannot
     compile mutmut's wrappers, so every kernel module is in its do_not_mutate, and none is
     mutated twice."""
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     from experiments.mutation import KERNELS
     config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["mutmut"]
     kernel_files = {m.replace(".", "/") + ".py" for m in KERNELS}
     assert kernel_files <= set(config["do_not_mutate"])
+
+
+def test_the_core_modules_are_what_the_core_tree_mutates():
+    """``CORE`` (the default modules of a run) and pyproject's ``only_mutate`` name the same files:
+    a module in one only would be run with no mutant (its old score reported) or never run."""
+    from pathlib import Path
+
+    import tomllib
+
+    from experiments.mutation import CORE
+    config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["mutmut"]
+    named = {m.replace(".", "/") + (".py" if Path(m.replace(".", "/") + ".py").is_file() else "/*") for m in CORE}
+    assert named == set(config["only_mutate"])
 
 
 def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp_path, monkeypatch):

@@ -132,10 +132,6 @@ class KernelSpec:
         return dataclasses.replace(self, **changes)
 
 
-def kernel_names() -> list[str]:
-    return sorted(_load("kernels"))
-
-
 def load_kernels(name_or_path: str) -> KernelSpec:
     """A kernel preset by name (``sim/moe/presets/kernels.yaml``) or a YAML file of KernelSpec fields."""
     presets = _load("kernels")
@@ -158,4 +154,4 @@ def load_kernels(name_or_path: str) -> KernelSpec:
     return KernelSpec(name=name, **mapping)
 
 
-__all__ = ["FITTABLE", "KernelSpec", "kernel_names", "load_kernels"]
+__all__ = ["FITTABLE", "KernelSpec", "load_kernels"]
