@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench sweeps mutation setup clean
+.PHONY: run test bench sweeps validate mutation setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+validate: $(STAMP)
+	$(PY) -m experiments.validate
 
 sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_ep

@@ -4,7 +4,9 @@
 2. every schedule side by side at P=8, M=16 without communication;
 3. bubble against micro-batches for every schedule at P = 8 and 16 (a sweep on a local Dask cluster);
 4. the DualPipe lesson's claims checked by simulation (experiments/lesson_check.py);
-5. the figures that read those CSVs (experiments/plots.py) and the page that shows them all,
+5. the validation suite: every published measured run of validation/runs.csv against the simulator
+   (experiments/validate.py, a sweep on a local Dask cluster);
+6. the figures that read those CSVs (experiments/plots.py) and the page that shows them all,
    results/index.html (experiments/results_page.py).
 The slower sweeps (sweep_ep, sweep_topology) and the lesson exercises run with ``make sweeps``.
 """
@@ -12,7 +14,15 @@ from __future__ import annotations
 
 import time
 
-from experiments import bubble_vs_microbatches, deepseek_v3, lesson_check, plots, results_page, schedule_comparison
+from experiments import (
+    bubble_vs_microbatches,
+    deepseek_v3,
+    lesson_check,
+    plots,
+    results_page,
+    schedule_comparison,
+    validate,
+)
 from experiments.common import sweep_main
 
 
@@ -24,7 +34,8 @@ def main(argv=None) -> int:
     steps = [lambda: deepseek_v3.main(extra), lambda: schedule_comparison.main(extra),
              lambda: sweep_main("bubble_vs_microbatches", bubble_vs_microbatches.point, bubble_vs_microbatches.points,
                                 bubble_vs_microbatches.__doc__, ["--no-progress", *extra]),
-             lambda: lesson_check.main(extra), lambda: plots.main(extra), lambda: results_page.main(extra)]
+             lambda: lesson_check.main(extra), lambda: validate.main(["--no-progress", *extra]),
+             lambda: plots.main(extra), lambda: results_page.main(extra)]
     for step in steps:
         status = step()
         if status:

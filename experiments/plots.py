@@ -8,6 +8,7 @@
 * ``utilization_stacked.png`` (per rank compute / exposed comm / bubble, s per step) from deepseek_v3_ranks.csv
 * ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
 * ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
+* ``validation.png`` (predicted against measured, every scored run of the validation suite) from validation.csv
 Missing CSVs are skipped with a note.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.common import script_main  # noqa: E402
@@ -151,6 +153,64 @@ def link_utilization(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "link_utilization.png")
 
 
+MARKERS = "osD^vP*Xhp"
+SOURCE_COLORS = plt.get_cmap("tab10").colors
+
+
+def validation_figure(df: pd.DataFrame, out: Path) -> None:
+    """Left: predicted against measured, log-log, one marker and colour per source, the +-10% and +-25%
+    bands, first-principles filled and profile-fed hollow (each run in its source's own figure and
+    unit). Right: each scored run's speed error by source and mode."""
+    df = df[(df["role"] == "scored") & (df["status"] == "ok")]
+    modes = [m for m in ("first_principles", "profile_fed")
+             if f"predicted_{m}" in df and df[f"predicted_{m}"].notna().any()]
+    sources = list(dict.fromkeys(df["source"]))
+    style = {s: (MARKERS[i % len(MARKERS)], SOURCE_COLORS[i % len(SOURCE_COLORS)]) for i, s in enumerate(sources)}
+    fig = plt.figure(figsize=(13, 6.6))
+    grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.15], height_ratios=[1, 0.16])
+    ax, bx, legend = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
+    lo, hi = df["measured"].min() / 2, df["measured"].max() * 2
+    x = np.geomspace(lo, hi, 50)
+    ax.plot(x, x, color="black", lw=0.8)
+    for f, alpha in ((0.10, 0.30), (0.25, 0.12)):
+        ax.fill_between(x, x * (1 - f), x * (1 + f), color="#4c72b0", alpha=alpha, lw=0, label=f"within {100 * f:.0f}%")
+    for source in sources:
+        marker, color = style[source]
+        for mode in modes:
+            g = df[(df["source"] == source) & df[f"predicted_{mode}"].notna()]
+            if len(g):
+                ax.scatter(g["measured"], g[f"predicted_{mode}"], marker=marker, s=30, linewidths=0.8,
+                           facecolors=color if mode == "first_principles" else "none", edgecolors=color,
+                           label=f"{source}, {mode.replace('_', '-')} ({len(g)})")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (the source's own figure)",
+           ylabel="simulated", title="simulated against measured")
+    for i, mode in enumerate(modes):
+        for j, source in enumerate(sources):
+            e = df.loc[df["source"] == source, f"error_{mode}_pct"].dropna()
+            if e.empty:
+                continue
+            marker, color = style[source]
+            y = j + (i - (len(modes) - 1) / 2) * 0.3 + np.linspace(-0.1, 0.1, len(e))
+            bx.scatter(1 + e / 100, y, marker=marker, s=22, linewidths=0.8, edgecolors=color,
+                       facecolors=color if mode == "first_principles" else "none")
+    for f in (0.10, 0.25):
+        bx.axvspan(1 - f, 1 + f, color="#4c72b0", alpha=0.12, lw=0)
+    bx.axvline(1, color="black", lw=0.8)
+    ticks = [0.5, 0.75, 1, 1.25, 1.5, 2, 3, 4]
+    bx.set_xscale("log")
+    bx.set_xticks(ticks, [f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks])
+    bx.minorticks_off()
+    bx.set_xlim(0.45, max(4.4, 1.1 * (1 + df[[f"error_{m}_pct" for m in modes]].max().max() / 100)))
+    bx.set_yticks(range(len(sources)), sources)
+    bx.invert_yaxis()
+    bx.set_xlabel("speed error: predicted / measured speed - 1 (right of 0: optimistic)")
+    bx.set_title("error per run (filled: first-principles, hollow: profile-fed)")
+    legend.axis("off")
+    legend.legend(*ax.get_legend_handles_labels(), loc="center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle("Validation: the simulator against published measurements", fontsize=11)
+    _save(fig, out / "validation.png")
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--results", default="results", help="folder of the CSVs; figures go to its figures/")
 
@@ -166,7 +226,7 @@ def run(args) -> int:
             ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
             ("sweep_faults.csv", sweep_faults),
             ("deepseek_v3_ranks.csv", utilization_stacked),
-            ("deepseek_v3_links.csv", link_utilization)]
+            ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure)]
     for name, fn in jobs:
         path = res / name
         if path.exists():

@@ -2,7 +2,7 @@
 
 Self-contained: plain HTML with its style inline and the figures beside it (``figures/*.png``,
 linked relatively), so it opens from disk in any browser, no server needed. Sections appear for the
-CSVs and figures that exist: the DeepSeek-V3 summary, per-rank utilization and memory, timelines,
+CSVs and figures that exist: the validation suite, the DeepSeek-V3 summary, per-rank utilization and memory, timelines,
 the F&B unit, the schedule comparison, the lesson check and every sweep. Each figure has one
 sentence saying what to look at.
 """
@@ -24,6 +24,19 @@ nav a{margin-right:1em}.verdict-holds{color:#176117}.verdict-does{color:#a11}.ve
 
 # (section id, title, [(figure file, what to look at)], [(csv file, columns or None, what it is)])
 SECTIONS = [
+    ("validation", "How far to trust it: published measured runs against the simulator",
+     [("validation.png", "Left: every scored run, simulated against measured in its source's own figure, with the "
+                         "+-10% and +-25% bands. Right: each run's speed error by source; points right of 0 are runs "
+                         "the simulator predicts faster than they ran.")],
+     [("validation_summary.csv", ["source", "mode", "rows", "median_abs_error_pct", "worst_abs_error_pct", "worst_row",
+                                  "median_error_pct", "within_10pct", "within_25pct"],
+       "median and worst |speed error| per source and mode (speed error = predicted / measured speed - 1)"),
+      ("validation_rankings.csv", ["model", "gpus", "global_batch", "table", "measured_order",
+                                   "first_principles_order", "first_principles_same_order", "profile_fed_same_order"],
+       "settings measured under several schedules: the measured and simulated order, fastest first"),
+      ("validation.csv", ["id", "role", "metric", "measured", "predicted_first_principles",
+                          "error_first_principles_pct", "predicted_profile_fed", "error_profile_fed_pct", "note"],
+       "every run of the suite (sources and layouts in the CSV)")]),
     ("deepseek", "DeepSeek-V3 on 2,048 H800 (PP16 x DP128, EP64, 120 micro-batches)",
      [("deepseek_v3_ranks.png", "Per rank: where the step goes (stacked seconds) and memory against the 80 GB HBM; "
                                 "look at the last rank, which carries the output heads and the MTP module."),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .checks import InputError, choice, number
-from .moe.specs import COMPARED_SCHEDULES, MEMORY_POLICIES, RunSpec, load_gpu, load_model
+from .moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, RunSpec, load_gpu, load_model
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class PlanRequest:
             raise InputError("schedules must list at least one schedule")
         for name in self.schedules:
             choice(name, "schedules entries", SCHEDULE_NAMES)
-        choice(self.gemm_precision, "gemm_precision", ("fp8", "bf16"))
+        choice(self.gemm_precision, "gemm_precision", GEMM_PRECISIONS)
         choice(self.memory_policy, "memory_policy", MEMORY_POLICIES)
         number(self.zero_stage, "zero_stage", integer=True, low=0, high=3)
 

@@ -44,13 +44,13 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """``src-`` and 12 hex digits of SHA-256 over the source and preset files of ``sim/`` and
+    """``src-`` and 12 hex digits of SHA-256 over the source and preset files (Python, YAML, JSON) of ``sim/`` and
     ``topologies/`` (paths and contents, in path order): it changes whenever the model could.
     Computed once per process."""
     h = hashlib.sha256()
     for package in ("sim", "topologies"):
         for path in sorted((_ROOT / package).rglob("*")):
-            if path.suffix in (".py", ".yaml", ".yml") and path.is_file():
+            if path.suffix in (".py", ".yaml", ".yml", ".json") and path.is_file():
                 h.update(str(path.relative_to(_ROOT)).encode())
                 h.update(path.read_bytes())
     return "src-" + h.hexdigest()[:12]      # never read back from CSV as a number

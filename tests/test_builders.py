@@ -103,3 +103,26 @@ def test_check_graph_missing_attribute():
     del g.edges["a", "b"]["latency"]
     with pytest.raises(TopologyError, match="edge \\('a', 'b'\\) has no 'latency'"):
         check_graph(g)
+
+
+@pytest.mark.parametrize("domains,per,tray", [(1, 72, 4), (4, 72, 4), (2, 64, 4), (3, 16, 8)])
+def test_nvlink_domain_counts_and_trays(domains, per, tray):
+    """GB200 NVL72's shape: each domain's GPUs on one NVLink switch (an EP group of up to ``per`` GPUs
+    stays on NVLink), one NIC per GPU on the fat-tree, trays numbered within the domain."""
+    from topologies import nvlink_domain_cluster
+    g = nvlink_domain_cluster(domains, per, tray, nvlink_bandwidth=900e9, nic_bandwidth=50e9)
+    types = by_type(g)
+    assert types["gpu"] == types["nic"] == domains * per and types["nvswitch"] == domains
+    assert g.graph["gpus_per_node"] == g.graph["nvlink_domain"] == per and g.graph["gpus_per_tray"] == tray
+    assert g.degree("n0/nvswitch") == per
+    assert [g.nodes[gpu_name(0, i)]["tray"] for i in (0, tray - 1, tray, per - 1)] == [0, 0, 1, per // tray - 1]
+    assert nx.shortest_path_length(g, gpu_name(0, 0), gpu_name(0, per - 1)) == 2          # NVLink, one switch hop
+    assert g.edges[gpu_name(0, 5), "n0/nvswitch"]["bandwidth"] == 900e9
+
+
+def test_nvlink_domain_refusals():
+    from topologies import nvlink_domain_cluster
+    with pytest.raises(TopologyError, match=r"gpus_per_tray \(5\) must divide gpus_per_domain \(72\)"):
+        nvlink_domain_cluster(2, 72, 5)
+    with pytest.raises(TopologyError, match=r"domains must be an integer in \[1, 100,000,000\], got 0"):
+        nvlink_domain_cluster(0)

@@ -128,7 +128,7 @@ def test_read_profile_names_what_is_wrong(tmp_path):
         with pytest.raises(SpecError, match=r"prof.csv: needs columns layer, part, seconds; got"):
             read_profile(profile(text))
     with pytest.raises(SpecError, match=r"line 3: layer must be dense, moe or head and part one of attn_f, "
-                                        r"attn_i, attn_w, mlp_f, mlp_i, mlp_w, attn_r, mlp_r, head; got "
+                                        r"attn_i, attn_w, mlp_f, mlp_i, mlp_w, attn_r, mlp_r, f, i, w, head; got "
                                         r"layer='dense', part='mlp_x'"):
         read_profile(profile("layer,part,seconds\nmoe,mlp_f,1\ndense,mlp_x,1\n"))
     with pytest.raises(SpecError, match=r"prof.csv line 2: seconds 'abc' is not a number"):
@@ -184,3 +184,21 @@ def test_one_stage_holds_the_embedding_and_the_whole_head():
     last = ChunkModel(m, g, r, 2).stage_work(1)[1]
     assert (one.head_f, one.head_i, one.head_w) == (last.head_f, last.head_i, last.head_w)
     assert last.head_w > 0 and one.embed_f > 0 and one.embed_w > 0
+
+
+def test_a_whole_layer_profile_splits_as_the_flops_model_splits(tmp_path):
+    """A profile's f, i, w (a whole layer's forward, input and weight gradient) replace the FLOPs
+    model's attention and MLP parts in its proportions: the sums are the profile's, the shares the
+    model's."""
+    from sim.moe.chunk import ChunkModel
+    from sim.moe.specs import RunSpec, load_gpu, load_model
+    run = RunSpec(model="zb-gpt-1.5b", gpu="a100", topology="zb-a100-roce", pp=8, ep=1, dp=1, schedule="1f1b",
+                  microbatches=8, seq_len=1024, microbatch_size=6)
+    m, g = load_model(run.model), load_gpu(run.gpu)
+    flops = ChunkModel(m, g, run, 8).stage_layers[1][0]
+    p = tmp_path / "p.csv"
+    p.write_text("layer,part,seconds\ndense,f,0.006\ndense,i,0.005\ndense,w,0.003\n")
+    fed = ChunkModel(m, g, run.with_(profile=str(p)), 8).stage_layers[1][0]
+    assert (fed.forward, fed.backward_i, fed.backward_w) == pytest.approx((0.006, 0.005, 0.003))
+    assert fed.attn_f / fed.forward == pytest.approx(flops.attn_f / flops.forward)
+    assert fed.mlp_w / fed.backward_w == pytest.approx(flops.mlp_w / flops.backward_w)

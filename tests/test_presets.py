@@ -71,3 +71,18 @@ def test_bad_yaml(tmp_path, text, pattern):
 def test_unknown_preset_lists_presets():
     with pytest.raises(TopologyError, match="h800-2048"):
         load_topology("h900-4096")
+
+
+@pytest.mark.parametrize("name,gpus,per_node,nvlink,nic,gpu", [
+    ("dgx-a100-superpod", 3072, 8, 300e9, 25e9, "a100"),
+    ("dgx-h100-superpod", 1024, 8, 450e9, 50e9, "h100"),
+    ("dgx-b200", 256, 8, 900e9, 50e9, "b200"),
+    ("gb200-nvl72", 576, 72, 900e9, 50e9, "gb200"),
+    ("gb200-nvl72-64gpu", 512, 64, 900e9, 50e9, "gb200"),
+    ("zb-a100-roce", 32, 8, 300e9, 25e9, "a100"),
+])
+def test_cluster_presets_of_the_validation_suite(name, gpus, per_node, nvlink, nic, gpu):
+    g = load_topology(name)
+    assert len(g.graph["gpus"]) == gpus and g.graph["gpus_per_node"] == per_node and g.graph["gpu_model"] == gpu
+    assert g.edges["n0/gpu0", "n0/nvswitch"]["bandwidth"] == nvlink
+    assert g.edges["n0/gpu0", "n0/nic0"]["bandwidth"] == nic

@@ -37,10 +37,10 @@ def test_bad_run_fields(overrides, pattern):
 
 
 def test_unknown_presets_list_valid_ones():
-    with pytest.raises(SpecError, match="valid models: deepseek-v3"):
+    with pytest.raises(SpecError, match=r"unknown model 'gpt-5': not a preset \(deepseek-v2, deepseek-v3, "):
         load_model("gpt-5")
-    with pytest.raises(SpecError, match="valid GPUs: a100, h100, h200, h800"):
-        load_gpu("b200")
+    with pytest.raises(SpecError, match=r"unknown GPU 'b300': not a preset \(a100, b200, gb200, h100, h200, h800\)"):
+        load_gpu("b300")
     with pytest.raises(SpecError, match="not a preset"):
         load_scenario("nope")
 
@@ -96,3 +96,40 @@ def test_a_scenario_file_missing_fields_names_them(tmp_path):
     with pytest.raises(SpecError, match="missing field\\(s\\) model, gpu, ep, dp, schedule, microbatches, "
                                         "seq_len \\(required: model, gpu, topology, pp, ep"):
         load_scenario(str(p))
+
+
+def test_every_gpu_preset_names_its_source_and_blackwell_runs_mxfp8():
+    from sim.moe.specs import gpu_names
+    for name in gpu_names():
+        g = load_gpu(name)
+        assert g.source and g.bf16_tflops > 0 and g.nvlink_GBps > 0
+    b200, h100 = load_gpu("b200"), load_gpu("h100")
+    assert b200.peak_flops("mxfp8") == b200.peak_flops("fp8") == 4500e12 and b200.fp4_tflops == 9000
+    with pytest.raises(SpecError, match="GPU h100 has no block-scaled \\(MXFP8\\) tensor cores"):
+        h100.peak_flops("mxfp8")
+    with pytest.raises(SpecError, match="GPU a100 has no FP8 tensor cores"):
+        load_gpu("a100").peak_flops("mxfp8")
+
+
+def test_models_and_gpus_from_files(tmp_path):
+    gpu = tmp_path / "mygpu.yaml"
+    gpu.write_text("sms: 100\nbf16_tflops: 500\nfp8_tflops: null\nhbm_gb: 96\nhbm_tbps: 3\n")
+    assert load_gpu(str(gpu)).name == "mygpu" and load_gpu(str(gpu)).hbm_gb == 96
+    gpu.write_text("sms: 100\nfp8_tflops: null\nhbm_gb: 96\nhbm_tbps: 3\n")
+    with pytest.raises(SpecError, match="missing field\\(s\\) bf16_tflops"):
+        load_gpu(str(gpu))
+    model = tmp_path / "m.yaml"
+    model.write_text("layers: 4\nhidden: 256\nheads: 4\nhead_dim: 64\ndense_layers: 4\ndense_intermediate: 512\n")
+    assert load_model(str(model)).layers == 4
+
+
+def test_paths_in_a_scenario_resolve_from_its_folder(tmp_path):
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    (folder / "model.yaml").write_text("layers: 4\nhidden: 256\nheads: 4\nhead_dim: 64\ndense_layers: 4\n"
+                                       "dense_intermediate: 512\n")
+    (folder / "run.yaml").write_text("model: model.yaml\ngpu: h100\ntopology: h800-16\npp: 2\nep: 1\ndp: 8\n"
+                                     "schedule: 1f1b\nmicrobatches: 4\nseq_len: 128\n")
+    run = load_scenario(str(folder / "run.yaml"))
+    assert run.model == str(folder / "model.yaml")
+    assert Scenario(run).model.layers == 4

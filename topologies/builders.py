@@ -90,54 +90,100 @@ def fat_tree_cluster(nodes: int, gpus_per_node: int = 8, nvlink_bandwidth: float
     nodes = _positive_int("nodes", nodes)
     gpus_per_node = _positive_int("gpus_per_node", gpus_per_node, high=100_000)
     _positive("nvlink_bandwidth", nvlink_bandwidth)
-    _positive("nic_bandwidth", nic_bandwidth)
-    switch_radix = number(switch_radix, "switch_radix", integer=True, low=2, high=100_000, error=TopologyError)
-    planes = _positive_int("planes", planes, high=100_000)
-    number(oversubscription, "oversubscription (down:up ports)", low=1, high=1_000, error=TopologyError)
-    if not isinstance(rail_optimized, bool):
-        raise TopologyError(f"rail_optimized must be true or false, got {rail_optimized!r}")
-    if gpus_per_node % planes:
-        raise TopologyError(f"planes must divide gpus_per_node, got planes={planes}, gpus_per_node={gpus_per_node}")
-    down = int(switch_radix * oversubscription // (1 + oversubscription))
-    up = switch_radix - down
-    if down < 1 or up < 1:
-        raise TopologyError(f"switch_radix={switch_radix} with oversubscription={oversubscription} leaves no "
-                            f"down or up ports (down={down}, up={up})")
-    hosts_per_plane = nodes * gpus_per_node // planes
-    leaves_per_plane = math.ceil(hosts_per_plane / down)
-    if leaves_per_plane > switch_radix:
-        raise TopologyError(f"a two-layer fat-tree of radix {switch_radix} holds at most {switch_radix * down:,} "
-                            f"hosts per plane, got {hosts_per_plane:,} (nodes={nodes:,}, planes={planes})")
-    limits.check("max_graph_nodes", fat_tree_nodes(nodes, gpus_per_node, planes, leaves_per_plane, up),
-                 f"topology {name!r} ({nodes:,} nodes of {gpus_per_node} GPUs)")
+    fabric = _ScaleOut.check(nodes, gpus_per_node, nic_bandwidth, switch_radix, oversubscription, rail_optimized,
+                             planes, name)
     g = nx.Graph(name=name)
     for n in range(nodes):
         add_hgx_node(g, n, gpus_per_node, nvlink_bandwidth)
-    for p in range(planes):
-        for k in range(leaves_per_plane):
-            g.add_node(f"p{p}/leaf{k}", type="leaf", plane=p)
-        for s in range(up):
-            g.add_node(f"p{p}/spine{s}", type="spine", plane=p)
-            for k in range(leaves_per_plane):
-                g.add_edge(f"p{p}/leaf{k}", f"p{p}/spine{s}", bandwidth=nic_bandwidth,
-                           latency=LEAF_SPINE_LATENCY_S, kind="ib")
-    # Host ports of each plane, in cabling order: rail by rail, or node by node.
-    for p in range(planes):
-        locals_on_plane = [i for i in range(gpus_per_node) if i % planes == p]
-        if rail_optimized:
-            order = [(n, i) for i in locals_on_plane for n in range(nodes)]
-        else:
-            order = [(n, i) for n in range(nodes) for i in locals_on_plane]
-        for slot, (n, i) in enumerate(order):
-            nic = f"n{n}/nic{i}"
-            g.add_node(nic, type="nic", node=n, local=i, plane=p)
-            g.add_edge(gpu_name(n, i), nic, bandwidth=nic_bandwidth, latency=GPU_NIC_LATENCY_S, kind="pcie")
-            g.add_edge(nic, f"p{p}/leaf{slot // down}", bandwidth=nic_bandwidth, latency=NIC_LEAF_LATENCY_S,
-                       kind="ib")
-    g.graph["gpus"] = [gpu_name(n, i) for n in range(nodes) for i in range(gpus_per_node)]
-    g.graph.update(nodes=nodes, gpus_per_node=gpus_per_node, planes=planes, leaves_per_plane=leaves_per_plane,
-                   spines_per_plane=up, host_ports_per_leaf=down)
+    fabric.add_to(g)
     return g
+
+
+def nvlink_domain_cluster(domains: int, gpus_per_domain: int = 72, gpus_per_tray: int = 4,
+                          nvlink_bandwidth: float = 900e9, nic_bandwidth: float = 50e9, switch_radix: int = 64,
+                          oversubscription: float = 1.0, rail_optimized: bool = True, planes: int = 1,
+                          name: str = "nvl-cluster") -> nx.Graph:
+    """Racks whose NVLink domain spans many compute trays (GB200 NVL72: 18 trays of 4 GPUs, 72 GPUs on
+    one NVLink switch system), each GPU with its own NIC on a two-layer fat-tree between racks.
+
+    The rack's NVLink switch trays are one non-blocking switch (NVIDIA: every GPU reaches every
+    other of the 72 at its full NVLink bandwidth, 1.8 TB/s aggregate, 900 GB/s per direction), so
+    an expert-parallel group of up to ``gpus_per_domain`` stays on NVLink. The scale-out fabric is
+    :func:`fat_tree_cluster`'s, with a rack in the place of a node: GPUs carry ``node`` = rack,
+    ``local`` (index in the rack) and ``tray``; ``graph.graph["gpus_per_node"]`` is the NVLink domain
+    (what expert-parallel placement and hierarchical all-to-alls group by), ``gpus_per_tray`` the tray.
+    """
+    domains = _positive_int("domains", domains)
+    gpus_per_domain = _positive_int("gpus_per_domain", gpus_per_domain, high=100_000)
+    gpus_per_tray = _positive_int("gpus_per_tray", gpus_per_tray, high=100_000)
+    if gpus_per_domain % gpus_per_tray:
+        raise TopologyError(f"gpus_per_tray ({gpus_per_tray}) must divide gpus_per_domain ({gpus_per_domain})")
+    g = fat_tree_cluster(domains, gpus_per_domain, nvlink_bandwidth, nic_bandwidth, switch_radix, oversubscription,
+                         rail_optimized, planes, name)
+    for gpu in g.graph["gpus"]:
+        g.nodes[gpu]["tray"] = g.nodes[gpu]["local"] // gpus_per_tray
+    g.graph.update(nvlink_domain=gpus_per_domain, gpus_per_tray=gpus_per_tray)
+    return g
+
+
+class _ScaleOut:
+    """The NICs, leaves and spines of a (multi-plane) two-layer fat-tree over ``nodes`` NVLink
+    domains of ``gpus_per_node`` GPUs each (see :func:`fat_tree_cluster`), checked before building."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    @classmethod
+    def check(cls, nodes, gpus_per_node, nic_bandwidth, switch_radix, oversubscription, rail_optimized, planes,
+              name) -> "_ScaleOut":
+        _positive("nic_bandwidth", nic_bandwidth)
+        switch_radix = number(switch_radix, "switch_radix", integer=True, low=2, high=100_000, error=TopologyError)
+        planes = _positive_int("planes", planes, high=100_000)
+        number(oversubscription, "oversubscription (down:up ports)", low=1, high=1_000, error=TopologyError)
+        if not isinstance(rail_optimized, bool):
+            raise TopologyError(f"rail_optimized must be true or false, got {rail_optimized!r}")
+        if gpus_per_node % planes:
+            raise TopologyError(f"planes must divide gpus_per_node, got planes={planes}, gpus_per_node={gpus_per_node}")
+        down = int(switch_radix * oversubscription // (1 + oversubscription))
+        up = switch_radix - down
+        if down < 1 or up < 1:
+            raise TopologyError(f"switch_radix={switch_radix} with oversubscription={oversubscription} leaves no "
+                                f"down or up ports (down={down}, up={up})")
+        hosts_per_plane = nodes * gpus_per_node // planes
+        leaves_per_plane = math.ceil(hosts_per_plane / down)
+        if leaves_per_plane > switch_radix:
+            raise TopologyError(f"a two-layer fat-tree of radix {switch_radix} holds at most "
+                                f"{switch_radix * down:,} hosts per plane, got {hosts_per_plane:,} (nodes={nodes:,}, "
+                                f"planes={planes})")
+        limits.check("max_graph_nodes", fat_tree_nodes(nodes, gpus_per_node, planes, leaves_per_plane, up),
+                     f"topology {name!r} ({nodes:,} nodes of {gpus_per_node} GPUs)")
+        return cls(nodes=nodes, gpus_per_node=gpus_per_node, nic_bandwidth=nic_bandwidth, rail_optimized=rail_optimized,
+                   planes=planes, down=down, up=up, leaves_per_plane=leaves_per_plane)
+
+    def add_to(self, g: nx.Graph) -> None:
+        nodes, gpus_per_node, bw = self.nodes, self.gpus_per_node, self.nic_bandwidth
+        for p in range(self.planes):
+            for k in range(self.leaves_per_plane):
+                g.add_node(f"p{p}/leaf{k}", type="leaf", plane=p)
+            for s in range(self.up):
+                g.add_node(f"p{p}/spine{s}", type="spine", plane=p)
+                for k in range(self.leaves_per_plane):
+                    g.add_edge(f"p{p}/leaf{k}", f"p{p}/spine{s}", bandwidth=bw, latency=LEAF_SPINE_LATENCY_S, kind="ib")
+        # Host ports of each plane, in cabling order: rail by rail, or node by node.
+        for p in range(self.planes):
+            locals_on_plane = [i for i in range(gpus_per_node) if i % self.planes == p]
+            if self.rail_optimized:
+                order = [(n, i) for i in locals_on_plane for n in range(nodes)]
+            else:
+                order = [(n, i) for n in range(nodes) for i in locals_on_plane]
+            for slot, (n, i) in enumerate(order):
+                nic = f"n{n}/nic{i}"
+                g.add_node(nic, type="nic", node=n, local=i, plane=p)
+                g.add_edge(gpu_name(n, i), nic, bandwidth=bw, latency=GPU_NIC_LATENCY_S, kind="pcie")
+                g.add_edge(nic, f"p{p}/leaf{slot // self.down}", bandwidth=bw, latency=NIC_LEAF_LATENCY_S, kind="ib")
+        g.graph["gpus"] = [gpu_name(n, i) for n in range(nodes) for i in range(gpus_per_node)]
+        g.graph.update(nodes=nodes, gpus_per_node=gpus_per_node, planes=self.planes,
+                       leaves_per_plane=self.leaves_per_plane, spines_per_plane=self.up, host_ports_per_leaf=self.down)
 
 
 def fat_tree_nodes(nodes: int, gpus_per_node: int, planes: int, leaves_per_plane: int, spines_per_plane: int) -> int:

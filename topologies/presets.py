@@ -4,6 +4,9 @@ A file is a mapping with ``kind``:
 
 * ``fat_tree``: the fields of :func:`topologies.builders.fat_tree_cluster`, bandwidths in GB/s
   (``nvlink_bandwidth_GBps``, ``nic_bandwidth_GBps``: 1e9 bytes/s per direction);
+* ``nvlink_domain``: the fields of :func:`topologies.builders.nvlink_domain_cluster` (racks whose
+  NVLink domain spans many trays, GB200 NVL72): ``domains``, ``gpus_per_domain``, ``gpus_per_tray``
+  and the fat-tree fields, bandwidths in GB/s as above;
 * ``hgx_node``: ``gpus_per_node``, ``nvlink_bandwidth_GBps``;
 * ``graph``: an explicit graph: ``nodes: [{name, type}]`` and
   ``edges: [{u, v, bandwidth_GBps, latency_us}]`` (GPUs in the order listed).
@@ -27,6 +30,7 @@ from .builders import (
     check_graph,
     fat_tree_cluster,
     hgx_node,
+    nvlink_domain_cluster,
 )
 
 PRESET_DIR = Path(__file__).with_name("presets")
@@ -34,6 +38,8 @@ COMMON = {"name", "kind", "gpu", "description"}
 FIELDS = {
     "fat_tree": {"nodes", "gpus_per_node", "nvlink_bandwidth_GBps", "nic_bandwidth_GBps", "switch_radix",
                  "oversubscription", "rail_optimized", "planes"},
+    "nvlink_domain": {"domains", "gpus_per_domain", "gpus_per_tray", "nvlink_bandwidth_GBps", "nic_bandwidth_GBps",
+                      "switch_radix", "oversubscription", "rail_optimized", "planes"},
     "hgx_node": {"gpus_per_node", "nvlink_bandwidth_GBps"},
     "graph": {"nodes", "edges"},
 }
@@ -77,10 +83,12 @@ def build_from_spec(spec: dict) -> nx.Graph:
                 value = number(args.pop(key), f"topology {spec.get('name')!r}: {key} (GB/s)", low=MIN_BANDWIDTH / 1e9,
                                high=MAX_BANDWIDTH / 1e9, error=TopologyError)
                 args[key.replace("_GBps", "")] = value * 1e9
-        if kind == "fat_tree":
-            if "nodes" not in args:
-                raise TopologyError(f"topology {spec.get('name')!r}: missing field 'nodes'")
-            g = fat_tree_cluster(name=spec["name"], **args)
+        if kind in ("fat_tree", "nvlink_domain"):
+            count = "nodes" if kind == "fat_tree" else "domains"
+            if count not in args:
+                raise TopologyError(f"topology {spec.get('name')!r}: missing field {count!r}")
+            build = fat_tree_cluster if kind == "fat_tree" else nvlink_domain_cluster
+            g = build(name=spec["name"], **args)
         else:
             g = hgx_node(**args)
     g.graph["name"] = spec["name"]

@@ -6,7 +6,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..checks import arg
-from ..moe.specs import COMPARED_SCHEDULES, MEMORY_POLICIES
+from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names
 from ..planner import PlanRequest
 
 
@@ -73,6 +73,9 @@ def cmd_plan(args) -> int:
               f"(bubble {100 * second['bubble_share']:.1f}%, exposed {100 * second['exposed_comm_share']:.1f}%).")
     if refused:
         print(f"{len(refused)} candidates refused (memory or layout); see --json.")
+    from ..moe.specs import load_model
+    for phrase in load_model(args.model).not_costed:
+        print(f"not costed: {phrase}")
     return 0
 
 
@@ -108,9 +111,11 @@ def add_arguments(p) -> None:
     d = {f.name: f.default for f in fields(PlanRequest)}
     count = arg(integer=True, low=1, high=100_000_000)
     p.add_argument("--gpus", type=count, required=True, help="GPUs to plan for")
-    p.add_argument("--model", required=True, help="model preset")
+    p.add_argument("--model", required=True, help="model: a preset (python -m sim run --help lists them), a Hugging "
+                                                   "Face config.json, or a YAML file of ModelSpec fields")
     p.add_argument("--topology", required=True, help="topology preset or YAML")
-    p.add_argument("--gpu", default=d["gpu"], help=f"GPU preset (default {d['gpu']})")
+    p.add_argument("--gpu", default=d["gpu"], help=f"GPU preset ({', '.join(gpu_names())}) or a YAML file of GPUSpec "
+                                                   f"fields (default {d['gpu']})")
     p.add_argument("--global-batch", type=count, default=d["global_batch"],
                    help=f"sequences per step (default {d['global_batch']})")
     p.add_argument("--seq-len", type=count, default=d["seq_len"])
@@ -118,7 +123,8 @@ def add_arguments(p) -> None:
     p.add_argument("--pp", type=_ints(1), default=list(d["pps"]), help="PP sizes to try (default 8,16)")
     p.add_argument("--ep", type=_ints(1), default=list(d["eps"]), help="EP sizes to try (default 8,16,32,64)")
     p.add_argument("--schedules", type=_names, default=list(COMPARED_SCHEDULES))
-    p.add_argument("--gemm-precision", default=d["gemm_precision"], choices=("fp8", "bf16"))
+    p.add_argument("--gemm-precision", default=d["gemm_precision"], choices=GEMM_PRECISIONS,
+                   help=f"precision of the GEMMs (mxfp8 needs a Blackwell GPU; default {d['gemm_precision']})")
     p.add_argument("--node-limit", type=arg(integer=True, low=0, high=100_000), default=d["node_limit"],
                    help="max nodes per token (0 = no limit)")
     p.add_argument("--memory-policy", default=d["memory_policy"], choices=MEMORY_POLICIES,

@@ -75,7 +75,8 @@ def _steps_bar(total: int, progress: bool | None):
 
 
 def cmd_run(args) -> int:
-    overrides = {"microbatches": args.microbatches, "routing_skew": args.skew, "routing_seed": args.seed,
+    overrides = {"model": args.model, "gpu": args.gpu, "microbatches": args.microbatches, "routing_skew": args.skew,
+                 "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
                  "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
@@ -163,6 +164,10 @@ def add_arguments(p) -> None:
     p.add_argument("--ep", type=count, help="override the expert-parallel size")
     p.add_argument("--dp", type=count, help="override data-parallel replicas")
     p.add_argument("--topology", help="override the topology (preset or YAML)")
+    p.add_argument("--model", help="override the model: a preset, a Hugging Face config.json or a YAML file of "
+                                   "ModelSpec fields")
+    p.add_argument("--gpu", help="override the GPU: a preset (h800, h100, h200, a100, b200, gb200) or a YAML file of "
+                                 "GPUSpec fields")
     p.add_argument("--skew", type=arg(low=0, high=100),
                    help="Zipf exponent of expert popularity (> 0 simulates every rank)")
     p.add_argument("--seed", type=arg(integer=True, low=0, high=2 ** 63 - 1), help="seed of the skewed routing")

@@ -148,12 +148,15 @@ def mla_up_projection_params(m: ModelSpec) -> float:
 
 
 PROFILE_PARTS = ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w", "attn_r", "mlp_r")
+WHOLE_LAYER_PARTS = {"f": ("attn_f", "mlp_f"), "i": ("attn_i", "mlp_i"), "w": ("attn_w", "mlp_w")}
 
 
 def read_profile(path: str) -> dict[str, dict[str, float]]:
     """A measured profile: CSV with columns ``layer`` (``dense`` or ``moe``), ``part`` (one of
-    attn_f, attn_i, attn_w, mlp_f, mlp_i, mlp_w, or ``head`` with layer ``head``) and ``seconds``
-    (one micro-batch on one GPU). Returns {layer kind: {part: seconds}}."""
+    attn_f, attn_i, attn_w, mlp_f, mlp_i, mlp_w, attn_r, mlp_r; or a whole layer's ``f``, ``i`` or
+    ``w``, split over attention and MLP in the FLOPs model's proportions, as a per-stage profile such
+    as the Zero Bubble paper's T_F, T_B, T_W divided by the stage's layers gives; or ``head`` with
+    layer ``head``) and ``seconds`` (one micro-batch on one GPU). Returns {layer kind: {part: seconds}}."""
     import csv
     from pathlib import Path
     file = Path(path)
@@ -166,9 +169,10 @@ def read_profile(path: str) -> dict[str, dict[str, float]]:
             raise SpecError(f"profile {path}: needs columns layer, part, seconds; got {reader.fieldnames}")
         for i, row in enumerate(reader, start=2):
             layer, part = row["layer"].strip(), row["part"].strip()
-            if layer not in ("dense", "moe", "head") or (part not in PROFILE_PARTS and part != "head"):
+            parts = PROFILE_PARTS + tuple(WHOLE_LAYER_PARTS)
+            if layer not in ("dense", "moe", "head") or (part not in parts and part != "head"):
                 raise SpecError(f"profile {path} line {i}: layer must be dense, moe or head and part one of "
-                                f"{', '.join(PROFILE_PARTS)}, head; got layer={layer!r}, part={part!r}")
+                                f"{', '.join(parts)}, head; got layer={layer!r}, part={part!r}")
             try:
                 seconds = float(row["seconds"])
             except (TypeError, ValueError):
@@ -248,7 +252,12 @@ class ChunkModel:
         parts = dict(attn_f=attn_f, attn_i=self._gemm(proj) + 2 * core / self.attn_rate, attn_w=self._gemm(proj),
                      mlp_f=self._gemm(mlp), mlp_i=self._gemm(mlp), mlp_w=self._gemm(mlp))
         parts.update(self._recompute(attn_f, self._gemm(mlp), core))
-        parts.update(self.profile.get("moe" if moe else "dense", {}))
+        measured = self.profile.get("moe" if moe else "dense", {})
+        for whole, (attn, mlp_part) in WHOLE_LAYER_PARTS.items():
+            if whole in measured:                      # a whole layer's time, split as the FLOPs model splits it
+                share = parts[attn] / (parts[attn] + parts[mlp_part])
+                parts[attn], parts[mlp_part] = measured[whole] * share, measured[whole] * (1 - share)
+        parts.update({k: v for k, v in measured.items() if k in PROFILE_PARTS})
         return LayerCost(**parts, moe=moe, routed_share=routed / mlp if mlp else 0.0,
                          flops=3 * (proj + mlp) + 3 * core)
 

@@ -43,9 +43,12 @@ def model_sources(run) -> str:
     first-principles defaults (compute: a profile CSV or the FLOPs model; communication kernels:
     a calibrated preset or the defaults, :mod:`sim.moe.kernels`)."""
     from .kernels import load_kernels
+    from .specs import load_model
     compute = f"compute: measured profile {run.profile}" if run.profile else \
         "compute: FLOPs model (first-principles defaults)"
-    return f"model sources: {compute}; {load_kernels(run.kernels).provenance()}"
+    not_costed = load_model(run.model).not_costed
+    return (f"model sources: {compute}; {load_kernels(run.kernels).provenance()}" +
+            "".join(f"\nnot costed: {phrase}" for phrase in not_costed))
 
 
 def comparison_text(results: list[StepResult]) -> str:

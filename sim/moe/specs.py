@@ -68,6 +68,8 @@ class ModelSpec:
     mtp_modules: int = 0              # extra MoE layer + output head each, on the last stage
     mlp_activation: str = "swiglu"    # dense FFN: "swiglu" (3 matrices) or "gelu" (2, GPT-style)
     dropout: bool = False             # dropout after attention and MLP (GPT-style; DeepSeek-V3 has none)
+    not_costed: tuple = ()            # what the model has that the chunk model does not cost (named in output)
+    source: str = ""                  # where the spec was read from (a preset, a config.json)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "head_dim", "vocab"):
@@ -81,6 +83,9 @@ class ModelSpec:
             raise SpecError(f"ModelSpec.mlp_activation must be 'swiglu' or 'gelu', got {self.mlp_activation!r}")
         if not isinstance(self.dropout, bool):
             raise SpecError(f"ModelSpec.dropout must be true or false, got {self.dropout!r}")
+        if isinstance(self.not_costed, str) or not all(isinstance(t, str) for t in self.not_costed):
+            raise SpecError(f"ModelSpec.not_costed must be a list of phrases, got {self.not_costed!r}")
+        object.__setattr__(self, "not_costed", tuple(self.not_costed))
         if self.attention == "mla" and self.kv_lora_rank == 0:
             raise SpecError("ModelSpec.kv_lora_rank must be > 0 for attention 'mla'")
         if self.dense_layers > self.layers:
@@ -103,7 +108,10 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Peak dense throughput (TFLOPS), HBM capacity (GB = 1e9 B) and SM count."""
+    """Peak dense throughput (TFLOPS, no sparsity), HBM capacity (GB = 1e9 B) and bandwidth (TB/s),
+    SM count, NVLink bandwidth (GB/s, aggregate of both directions, as vendors state it) and the
+    public ``source`` of the figures. ``microscaling``: tensor cores with block-scaled formats
+    (MXFP8, Blackwell and later)."""
 
     name: str
     sms: int
@@ -111,26 +119,41 @@ class GPUSpec:
     fp8_tflops: Optional[float]
     hbm_gb: float
     hbm_tbps: float
+    fp4_tflops: Optional[float] = None
+    nvlink_GBps: Optional[float] = None
+    microscaling: bool = False
+    source: str = ""
 
     def __post_init__(self):
         _pos(self, "sms", high=100_000)
         for name in ("bf16_tflops", "hbm_gb", "hbm_tbps"):
             _pos(self, name, integer=False)
-        if self.fp8_tflops is not None:
-            _pos(self, "fp8_tflops", integer=False)
+        for name in ("fp8_tflops", "fp4_tflops", "nvlink_GBps"):
+            if getattr(self, name) is not None:
+                _pos(self, name, integer=False)
+        if not isinstance(self.microscaling, bool):
+            raise SpecError(f"GPUSpec.microscaling must be true or false, got {self.microscaling!r}")
+        if not isinstance(self.source, str):
+            raise SpecError(f"GPUSpec.source must be text, got {self.source!r}")
 
     def peak_flops(self, precision: str) -> float:
-        """Dense peak in FLOP/s for ``fp8`` or ``bf16``."""
-        if precision == "fp8":
+        """Dense peak in FLOP/s for GEMMs in ``precision`` (:data:`GEMM_PRECISIONS`): ``fp8`` (per-tensor
+        or DeepSeek's 1x128 tile scaling, on FP8 tensor cores) and ``mxfp8`` (block-scaled, Blackwell)
+        run at the FP8 peak."""
+        if precision in ("fp8", "mxfp8"):
             if not self.fp8_tflops:
                 raise SpecError(f"GPU {self.name} has no FP8 tensor cores; use gemm_precision: bf16")
+            if precision == "mxfp8" and not self.microscaling:
+                raise SpecError(f"GPU {self.name} has no block-scaled (MXFP8) tensor cores; use gemm_precision: "
+                                "fp8 or bf16")
             return self.fp8_tflops * 1e12
         if precision == "bf16":
             return self.bf16_tflops * 1e12
-        raise SpecError(f"precision must be 'fp8' or 'bf16', got {precision!r}")
+        raise SpecError(f"precision must be one of {', '.join(GEMM_PRECISIONS)}, got {precision!r}")
 
 
-PRECISION_BYTES = {"fp8": 1, "bf16": 2}
+PRECISION_BYTES = {"fp8": 1, "bf16": 2}       # on the wire (dispatch, combine)
+GEMM_PRECISIONS = ("bf16", "fp8", "mxfp8")    # GEMMs: BF16; FP8 as DeepSeek-V3 (1x128 tiles); MXFP8 (Blackwell)
 MIN_EFFICIENCY = 1e-3                 # a kernel at under 0.1% of the GPU's peak is a typo, not a measurement
 MAX_TOKENS_PER_MICROBATCH = 10 ** 9   # the all-to-all traffic model's limit (sim.network.traffic)
 MAX_BYTES_PER_PARAMETER = 64.0        # weights, gradients or optimizer state: FP64 Adam is 24
@@ -222,8 +245,9 @@ class RunSpec:
         if self.microbatch_size * self.seq_len > MAX_TOKENS_PER_MICROBATCH:
             raise SpecError(f"RunSpec.microbatch_size x seq_len (tokens per micro-batch) must be at most "
                             f"{MAX_TOKENS_PER_MICROBATCH:,}, got {self.microbatch_size:,} x {self.seq_len:,}")
-        for name in ("dispatch_precision", "combine_precision", "gemm_precision"):
+        for name in ("dispatch_precision", "combine_precision"):
             choice(getattr(self, name), f"RunSpec.{name}", tuple(PRECISION_BYTES), error=SpecError)
+        choice(self.gemm_precision, "RunSpec.gemm_precision", GEMM_PRECISIONS, error=SpecError)
         choice(self.a2a_algorithm, "RunSpec.a2a_algorithm", ("hierarchical", "flat"), error=SpecError)
         number(self.routing_skew, "RunSpec.routing_skew", low=0, high=100, error=SpecError)
         number(self.routing_seed, "RunSpec.routing_seed", integer=True, low=0, high=2 ** 63 - 1, error=SpecError)
@@ -292,7 +316,8 @@ def _from_mapping(cls, name: str, mapping: dict, kind: str):
 
 
 def model_names() -> list[str]:
-    return sorted(_load("models"))
+    """Model presets: ``presets/models.yaml`` and the ``config.json`` files in ``presets/models/``."""
+    return sorted(set(_load("models")) | {p.stem for p in (PRESETS / "models").glob("*.json")})
 
 
 def gpu_names() -> list[str]:
@@ -303,18 +328,61 @@ def scenario_names() -> list[str]:
     return sorted(_load("scenarios"))
 
 
+def _is_file(name: str, suffixes: tuple) -> bool:
+    return Path(name).suffix.lower() in suffixes and Path(name).is_file()
+
+
 def load_model(name: str) -> ModelSpec:
+    """A model preset by name, a Hugging Face ``config.json`` (:mod:`sim.moe.hfconfig`) or a YAML
+    file of :class:`ModelSpec` fields."""
+    from .hfconfig import load_config_model
     presets = _load("models")
-    if name not in presets:
-        raise SpecError(f"unknown model {name!r}; valid models: {', '.join(sorted(presets))}")
-    return _from_mapping(ModelSpec, name, presets[name], "model")
+    if not isinstance(name, str):
+        raise SpecError(f"model must be a preset name or a file path, got {name!r}")
+    if name in presets:
+        return _from_mapping(ModelSpec, name, {**presets[name], "source": f"preset {name}"}, "model")
+    shipped = PRESETS / "models" / f"{name}.json"
+    if shipped.is_file():
+        return load_config_model(shipped, name)
+    if _is_file(name, (".json",)):
+        return load_config_model(name)
+    if _is_file(name, (".yaml", ".yml")):
+        return _from_mapping(ModelSpec, Path(name).stem, _mapping_file(name, "ModelSpec"), "model")
+    raise SpecError(f"unknown model {name!r}: not a preset ({', '.join(model_names())}), not an existing "
+                    "config.json (Hugging Face) and not a .yaml file of ModelSpec fields")
 
 
 def load_gpu(name: str) -> GPUSpec:
+    """A GPU preset by name or a YAML file of :class:`GPUSpec` fields."""
     presets = _load("gpus")
-    if name not in presets:
-        raise SpecError(f"unknown GPU {name!r}; valid GPUs: {', '.join(sorted(presets))}")
-    return _from_mapping(GPUSpec, name, presets[name], "GPU")
+    if isinstance(name, str) and name in presets:
+        return _from_mapping(GPUSpec, name, presets[name], "GPU")
+    if isinstance(name, str) and _is_file(name, (".yaml", ".yml")):
+        return _from_mapping(GPUSpec, Path(name).stem, _mapping_file(name, "GPUSpec"), "GPU")
+    raise SpecError(f"unknown GPU {name!r}: not a preset ({', '.join(sorted(presets))}) and not an existing .yaml "
+                    "file of GPUSpec fields")
+
+
+def _mapping_file(path: str, what: str) -> dict:
+    mapping = read_yaml(path, SpecError)
+    if not isinstance(mapping, dict):
+        raise SpecError(f"{path}: expected a mapping of {what} fields, got {type(mapping).__name__}")
+    mapping.pop("name", None)
+    return mapping
+
+
+PATH_FIELDS = ("model", "gpu", "topology", "kernels", "profile")   # RunSpec fields that may name a file
+
+
+def resolve_paths(mapping: dict, folder: Path) -> dict:
+    """``mapping`` with each relative file path in :data:`PATH_FIELDS` made relative to ``folder``
+    (the folder of the file that names it), when that file exists there."""
+    out = dict(mapping)
+    for key in PATH_FIELDS:
+        value = out.get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute() and (folder / value).is_file():
+            out[key] = str(folder / value)
+    return out
 
 
 def load_scenario(name_or_path: str, **overrides) -> RunSpec:
@@ -328,6 +396,7 @@ def load_scenario(name_or_path: str, **overrides) -> RunSpec:
         mapping = read_yaml(path, SpecError) or {}
         if not isinstance(mapping, dict):
             raise SpecError(f"{path}: expected a mapping of RunSpec fields, got {type(mapping).__name__}")
+        mapping = resolve_paths(mapping, path.parent)
     else:
         raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
                         "and not an existing .yaml file")

@@ -1,0 +1,215 @@
+"""The validation suite: every published measured run of ``validation/runs.csv`` against the
+simulator's prediction, first-principles and profile-fed (:mod:`validation.predict`).
+
+Writes, under ``--out`` (default ``results``):
+
+* ``validation.csv``: one row per run, its layout and source, the measured figure, each mode's
+  prediction and speed error (predicted speed / measured speed - 1: positive = the simulator is
+  optimistic), the simulated step time and peak memory; rows that need tensor or context
+  parallelism, or that the model cannot express, are listed with their role and no prediction;
+* ``validation_summary.csv``: per source and mode, the scored rows, the median and worst |error|;
+* ``validation_rankings.csv``: where a source measured several schedules in one setting, whether the
+  simulator orders them the same way, and each schedule's speed-up over 1F1B, measured and simulated;
+* ``figures/validation.png``: predicted against measured, log-log, with +-10% and +-25% bands.
+
+The runs are a sweep (Dask on the local cores by default; ``--serial`` in this process), written as
+they finish and resumed when interrupted. Bad data in the suite is one line naming the row and the
+field, before anything is simulated or written.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.common import sweep_parser
+from sim.checks import InputError
+from sim.cli import guarded
+from sim.io import check_output, overwriting, write_csv_atomic
+from sim.sweep import run_sweep
+from validation.predict import MODES, predict, speed_error
+from validation.suite import ROOT, RUNS, Run, load_runs
+
+NAME = "validation"
+PROFILES = "validation_profiles"          # compute profiles written from the Zero Bubble paper's Table 9
+
+
+@functools.lru_cache(maxsize=1)
+def suite_code() -> str:
+    """A fingerprint of the suite's code and data (``validation/`` and this script): a resumed row
+    computed by other suite code is computed again (the simulator's own fingerprint is ``sim_code``)."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for path in sorted(ROOT.rglob("*")):
+        if path.suffix in (".py", ".csv", ".yaml") and path.is_file():
+            h.update(str(path.relative_to(ROOT)).encode())
+            h.update(path.read_bytes())
+    return "suite-" + h.hexdigest()[:12]
+
+
+def as_point(run: Run) -> dict:
+    """A run as a sweep point: its fields, empty cells as empty strings (as the CSV reads them back)."""
+    return {**{k: ("" if v is None else v) for k, v in asdict(run).items()}, "suite_code": suite_code()}
+
+
+def from_point(point: dict) -> Run:
+    """The :class:`Run` of a sweep point (its cells back to numbers and ``None``)."""
+    types = {f.name: f.type for f in fields(Run)}
+    values = {}
+    for key, value in point.items():
+        if key not in types:
+            continue
+        if value == "" or value is None:
+            values[key] = None
+        elif key == "measured":
+            values[key] = float(value)
+        elif "int" in str(types[key]):
+            values[key] = int(value)
+        else:
+            values[key] = str(value)
+    return Run(**{k: v for k, v in values.items() if v is not None})
+
+
+def point(p: dict) -> dict:
+    """One run's predictions in every mode that applies (a sweep's point function)."""
+    run = from_point(p)
+    out = {}
+    if not run.simulated:
+        return out
+    folder = Path(p.get("_profiles", "")) if p.get("_profiles") else Path(".") / PROFILES
+    for mode in MODES:
+        result = predict(run, mode, folder)
+        if not result:
+            continue
+        out[f"predicted_{mode}"] = result["predicted"]
+        out[f"error_{mode}_pct"] = 100 * speed_error(run, result["predicted"])
+        out[f"step_time_s_{mode}"] = result["step_time_s"]
+        for key in ("max_memory_gb", "fits_hbm", "bound", "not_costed"):
+            if key in result and mode == "first_principles":
+                out[key] = result[key]
+    return out
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per source and mode: rows scored, median and worst |speed error| (%), the worst row, the
+    median signed error, rows within 10% and 25%."""
+    rows = []
+    scored = df[df["role"] == "scored"]
+    for mode in MODES:
+        col = f"error_{mode}_pct"
+        if col not in scored:
+            continue
+        for source, g in list(scored.groupby("source", sort=False)) + [("all sources", scored)]:
+            e = g[col].dropna()
+            if e.empty:
+                continue
+            worst = e.abs().idxmax()
+            rows.append({"source": source, "mode": mode, "rows": len(e),
+                         "median_abs_error_pct": float(e.abs().median()), "worst_abs_error_pct": float(e.abs().max()),
+                         "worst_row": g.loc[worst, "id"], "median_error_pct": float(e.median()),
+                         "within_10pct": int((e.abs() <= 10 + 1e-9).sum()),
+                         "within_25pct": int((e.abs() <= 25 + 1e-9).sum())})
+    return pd.DataFrame(rows)
+
+
+# Runs that differ only in their schedule (and what the schedule brings: chunks, the first and last
+# stages' layers) measured in one table: a schedule comparison.
+SETTING = ["source", "model", "gpu", "gpus", "seq_len", "global_batch", "microbatch_size", "pp", "dp", "ep",
+           "precision", "where_table"]
+
+
+def rankings(df: pd.DataFrame) -> pd.DataFrame:
+    """Each setting a source measured under several schedules: the measured order of the schedules
+    (fastest first), the simulated order in each mode, whether they agree, and each schedule's
+    speed-up over 1F1B, measured and simulated."""
+    scored = df[(df["role"] == "scored") & df["metric"].isin(["samples_per_s_per_gpu", "tokens_per_s_per_gpu"])]
+    scored = scored.assign(where_table=scored["where"].str.split(",").str[0])
+    rows = []
+    for key, g in scored.groupby(SETTING, sort=False, dropna=False):
+        if g["schedule"].nunique() < 2:
+            continue
+        measured = g.sort_values("measured", ascending=False)["schedule"].tolist()
+        row = dict(zip(SETTING, key))
+        row.pop("where_table")
+        row["table"] = key[-1]
+        row["measured_order"] = " > ".join(measured)
+        base = g[g["schedule"] == "1F1B"]
+        for mode in MODES:
+            col = f"predicted_{mode}"
+            if col not in g or g[col].isna().any():
+                continue
+            simulated = g.sort_values(col, ascending=False)["schedule"].tolist()
+            row[f"{mode}_order"] = " > ".join(simulated)
+            row[f"{mode}_same_order"] = simulated == measured
+            if len(base):
+                row[f"{mode}_speedups"] = "; ".join(
+                    f"{s}: {m / base['measured'].iloc[0]:.3f} measured, {p / base[col].iloc[0]:.3f} simulated"
+                    for s, m, p in zip(g["schedule"], g["measured"], g[col]) if s != "1F1B")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run(args) -> int:
+    runs = load_runs(Path(args.runs))                   # bad data: one line, nothing written
+    if args.only:
+        runs = [r for r in runs if any(part in r.id for part in args.only)]
+        if not runs:
+            raise InputError(f"--only {' '.join(args.only)}: no run's id contains it (ids: validation/runs.csv)")
+    out = Path(args.out)
+    paths = [out / f"{NAME}.csv", out / f"{NAME}_summary.csv", out / f"{NAME}_rankings.csv",
+             out / "figures" / f"{NAME}.png"]
+    with overwriting(args.force):
+        for path in paths:
+            check_output(path)
+    points = [{**as_point(r), "_profiles": str(out / PROFILES)} for r in runs]
+    df = run_sweep(point, points, paths[0], scheduler="serial" if args.serial else args.scheduler,
+                   workers=args.workers, progress=not args.no_progress, desc=NAME,
+                   point_timeout_s=args.point_timeout, force=args.force)
+    failed = df[df["status"] != "ok"]
+    with overwriting(args.force):
+        write_csv_atomic(summary(df), paths[1])
+        write_csv_atomic(rankings(df), paths[2])
+    from experiments.plots import validation_figure
+    validation_figure(pd.read_csv(paths[0]), out / "figures")
+    print(text(pd.read_csv(paths[1]), pd.read_csv(paths[2]), df))
+    print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
+          f"{paths[1].name}, {paths[2].name}, figures/{paths[3].name}")
+    return 1 if len(failed) else 0
+
+
+def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame) -> str:
+    """What the command prints: the error per source and mode, the schedule rankings."""
+    lines = ["speed error = predicted speed / measured speed - 1 (positive: the simulator is optimistic)",
+             summary_df.to_string(index=False, float_format=lambda v: f"{v:.1f}")]
+    if not rankings_df.empty:
+        for mode in MODES:
+            col = f"{mode}_same_order"
+            if col in rankings_df:
+                same = rankings_df[col].astype(str).str.lower() == "true"
+                lines.append(f"schedule rankings, {mode}: the same order as measured in {int(same.sum())} of "
+                             f"{len(rankings_df)} settings")
+    counts = df["role"].value_counts().to_dict()
+    lines.append("runs: " + ", ".join(f"{counts[k]} {k}" for k in sorted(counts)))
+    return "\n".join(lines)
+
+
+def parser():
+    p = sweep_parser(__doc__)
+    p.add_argument("--runs", default=str(RUNS), help="the runs to validate: a CSV of runs.csv's columns (default: the "
+                                                     "suite, validation/runs.csv)")
+    p.add_argument("--only", nargs="+", metavar="TEXT",
+                   help="run only the runs whose id contains one of these (e.g. zb-t4-6.2b deepep-ll)")
+    return p
+
+
+def main(argv=None) -> int:
+    return guarded(lambda: run(parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["as_point", "from_point", "point", "rankings", "summary", "suite_code"]

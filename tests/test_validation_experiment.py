@@ -1,0 +1,69 @@
+"""experiments/validate.py: the suite end to end on a few runs, the error table and the schedule
+rankings worked on a small frame, bad data refused before anything is written."""
+import pandas as pd
+import pytest
+
+from experiments import validate
+
+
+def test_a_few_runs_end_to_end(tmp_path, capsys):
+    assert validate.main(["--out", str(tmp_path), "--serial", "--no-progress",
+                          "--only", "zb-t4-6.2b-m24", "mt-t1-3.6b", "deepep-ll-dispatch-ep16"]) == 0
+    df = pd.read_csv(tmp_path / "validation.csv")
+    assert len(df) == 6 and (df["status"] == "ok").all()
+    zb_runs = df[df["id"].str.startswith("zb-")]
+    assert zb_runs["predicted_first_principles"].gt(0).all() and zb_runs["predicted_profile_fed"].gt(0).all()
+    needs_tp = df[df["id"] == "mt-t1-3.6b"].iloc[0]
+    assert needs_tp["role"] == "needs-tp" and pd.isna(needs_tp["predicted_first_principles"])
+    summary = pd.read_csv(tmp_path / "validation_summary.csv")
+    assert set(summary["mode"]) == {"first_principles", "profile_fed"}
+    zb = summary[(summary["source"] == "zero-bubble") & (summary["mode"] == "first_principles")]
+    assert zb["rows"].item() == 4
+    ranking = pd.read_csv(tmp_path / "validation_rankings.csv")
+    assert ranking["measured_order"].item() == "ZB-2p > 1F1B-I > ZB-1p > 1F1B"    # Table 4, 6.2B, m = 24
+    assert (tmp_path / "figures" / "validation.png").stat().st_size > 20_000
+    out = capsys.readouterr().out
+    assert "speed error = predicted speed / measured speed - 1" in out and "runs: 1 needs-tp, 5 scored" in out
+
+
+def frame():
+    rows = []
+    for sched, measured, predicted in (("1F1B", 10.0, 11.0), ("ZB-1p", 12.0, 11.5), ("ZB-2p", 13.0, 14.0)):
+        rows.append({"id": sched, "source": "s", "role": "scored", "model": "m", "gpu": "g", "gpus": 8,
+                     "seq_len": 1, "global_batch": 8, "microbatch_size": 1, "pp": 8, "dp": 1, "ep": 1,
+                     "precision": "bf16", "where": "Table 4, x", "schedule": sched, "metric": "samples_per_s_per_gpu",
+                     "measured": measured, "predicted_first_principles": predicted,
+                     "error_first_principles_pct": 100 * (predicted / measured - 1)})
+    return pd.DataFrame(rows)
+
+
+def test_summary_by_hand():
+    row = validate.summary(frame()).iloc[0]
+    assert (row["rows"], row["median_abs_error_pct"], row["worst_abs_error_pct"], row["worst_row"]) == \
+        (3, pytest.approx(100 / 13), pytest.approx(10.0), "1F1B")           # errors +10%, -4.2%, +7.7%
+    assert row["within_10pct"] == 3 and row["median_error_pct"] == pytest.approx(100 / 13)
+
+
+def test_rankings_by_hand():
+    r = validate.rankings(frame()).iloc[0]
+    assert r["measured_order"] == "ZB-2p > ZB-1p > 1F1B"
+    assert r["first_principles_order"] == "ZB-2p > ZB-1p > 1F1B" and r["first_principles_same_order"]
+    assert r["first_principles_speedups"] == ("ZB-1p: 1.200 measured, 1.045 simulated; "
+                                              "ZB-2p: 1.300 measured, 1.273 simulated")
+
+
+def test_bad_data_writes_nothing(tmp_path, capsys):
+    runs = tmp_path / "runs.csv"
+    runs.write_text(open(validate.RUNS).read().replace("zb-a100-roce,1,1,8,,1,1", "zb-a100-roce,1,1,4,,1,1", 1))
+    assert validate.main(["--runs", str(runs), "--out", str(tmp_path / "out"), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the layout does not multiply to the GPU count" in err
+    assert not (tmp_path / "out").exists()
+    assert validate.main(["--out", str(tmp_path / "out"), "--only", "no-such-run"]) == 2
+    assert "no run's id contains it" in capsys.readouterr().err
+
+
+def test_points_round_trip_through_the_csv():
+    from validation.suite import load_runs
+    for run in load_runs()[:5] + load_runs()[-3:]:
+        assert validate.from_point({k: ("" if v == "" else str(v)) for k, v in validate.as_point(run).items()}) == run

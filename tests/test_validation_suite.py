@@ -1,0 +1,161 @@
+"""validation/: the suite's data (every row checked), its figures worked by hand, and one clear line
+for each kind of bad row."""
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from validation.predict import (
+    calibrated_kernels,
+    predict,
+    profiled_stage_layers,
+    run_spec,
+    speed_error,
+    step_figure,
+    write_compute_profile,
+)
+from validation.suite import METRICS, ROLES, RUNS, Run, ValidationDataError, load_runs, load_sources
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {r.id: r for r in load_runs()}
+
+
+def test_the_suite_has_forty_scored_runs_from_five_sources(runs):
+    scored = [r for r in runs.values() if r.role == "scored"]
+    assert len(scored) >= 40
+    assert len({r.source for r in scored}) >= 5
+    assert {r.role for r in runs.values()} <= set(ROLES)
+    assert set(load_sources()) >= {r.source for r in runs.values()}
+
+
+def test_every_row_says_where_it_comes_from_and_the_calibration_set_is_not_scored(runs):
+    for r in runs.values():
+        assert r.where and r.metric in METRICS and r.measured > 0
+    calibration = [r for r in runs.values() if r.role == "calibration"]
+    assert {r.source for r in calibration} == {"deepep"} and all("normal" in r.where for r in calibration)
+    # Rows with tensor or context parallelism are listed, not dropped and not scored.
+    assert {r.role for r in runs.values() if r.tp > 1 or r.cp > 1} <= {"needs-tp", "needs-cp", "not-modelled"}
+    assert sum(r.role in ("needs-tp", "needs-cp") for r in runs.values()) >= 10
+
+
+def test_transcribed_values_spot_checked(runs):
+    """A few cells read again from the papers' tables."""
+    assert runs["zb-t4-1.5b-m24-zb-h2"].measured == 14.5            # Zero Bubble, Table 4
+    assert runs["zb-t4-28.3b-m256-1f1b"].measured == 0.88
+    assert runs["mt-t1-1.7b"].measured == 137                       # Megatron-LM, Table 1
+    assert runs["mt-t2-zero3-174.6b-1536"].measured == 44           # Table 2
+    assert runs["deepep-ll-combine-ep64"].measured == 314           # DeepEP README, low-latency
+    assert runs["dsv3-report-2048"].measured == 180_000
+    r = runs["nv-25.11-h100-qwen3-30b-a3b-fp8-cs-16"]
+    assert (r.measured, r.pp, r.vp, r.ep, r.dp, r.microbatches) == (5275, 2, 24, 8, 8, 32)
+
+
+def test_figures_worked_by_hand(runs):
+    zb = runs["zb-t4-1.5b-m24-1f1b"]                 # 24 micro-batches of 6 sequences on 8 GPUs
+    assert step_figure(zb, 2.0) == pytest.approx(144 / 2.0 / 8)
+    nv = runs["nv-25.11-h100-qwen3-30b-a3b-fp8-cs-16"]
+    assert step_figure(nv, 10.0) == pytest.approx(512 * 4096 / 10 / 16)
+    ds = runs["dsv3-report-2048"]                    # 19.9 s a step is about 180K GPU hours per trillion tokens
+    assert step_figure(ds, 19.9) == pytest.approx(2048 * 19.9 / 3600 * 1e12 / (15360 * 4096))
+    assert step_figure(ds, 19.9) == pytest.approx(180_000, rel=0.01)
+    mt = runs["mt-t1-1.7b"]                          # Megatron's equation 3
+    B, s, l, h, V = 512, 2048, 24, 2304, 51200
+    assert step_figure(mt, 3.0) == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+                                                  / 3.0 / 32 / 1e12)
+
+
+def test_speed_error_is_positive_when_the_simulator_is_optimistic(runs):
+    assert speed_error(runs["zb-t4-1.5b-m24-1f1b"], 11.8 * 1.1) == pytest.approx(0.1)     # a throughput
+    assert speed_error(runs["deepep-ll-dispatch-ep8"], 70.0) == pytest.approx(77 / 70 - 1)  # a time
+
+
+def test_the_zero_bubble_profile_becomes_per_layer_times(runs, tmp_path):
+    """Table 9's T_F, T_B, T_W are per stage of a ZB-2p run, whose middle stages hold (L + 2) / p
+    layers (the first and last one fewer): 1.5B: 24 / 8 = 3."""
+    assert [profiled_stage_layers(p) for p in ("zb-1.5b-m24", "zb-6.2b-m24", "zb-14.6b-m48", "zb-28.3b-m96")] == \
+        [3, 4, 3, 2]
+    path = write_compute_profile(runs["zb-t4-1.5b-m24-interleaved-1f1b"], tmp_path)
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    assert {r["part"]: float(r["seconds"]) for r in rows} == pytest.approx(
+        {"f": 18.522e-3 / 3, "i": 18.086e-3 / 3, "w": 9.337e-3 / 3})
+
+
+def test_a_profile_fed_step_spends_the_profiled_time(runs, tmp_path):
+    """With T_F, T_B, T_W fed in, a middle rank of 1F1B is busy M (T_F + T_B + T_W) per step."""
+    from sim.moe.scenario import Scenario
+    from sim.moe.step import MoEStep
+    run = runs["zb-t4-6.2b-m24-1f1b"]
+    result = MoEStep(Scenario(run_spec(run, str(write_compute_profile(run, tmp_path))))).simulate()
+    busy = result.ranks[3].compute_s + result.ranks[3].recompute_s
+    assert busy == pytest.approx(24 * (29.718 + 29.444 + 19.927) * 1e-3, rel=1e-9)
+
+
+def test_predictions_of_one_run_of_each_kind(runs, tmp_path):
+    zb = predict(runs["zb-t4-6.2b-m24-zb-h2"], "first_principles", tmp_path)
+    assert zb["predicted"] > 0 and zb["max_memory_gb"] > 0
+    assert predict(runs["zb-t4-6.2b-m24-zb-h2"], "profile_fed", tmp_path)["predicted"] > 0
+    assert predict(runs["mt-t1-1.7b"], "profile_fed", tmp_path) == {}          # nothing published to feed in
+    kernel = predict(runs["deepep-ll-dispatch-ep16"], "first_principles", tmp_path)
+    assert 20 < kernel["predicted"] < 1000                                     # microseconds
+
+
+def test_calibrated_kernels_come_from_the_calibration_rows_only():
+    k = calibrated_kernels()
+    assert "validation/runs.csv" in k.calibrated_from
+    assert set(k.fitted) == {"notify_us", "nvlink_efficiency", "ib_efficiency"}
+
+
+HEADER = ",".join(f.name for f in Run.__dataclass_fields__.values())
+
+
+def _write(tmp_path, **change):
+    row = {"id": "x", "source": "zero-bubble", "where": "Table 4", "role": "scored", "model": "zb-gpt-1.5b",
+           "seq_len": "1024", "microbatch_size": "6", "global_batch": "144", "gpus": "8", "gpu": "a100",
+           "topology": "zb-a100-roce", "tp": "1", "cp": "1", "pp": "8", "dp": "1", "ep": "1", "zero": "1",
+           "schedule": "1F1B", "sim_schedule": "1f1b", "metric": "samples_per_s_per_gpu", "measured": "11.8"}
+    row.update(change)
+    path = tmp_path / "runs.csv"
+    with open(path, "w", newline="") as fh:
+        fh.write("# a comment\n")
+        w = csv.DictWriter(fh, list(row))
+        w.writeheader()
+        w.writerow(row)
+    return path
+
+
+@pytest.mark.parametrize("change,pattern", [
+    ({"pp": "4"}, r"validation run x \(runs.csv line 3\): the layout does not multiply to the GPU count: "
+                  r"tp x cp x pp x dp = 1 x 1 x 4 x 1 = 4, but gpus = 8"),
+    ({"role": "maybe"}, "role must be one of scored, calibration"),
+    ({"source": "a blog"}, "source must be one of zero-bubble"),
+    ({"metric": "vibes"}, "metric must be one of samples_per_s_per_gpu"),
+    ({"measured": "-3"}, r"measured must be a finite number > 0, got -3"),
+    ({"measured": "fast"}, "measured must be a number, got 'fast'"),
+    ({"gpus": "eight"}, "gpus must be a whole number, got 'eight'"),
+    ({"ep": "3"}, r"ep \(3\) must divide tp x cp x dp"),
+    ({"tp": "2", "dp": "1", "pp": "4"}, "role scored with tp=2, cp=1: rows with tensor or context parallelism are "
+                                        "needs-tp or needs-cp"),
+    ({"global_batch": "145"}, r"global_batch \(145\) must be a multiple of dp x microbatch_size"),
+    ({"model": ""}, "column 'model' is empty"),
+    ({"profile": "zb-99b"}, "profile 'zb-99b' is not one of"),
+    ({"colour": "red"}, "unknown column 'colour'"),
+])
+def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
+    with pytest.raises(ValidationDataError, match=pattern) as info:
+        load_runs(_write(tmp_path, **change))
+    assert "\n" not in str(info.value)
+
+
+def test_a_repeated_id_is_refused(tmp_path):
+    path = _write(tmp_path)
+    path.write_text(path.read_text() + path.read_text().splitlines()[-1] + "\n")
+    with pytest.raises(ValidationDataError, match="the id is used twice"):
+        load_runs(path)
+
+
+def test_the_suite_file_starts_with_its_honesty_rules():
+    head = Path(RUNS).read_text().splitlines()[:5]
+    assert any("no parameter of the simulator is fitted to any row" in line for line in head)

@@ -1,0 +1,232 @@
+"""The validation suite's data as checked records: ``runs.csv`` (one published measured run per row),
+``sources.yaml`` (where each source's numbers come from and what it leaves us to assume) and
+``zero_bubble_table9.csv`` (the Zero Bubble paper's profiled per-stage times).
+
+Honesty rules (also at the top of ``runs.csv``): no parameter of the simulator is fitted to a row of
+this suite. A value is a public spec, a stated assumption, or fitted by ``python -m sim calibrate``
+on the rows whose role is ``calibration`` (DeepEP's normal-kernel table), which are never scored.
+
+Every problem with the data is one :class:`ValidationDataError` naming the row, the field, the value
+and what is allowed, raised before anything is simulated or written.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from sim.checks import InputError, choice, number, read_yaml
+
+ROOT = Path(__file__).resolve().parent
+RUNS = ROOT / "runs.csv"
+SOURCES = ROOT / "sources.yaml"
+ZB_PROFILES = ROOT / "zero_bubble_table9.csv"
+ROLES = ("scored", "calibration", "needs-tp", "needs-cp", "not-modelled")
+KERNELS = ("dispatch", "combine")
+# metric -> (unit as the source states it, "throughput" (higher is faster) or "time" (lower is faster))
+METRICS = {
+    "samples_per_s_per_gpu": ("samples/s per GPU", "throughput"),
+    "tokens_per_s_per_gpu": ("tokens/s per GPU", "throughput"),
+    "tflops_per_gpu_megatron": ("TFLOP/s per GPU, Megatron's equation 3 (recomputation counted)", "throughput"),
+    "tflops_per_gpu_model": ("model TFLOP/s per GPU", "throughput"),
+    "gpu_hours_per_trillion_tokens": ("GPU hours per trillion tokens", "time"),
+    "kernel_us": ("microseconds per kernel", "time"),
+    "bottleneck_gbps": ("GB/s, DeepEP's bottleneck bandwidth", "throughput"),
+}
+KERNEL_METRICS = ("kernel_us", "bottleneck_gbps")
+
+
+class ValidationDataError(InputError):
+    """A row of the validation data that cannot be used; the message names the row and the field."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One published measured run (a row of ``runs.csv``; empty cells are ``None``)."""
+
+    id: str
+    source: str
+    where: str
+    role: str
+    model: str
+    gpus: int
+    gpu: str
+    metric: str
+    measured: float
+    topology: str | None = None
+    seq_len: int | None = None
+    microbatch_size: int | None = None
+    global_batch: int | None = None
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    vp: int | None = None
+    dp: int = 1
+    ep: int = 1
+    zero: int = 1
+    schedule: str = ""
+    sim_schedule: str | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    recompute: str | None = None
+    precision: str | None = None
+    dispatch_precision: str | None = None
+    node_limit: int | None = None
+    comm_sms: int | None = None
+    kernel: str | None = None
+    tokens: int | None = None
+    profile: str | None = None
+    note: str = ""
+
+    @property
+    def is_kernel(self) -> bool:
+        """A row that measures one communication kernel, not a training step."""
+        return self.metric in KERNEL_METRICS
+
+    @property
+    def simulated(self) -> bool:
+        return self.role in ("scored", "calibration")
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per pipeline: global batch / (DP x micro-batch size)."""
+        return self.global_batch // (self.dp * self.microbatch_size)
+
+
+INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
+                  "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens")
+STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
+
+
+def _cell(value: str | None):
+    value = (value or "").strip()
+    return value or None
+
+
+def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
+    rid = _cell(row.get("id")) or f"(line {line})"
+    where = f"validation run {rid} (runs.csv line {line})"
+    known = {f.name for f in fields(Run)}
+    values = {}
+    for key, raw in row.items():
+        if key not in known:
+            raise ValidationDataError(f"{where}: unknown column {key!r}; allowed: {', '.join(sorted(known))}")
+        cell = _cell(raw)
+        if cell is None:
+            continue
+        if key in INTEGER_FIELDS:
+            try:
+                cell = float(cell)
+            except ValueError:
+                raise ValidationDataError(f"{where}: {key} must be a whole number, got {raw!r}") from None
+            cell = number(cell, f"{where}: {key}", integer=True, low=0 if key in ("zero", "node_limit",
+                          "comm_sms") else 1, high=100_000_000, error=ValidationDataError)
+        elif key == "measured":
+            try:
+                cell = float(cell)
+            except ValueError:
+                raise ValidationDataError(f"{where}: measured must be a number, got {raw!r}") from None
+            cell = number(cell, f"{where}: measured", low=0, low_open=True, error=ValidationDataError)
+        values[key] = cell
+    for key in ("id", "source", "where", "role", "model", "gpus", "gpu", "metric", "measured"):
+        if key not in values:
+            raise ValidationDataError(f"{where}: column {key!r} is empty; it needs a value")
+    choice(values["role"], f"{where}: role", ROLES, error=ValidationDataError)
+    choice(values["source"], f"{where}: source", tuple(sources), error=ValidationDataError)
+    choice(values["metric"], f"{where}: metric", tuple(METRICS), error=ValidationDataError)
+    run = Run(**values)
+    if run.profile is not None and run.profile not in profiles:
+        raise ValidationDataError(f"{where}: profile {run.profile!r} is not one of {', '.join(sorted(profiles))}")
+    if run.is_kernel:
+        choice(run.kernel, f"{where}: kernel", KERNELS, error=ValidationDataError)
+        if run.tokens is None or run.ep != run.gpus:
+            raise ValidationDataError(f"{where}: a kernel row needs tokens and ep equal to gpus ({run.gpus}), got "
+                                      f"tokens={run.tokens}, ep={run.ep}")
+        return run
+    product = run.tp * run.cp * run.pp * run.dp
+    if product != run.gpus:
+        raise ValidationDataError(f"{where}: the layout does not multiply to the GPU count: tp x cp x pp x dp = "
+                                  f"{run.tp} x {run.cp} x {run.pp} x {run.dp} = {product}, but gpus = {run.gpus}")
+    if (run.tp * run.cp * run.dp) % run.ep:
+        raise ValidationDataError(f"{where}: ep ({run.ep}) must divide tp x cp x dp ({run.tp} x {run.cp} x {run.dp}): "
+                                  "expert parallelism folds over the data-parallel (and, in Megatron-Core, tensor- "
+                                  "and context-parallel) ranks")
+    for key in STEP_FIELDS:
+        if getattr(run, key) is None:
+            raise ValidationDataError(f"{where}: column {key!r} is empty; a training-step row needs it")
+    if run.global_batch % (run.dp * run.microbatch_size):
+        raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
+                                  f"microbatch_size ({run.dp} x {run.microbatch_size})")
+    if run.simulated:
+        if run.tp > 1 or run.cp > 1:
+            raise ValidationDataError(f"{where}: role {run.role} with tp={run.tp}, cp={run.cp}: rows with tensor "
+                                      "or context parallelism are needs-tp or needs-cp until the simulator has them")
+        if not run.sim_schedule or not run.topology:
+            raise ValidationDataError(f"{where}: role {run.role} needs sim_schedule and topology")
+    return run
+
+
+def load_sources(path: Path = SOURCES) -> dict:
+    """The sources, each a mapping with ``title``, ``url``, ``measured``, ``tables``, ``assumed``."""
+    sources = read_yaml(path, ValidationDataError)
+    if not isinstance(sources, dict) or not sources:
+        raise ValidationDataError(f"{path}: expected a mapping of sources")
+    for key, src in sources.items():
+        missing = [k for k in ("title", "url", "measured") if not isinstance(src, dict) or not src.get(k)]
+        if missing:
+            raise ValidationDataError(f"{path}: source {key!r} lacks {', '.join(missing)}")
+    return sources
+
+
+def load_zero_bubble_profiles(path: Path = ZB_PROFILES) -> dict[str, dict]:
+    """Table 9's rows by profile id: model, stages, micro-batches and t_f/t_b/t_w/t_comm (ms)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    out = {}
+    for i, row in enumerate(rows, start=1):
+        where = f"{path.name} row {i}"
+        entry = {"model": row["model"], "stages": int(row["stages"]), "microbatches": int(row["microbatches"])}
+        for key in ("t_f_ms", "t_b_ms", "t_w_ms", "t_comm_ms"):
+            try:
+                entry[key] = number(float(row[key]), f"{where}: {key}", low=0, low_open=True,
+                                    error=ValidationDataError)
+            except ValueError:
+                raise ValidationDataError(f"{where}: {key} must be a number, got {row[key]!r}") from None
+        out[row["profile"]] = entry
+    return out
+
+
+CALIBRATION_PROFILE = "deepep-normal"     # the rows of role `calibration`, fitted by `python -m sim calibrate`
+
+
+def load_runs(path: Path = RUNS) -> list[Run]:
+    """Every row of ``runs.csv``, checked (:class:`ValidationDataError` on the first problem)."""
+    sources = load_sources()
+    profiles = set(load_zero_bubble_profiles()) | {CALIBRATION_PROFILE}
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            lines = [(n, line) for n, line in enumerate(fh, start=1) if not line.startswith("#")]
+    except OSError as exc:
+        raise ValidationDataError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    reader = csv.DictReader(line for _, line in lines)
+    runs, seen = [], set()
+    for (line, _), row in zip(lines[1:], reader):
+        run = _run(row, line, sources, profiles)
+        if run.id in seen:
+            raise ValidationDataError(f"validation run {run.id} (runs.csv line {line}): the id is used twice")
+        seen.add(run.id)
+        runs.append(run)
+    return runs
+
+
+def resolve(name: str | None) -> str | None:
+    """A model or topology named by a path inside ``validation/`` (``validation/models/x.yaml``) as
+    an absolute path; preset names unchanged."""
+    if name and name.startswith("validation/"):
+        return str(ROOT / name.removeprefix("validation/"))
+    return name
+
+
+__all__ = ["CALIBRATION_PROFILE", "KERNELS", "METRICS", "ROLES", "ROOT", "Run", "ValidationDataError",
+           "load_runs", "load_sources", "load_zero_bubble_profiles", "resolve"]
