@@ -86,7 +86,7 @@ def point(p: dict) -> dict:
         out[f"predicted_{mode}"] = result["predicted"]
         out[f"error_{mode}_pct"] = 100 * speed_error(run, result["predicted"])
         out[f"step_time_s_{mode}"] = result["step_time_s"]
-        for key in ("max_memory_gb", "fits_hbm", "bound", "not_costed"):
+        for key in ("max_memory_gb", "fits_hbm", "bound", "memory_policy", "not_costed"):
             if key in result and mode == "first_principles":
                 out[key] = result[key]
     return out
@@ -169,6 +169,7 @@ def run(args) -> int:
                    point_timeout_s=args.point_timeout, force=args.force)
     failed = df[df["status"] != "ok"]
     with overwriting(args.force):
+        write_csv_atomic(df, paths[0])          # this suite's runs only (a resumed CSV keeps rows of old points)
         write_csv_atomic(summary(df), paths[1])
         write_csv_atomic(rankings(df), paths[2])
     from experiments.plots import validation_figure

@@ -93,6 +93,15 @@ def test_a_profile_fed_step_spends_the_profiled_time(runs, tmp_path):
     assert busy == pytest.approx(24 * (29.718 + 29.444 + 19.927) * 1e-3, rel=1e-9)
 
 
+def test_auto_recomputation_is_the_least_that_fits(runs):
+    """A source that does not say what it recomputed: the first of selective and full under which every
+    rank fits HBM (the run did fit). GPT-OSS-120B on 64 H100 (25.11): 124 GB selective, 59 GB full."""
+    from validation.predict import scenario_of
+    assert scenario_of(runs["nv-25.11-h100-gpt-oss-120b-bf16-64"]).run.memory_policy == "full"
+    assert scenario_of(runs["nv-26.02-h100-gpt-oss-120b-bf16-64"]).run.memory_policy == "selective"
+    assert scenario_of(runs["zb-t4-1.5b-m24-1f1b"]).run.memory_policy == "none"          # stated: kept
+
+
 def test_predictions_of_one_run_of_each_kind(runs, tmp_path):
     zb = predict(runs["zb-t4-6.2b-m24-zb-h2"], "first_principles", tmp_path)
     assert zb["predicted"] > 0 and zb["max_memory_gb"] > 0
@@ -142,6 +151,8 @@ def _write(tmp_path, **change):
     ({"model": ""}, "column 'model' is empty"),
     ({"profile": "zb-99b"}, "profile 'zb-99b' is not one of"),
     ({"colour": "red"}, "unknown column 'colour'"),
+    ({"recompute": "most"}, "recompute must be one of none, selective, full, deepseek-v3, auto, got 'most'"),
+    ({"precision": "fp4"}, "precision must be one of bf16, fp8, mxfp8, got 'fp4'"),
 ])
 def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
     with pytest.raises(ValidationDataError, match=pattern) as info:

@@ -70,7 +70,8 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    microbatch_size=run.microbatch_size, chunks=run.vp, comm_sms=20 if run.comm_sms is None else
                    run.comm_sms, dispatch_precision=run.dispatch_precision or "bf16", combine_precision="bf16",
                    gemm_precision=run.precision or "bf16", node_limit=run.node_limit,
-                   memory_policy=run.recompute or "none", zero_stage=run.zero,
+                   memory_policy=run.recompute if run.recompute not in (None, "auto") else "none",
+                   zero_stage=run.zero,
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
                    profile=profile, description=run.id)
 
@@ -99,13 +100,31 @@ def write_compute_profile(run: Run, folder: Path) -> Path:
     return write_csv_atomic(pd.DataFrame(rows), Path(folder) / f"{run.profile}.csv")
 
 
+AUTO_POLICIES = ("selective", "full")   # ``recompute: auto``: the first of these whose memory fits
+
+
+def scenario_of(run: Run, profile: str | None = None) -> Scenario:
+    """The assembled run. ``recompute: auto`` (a source that does not say what its run recomputed)
+    takes the least recomputation under which every rank fits the GPU's HBM, since the measured run
+    did fit: ``selective`` (the attention core, which fused FlashAttention-style kernels recompute in
+    their backward anyway), else ``full``. Only memory decides, never the measured speed."""
+    if run.recompute != "auto":
+        return Scenario(run_spec(run, profile))
+    spec = run_spec(run, profile)
+    for policy in AUTO_POLICIES:
+        scenario = Scenario(spec.with_(memory_policy=policy))
+        if all(m.fits for m in scenario.memory):
+            return scenario
+    return scenario
+
+
 def predict_step(run: Run, profile: str | None = None) -> dict:
     """Simulate one step of a training-step row; the figure and what it came from."""
-    scenario = Scenario(run_spec(run, profile))
+    scenario = scenario_of(run, profile)
     result = MoEStep(scenario).simulate()
     return {"predicted": step_figure(run, result.step_time_s), "step_time_s": result.step_time_s,
             "max_memory_gb": result.max_memory_gb, "fits_hbm": result.fits_hbm, "bound": result.bound,
-            "not_costed": "; ".join(scenario.model.not_costed)}
+            "memory_policy": scenario.run.memory_policy, "not_costed": "; ".join(scenario.model.not_costed)}
 
 
 # --- communication kernels ---------------------------------------------------------------------
@@ -172,4 +191,4 @@ def predict(run: Run, mode: str, profile_folder: Path) -> dict:
 
 
 __all__ = ["MODES", "calibrated_kernels", "profiled_stage_layers", "predict", "predict_kernel", "predict_step",
-           "run_spec", "speed_error", "step_figure", "write_compute_profile"]
+           "run_spec", "scenario_of", "speed_error", "step_figure", "write_compute_profile"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
+from sim.moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES
 
 ROOT = Path(__file__).resolve().parent
 RUNS = ROOT / "runs.csv"
@@ -154,6 +155,10 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
     for key in STEP_FIELDS:
         if getattr(run, key) is None:
             raise ValidationDataError(f"{where}: column {key!r} is empty; a training-step row needs it")
+    if run.recompute is not None:
+        choice(run.recompute, f"{where}: recompute", MEMORY_POLICIES + ("auto",), error=ValidationDataError)
+    if run.precision is not None:
+        choice(run.precision, f"{where}: precision", GEMM_PRECISIONS, error=ValidationDataError)
     if run.global_batch % (run.dp * run.microbatch_size):
         raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
                                   f"microbatch_size ({run.dp} x {run.microbatch_size})")
