@@ -136,20 +136,18 @@ def kernel_spec(run: Run) -> RunSpec:
     return RunSpec(model=resolve(run.model), gpu=run.gpu, topology=resolve(run.topology), pp=1, ep=1, dp=1,
                    schedule="1f1b", microbatches=1, seq_len=run.tokens, dispatch_precision=run.dispatch_precision
                    or "fp8", combine_precision="bf16", node_limit=run.node_limit,
-                   a2a_algorithm="hierarchical" if run.role == "calibration" else "flat", description=run.id)
+                   a2a_algorithm="hierarchical" if run.role == "calibration" else "flat")
 
 
 @functools.lru_cache(maxsize=8)
-def _collectives(topology: str, node_limit, algorithm: str, model: str) -> Collectives:
-    run = RunSpec(model=model, gpu="h800", topology=topology, pp=1, ep=1, dp=1, schedule="1f1b", microbatches=1,
-                  seq_len=4096, dispatch_precision="fp8", combine_precision="bf16", node_limit=node_limit,
-                  a2a_algorithm=algorithm)
-    return Collectives(named_topology(topology).links, run, load_model(model))
+def _collectives(spec: RunSpec) -> Collectives:
+    return Collectives(named_topology(spec.topology).links, spec, load_model(spec.model))
 
 
 def _simulator(run: Run) -> Collectives:
-    spec = kernel_spec(run)
-    return _collectives(spec.topology, spec.node_limit, spec.a2a_algorithm, spec.model)
+    """The collectives simulator of a kernel row (shared by rows of the same routing and algorithm:
+    the token count is each measurement's own)."""
+    return _collectives(kernel_spec(run).with_(seq_len=1))
 
 
 def _measurement(run: Run, sim: Collectives, row: int = 1) -> Measurement:

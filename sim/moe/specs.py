@@ -163,6 +163,11 @@ MAX_BYTES_PER_PARAMETER = 64.0        # weights, gradients or optimizer state: F
 class RunSpec:
     """One training configuration. Units: sequences, tokens, bytes, fractions, GB (1e9 bytes).
 
+    ``gemm_precision``: the GEMMs' number format, which sets their peak (:meth:`GPUSpec.peak_flops`):
+    ``bf16``; ``fp8`` (FP8 GEMMs with per-tensor or DeepSeek-V3's 1x128-tile scaling); ``mxfp8``
+    (block-scaled FP8, Blackwell). ``dispatch_precision`` and ``combine_precision``: the all-to-alls'
+    wire format, ``fp8`` (with one fp32 scale per 128 elements) or ``bf16``.
+
     Efficiency factors are our assumptions (documented in the README), not tuned to any result:
     ``gemm_efficiency`` and ``attention_efficiency`` scale the GPU's dense peak for GEMMs and for
     the attention core; ``hbm_efficiency`` scales its HBM bandwidth for memory-bound work (the
