@@ -7,7 +7,7 @@ micro-batches of a 1F1B stage), parameter_copies; status, error, wall_s (s)."""
 from __future__ import annotations
 
 from experiments.common import sweep_main
-from sim.schedules import SCHEDULE_NAMES
+from sim.schedules import STANDALONE
 from sim.sweep import grid
 
 MICROBATCHES = (16, 24, 32, 48, 64, 96, 128)
@@ -24,7 +24,7 @@ def point(p: dict) -> dict:
 
 
 def points() -> list[dict]:
-    return grid(pp=(8, 16), microbatches=MICROBATCHES, schedule=SCHEDULE_NAMES)
+    return grid(pp=(8, 16), microbatches=MICROBATCHES, schedule=STANDALONE)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
-        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate")
+        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate", "sim.moe.hfconfig")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore", "sim.network.refill",
            "sim.network.tallies", "sim.network.traffic", "sim.network.links", "sim.network.jitcache")
@@ -49,7 +49,7 @@ source_paths = ["sim/"]
 only_mutate = ["sim/network/maxmin.py", "sim/network/fillscan.py", "sim/network/flowcore.py", "sim/network/refill.py",
                "sim/network/tallies.py", "sim/network/traffic.py", "sim/network/links.py", "sim/network/jitcache.py"]
 do_not_mutate = ["*/__init__.py"]
-also_copy = ["topologies/", "experiments/"]
+also_copy = ["topologies/", "experiments/", "validation/"]
 pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_fillscan.py", "tests/test_flowcore.py",
                                       "tests/test_refill.py",
                                       "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
@@ -59,10 +59,10 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 
 EQUIVALENT = {
     "sim.engine.x__per_stage__mutmut_24": "upper bound 1e12 -> 1e12 + 1: no cost lies between",
-    "sim.engine.x_inputs_of__mutmut_14": "W then waits for F(mb,s) and G(mb,s+1): its own I, earlier on the "
+    "sim.schedules.timing.x_inputs_of__mutmut_14": "W then waits for F(mb,s) and G(mb,s+1): its own I, earlier on the "
                                          "same rank, already waited for both (the validator keeps I before W)",
-    "sim.engine.x_inputs_of__mutmut_15": "same as mutmut_14 (the kind compared with 'w')",
-    "sim.engine.x_outputs_of__mutmut_12": "a B also publishes key I(mb,s), which only a W reads, and a B has no W",
+    "sim.schedules.timing.x_inputs_of__mutmut_15": "same as mutmut_14 (the kind compared with 'w')",
+    "sim.schedules.timing.x_outputs_of__mutmut_12": "a B also publishes key I(mb,s), which only a W reads, and a B has no W",
     "sim.engine.x_start_schedule__mutmut_6": "the start position is overwritten before a rank's first op waits",
     "sim.engine.x_start_schedule__mutmut_32": "outputs_of does not use num_stages",
     # ZB-V: in the steady loop f0 >= f1 >= b1 >= b0, so min(f0, f1, b0, b1) is b0 and dropping another

@@ -11,7 +11,7 @@ from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 from sim.pipeline import compare_frame, simulate_pipeline
 from sim.plots import plot_timeline, plot_utilization
-from sim.schedules import SCHEDULE_NAMES
+from sim.schedules import STANDALONE
 
 
 def add_arguments(parser) -> None:
@@ -30,7 +30,7 @@ def run(args) -> int:
     df = compare_frame(P, M)
     write_csv_atomic(df, out / "schedule_comparison.csv")
     runs = []
-    for name in SCHEDULE_NAMES:
+    for name in STANDALONE:
         try:
             run = simulate_pipeline(name, P, M, 2 if name == "interleaved-1f1b" else None, cost_per="rank")
         except InputError:                          # a schedule that refuses (P, M): a note in the CSV

@@ -24,6 +24,7 @@ from .checks import InputError, number
 from .limits import check_deadline
 from .schedules.base import Schedule
 from .schedules.ops import AnyOp, FBOp, Op, parts
+from .schedules.timing import inputs_of, outputs_of
 
 Key = tuple  # ("F" | "G" | "I", mb, stage): activation, input gradient, deferred-weight token
 
@@ -118,27 +119,6 @@ class EngineResult:
     def of(cls, schedule: Schedule, records: list[OpRecord]) -> "EngineResult":
         """The result of ``records``, its makespan the end of the last op (0 for none)."""
         return cls(schedule, records, max((rec.end for rec in records), default=0.0))
-
-
-def inputs_of(op: Op, num_stages: int) -> list[Key]:
-    """The keys a single (non-FB) op waits for: see the module docstring."""
-    mb, s = op.mb, op.stage
-    if op.kind == "F":
-        return [("F", mb, s - 1)] if s > 0 else []
-    if op.kind == "W":
-        return [("I", mb, s)]
-    return [("F", mb, s), ("G", mb, s + 1)] if s < num_stages - 1 else [("F", mb, s)]
-
-
-def outputs_of(op: Op, num_stages: int) -> list[Key]:
-    """The keys a single (non-FB) op publishes when it ends."""
-    mb, s = op.mb, op.stage
-    if op.kind == "F":
-        return [("F", mb, s)]
-    if op.kind == "W":
-        return []
-    keys = [("I", mb, s)] if op.kind == "I" else []
-    return keys + ([("G", mb, s)] if s > 0 else [])
 
 
 def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Environment] = None) -> EngineResult:

@@ -10,7 +10,7 @@ from .engine import Costs, EngineResult, ZeroCommRunner, run_schedule
 from .limits import TooLarge
 from .metrics import RunMetrics, summarize
 from .perf import gc_paused
-from .schedules import SCHEDULE_NAMES, Schedule, make_schedule, validate
+from .schedules import SEARCHED, STANDALONE, Schedule, make_schedule, validate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,15 +25,23 @@ class PipelineRun:
 
 def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
                       F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0, check: bool = True,
-                      cost_per: str = "stage") -> PipelineRun:
+                      cost_per: str = "stage", memory_limit: Optional[float] = None) -> PipelineRun:
     """Build, validate and run schedule ``name`` with op costs F, I, W (scalars or per stage).
+    Zero Bubble's searched schedules (zb-1p, zb-2p, zb-auto with ``memory_limit``) are built from
+    the same costs (no send time, a W freeing half of a forward's memory).
 
     ``cost_per="stage"``: the costs are those of one op on one stage (the closed forms of the
     README's engine section use this). ``cost_per="rank"``: the costs are those of one rank's
     share of the model (1/P of it), so schedules with S > P stages (interleaved, ZB-V, DualPipeV)
     get ``cost * P / S`` per stage and every schedule trains the same model; use it to compare.
     """
-    return simulate_schedule(make_schedule(name, pp, microbatches, chunks), F, I, W, check, cost_per)
+    costs = None
+    if name in SEARCHED:
+        from .schedules.zbauto import StageCosts
+        stages = [(c,) * pp if isinstance(c, (int, float)) else tuple(c) for c in (F, I, W)]
+        costs = StageCosts(*stages, 0.0, (2.0,) * pp, (-1.0,) * pp, (-1.0,) * pp)
+    return simulate_schedule(make_schedule(name, pp, microbatches, chunks, memory_limit, costs), F, I, W, check,
+                             cost_per)
 
 
 def simulate_schedule(schedule: Schedule, F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0, check: bool = True,
@@ -82,7 +90,7 @@ def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | Non
     Schedules that refuse (P, M) get a row with the reason in ``note``."""
     import pandas as pd
     rows = []
-    for name in SCHEDULE_NAMES:
+    for name in STANDALONE:
         v = chunks if name == "interleaved-1f1b" else None
         try:
             run = simulate_pipeline(name, pp, microbatches, v, cost_per="rank", **(costs or {}))

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from sim.moe.hfconfig import MODEL_TYPES, ModelConfigError, load_config_model, model_from_config, model_name
+from sim.moe.hfconfig import MODEL_TYPES, ModelConfigError, model_name
 from sim.moe.params import attention_params, dense_mlp_params, expert_params, layer_params
-from sim.moe.specs import load_model
+from sim.moe.specs import load_config_model, load_model, model_from_config
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
 
@@ -154,3 +154,136 @@ def test_every_supported_type_reads():
         assert m.is_moe == (kind not in ("llama", "mistral", "qwen2", "qwen3", "gpt2"))
     v3 = model_from_config({"model_type": "deepseek_v3", **common, **extra["deepseek_v2"]}, "v3")
     assert (v3.attention, v3.q_lora_rank, v3.dense_layers, v3.mtp_modules) == ("mla", 0, 1, 0)
+
+
+COMMON = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, vocab_size=1000, intermediate_size=512)
+MLA = dict(n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=64, kv_lora_rank=32,
+           qk_nope_head_dim=64, v_head_dim=64, qk_rope_head_dim=16)
+
+
+def fields_of(m) -> dict:
+    return {k: v for k, v in dataclasses.asdict(m).items()}
+
+
+def test_every_field_of_a_minimal_deepseek_config():
+    """Fields left out take the defaults DeepSeek's code gives them: no q compression, no shared
+    expert, no dense layer, no MTP module; the name and the source are the caller's."""
+    m = model_from_config({"model_type": "deepseek_v3", **COMMON, **MLA}, "v3-min", "here.json")
+    got = fields_of(m)
+    assert (got["name"], got["source"], got["attention"], got["head_dim"], got["rope_dim"], got["kv_lora_rank"],
+            got["q_lora_rank"], got["routed_experts"], got["shared_experts"], got["topk"],
+            got["expert_intermediate"], got["dense_layers"], got["mtp_modules"], got["heads"], got["vocab"]) == (
+        "v3-min", "here.json", "mla", 64, 16, 32, 0, 8, 0, 2, 64, 0, 0, 4, 1000)
+    full = model_from_config({"model_type": "deepseek_v3", **COMMON, **MLA, "q_lora_rank": 0, "n_shared_experts": 0,
+                              "first_k_dense_replace": 0, "num_nextn_predict_layers": 0, "moe_layer_freq": 1}, "z")
+    assert (full.q_lora_rank, full.shared_experts, full.dense_layers, full.mtp_modules) == (0, 0, 0, 0)
+    both = model_from_config({"model_type": "deepseek_v3", **COMMON, **MLA, "first_k_dense_replace": 2,
+                              "n_shared_experts": 1, "num_nextn_predict_layers": 1, "q_lora_rank": 48}, "x")
+    assert (both.dense_layers, both.dense_intermediate, both.shared_experts, both.mtp_modules, both.q_lora_rank) == (
+        2, 512, 1, 1, 48)
+
+
+@pytest.mark.parametrize("field", ["q_lora_rank", "n_shared_experts", "first_k_dense_replace",
+                                   "num_nextn_predict_layers"])
+def test_deepseek_counts_may_be_zero_but_not_negative(field):
+    with pytest.raises(ModelConfigError, match=rf"^c.json: {field} must be an integer in \[0, 10,000,000\], got -1$"):
+        model_from_config({"model_type": "deepseek_v3", **COMMON, **MLA, field: -1}, "x", "c.json")
+
+
+def test_deepseek_refusals_read_whole():
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "deepseek_v2", **COMMON, **MLA, "moe_layer_freq": 2}, "x", "c.json")
+    assert str(info.value) == ("c.json: moe_layer_freq 2 cannot be costed: the chunk model has dense layers only "
+                               "before the MoE layers; allowed: 1")
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "deepseek_v2", **COMMON, **MLA, "v_head_dim": 32}, "x", "c.json")
+    assert str(info.value) == ("c.json: qk_nope_head_dim 64 differs from v_head_dim 32; the chunk model costs one "
+                               "head size for keys and values")
+
+
+def test_every_field_of_a_gpt2_config():
+    m = model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500,
+                           "resid_pdrop": 0.0, "attn_pdrop": 0.0, "embd_pdrop": 0.0}, "g", "g.json")
+    assert (m.name, m.source, m.layers, m.hidden, m.heads, m.head_dim, m.vocab, m.dense_layers,
+            m.dense_intermediate, m.mlp_activation, m.dropout) == ("g", "g.json", 3, 256, 8, 32, 500, 3, 1024,
+                                                                   "gelu", False)
+    assert isinstance(m.head_dim, int)
+    for k in ("resid_pdrop", "attn_pdrop", "embd_pdrop"):
+        assert model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500,
+                                  k: 0.1}, "g").dropout
+    assert model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500,
+                              "n_inner": 300}, "g").dense_intermediate == 300
+    with pytest.raises(ModelConfigError, match=r"^g.json: resid_pdrop must be a finite number in \[0, 1\], got 1.5$"):
+        model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500,
+                           "resid_pdrop": 1.5}, "g", "g.json")
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "gpt2", "n_embd": 250, "n_layer": 3, "n_head": 8, "vocab_size": 500},
+                          "g", "g.json")
+    assert str(info.value) == "g.json: n_embd 250 is not a multiple of n_head 8"
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500,
+                           "n_inner": 2 ** 40}, "g", "g.json")
+    assert str(info.value).startswith("g.json: n_inner must be an integer in [1, 10,000,000]")
+
+
+def test_every_field_of_qwen_moe_configs():
+    base = {"model_type": "qwen3_moe", **COMMON, "num_experts": 8, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 64}
+    m = model_from_config(base, "q", "q.json")
+    assert (m.name, m.source, m.routed_experts, m.topk, m.expert_intermediate, m.dense_layers, m.shared_experts,
+            m.kv_heads, m.head_dim, m.attention) == ("q", "q.json", 8, 2, 64, 0, 0, 4, 64, "gqa")
+    assert isinstance(m.head_dim, int)
+    dense = model_from_config({**base, "mlp_only_layers": [0, 1]}, "q")
+    assert (dense.dense_layers, dense.dense_intermediate) == (2, 512)
+    no_shared = model_from_config({**base, "model_type": "qwen2_moe"}, "q")
+    assert no_shared.shared_experts == 0
+    with pytest.raises(ModelConfigError, match=r"shared_expert_intermediate_size must be an integer in \[0, "):
+        model_from_config({**base, "model_type": "qwen2_moe", "shared_expert_intermediate_size": -64}, "q")
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({**base, "mlp_only_layers": [0, 1, 2, 3]}, "q", "q.json")
+    assert str(info.value) == "q.json: mlp_only_layers covers every layer; use a dense model_type"
+    assert model_from_config({**base, "mlp_only_layers": [0, 1, 2]}, "q").dense_layers == 3   # one MoE layer left
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({**base, "decoder_sparse_step": 2}, "q", "q.json")
+    assert str(info.value) == ("q.json: decoder_sparse_step 2 (an MoE layer every few layers) cannot be costed: the "
+                               "chunk model has dense layers only before the MoE layers; allowed: 1")
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({**base, "mlp_only_layers": [2]}, "q", "q.json")
+    assert str(info.value) == ("q.json: mlp_only_layers [2] cannot be costed: the chunk model has dense layers only "
+                               "before the MoE layers (allowed: [0, 1, ..., k-1])")
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({**base, "num_experts_per_tok": 9}, "q", "q.json")
+    assert str(info.value).startswith("q.json: ") and "topk (9) exceeds routed_experts (8)" in str(info.value)
+
+
+def test_sliding_windows_are_counted_per_layer_type():
+    cfg = {"model_type": "mistral", **COMMON, "sliding_window": 64,
+           "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]}
+    assert model_from_config(cfg, "m").not_costed == (
+        "sliding-window attention (window 64) on 3 of 4 layers, costed as full causal attention",)
+    no_types = {"model_type": "mistral", **COMMON, "sliding_window": 64}
+    assert model_from_config(no_types, "m").not_costed == (
+        "sliding-window attention (window 64) on 4 of 4 layers, costed as full causal attention",)
+    assert model_from_config({**no_types, "use_sliding_window": False}, "m").not_costed == ()
+    assert model_from_config({**no_types, "sliding_window": None}, "m").not_costed == ()
+    only_full = {**cfg, "layer_types": ["full_attention"] * 4}
+    assert model_from_config(only_full, "m").not_costed == ()
+    mixed = {"model_type": "llama", **COMMON, "layer_types": ["linear_attention", "full_attention",
+                                                               "full_attention", "full_attention"]}
+    assert model_from_config(mixed, "m").not_costed == ("linear_attention on 1 of 4 layers, costed as full causal "
+                                                        "attention",)
+
+
+def test_a_config_json_is_named_by_its_folder_unless_named(tmp_path):
+    folder = tmp_path / "My-Model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", **COMMON}))
+    assert load_config_model(folder / "config.json").name == "My-Model"
+    assert load_config_model(folder / "config.json", "mine").name == "mine"
+    assert load_config_model(folder / "config.json").source == str(folder / "config.json")
+    with pytest.raises(ModelConfigError) as info:
+        load_config_model(folder)                       # a folder, not a file
+    assert str(info.value) == f"{folder}: cannot read it: Is a directory"
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "llama", **COMMON, "vocab_size": 0}, "x")
+    assert str(info.value) == "config.json: vocab_size must be an integer in [1, 10,000,000], got 0"

@@ -34,7 +34,8 @@ def test_interleaved_matches_pytorch_order(key):
 
 VALID = {
     "gpipe": lambda P, M: True, "1f1b": lambda P, M: True, "zb-h1": lambda P, M: True,
-    "zb-h2": lambda P, M: True, "zbv": lambda P, M: True,
+    "zb-h2": lambda P, M: True, "zbv": lambda P, M: True, "zb-1p": lambda P, M: True, "zb-2p": lambda P, M: True,
+    "zb-auto": lambda P, M: True,
     "interleaved-1f1b": lambda P, M: M % P == 0,
     "dualpipe": lambda P, M: P % 2 == 0 and M % 2 == 0 and M >= 2 * P,
     "dualpipev": lambda P, M: M >= 2 * P,
@@ -56,13 +57,14 @@ def schedule_args(draw):
         else:
             M = P * max(1, M // P)
     v = draw(st.integers(2, 4)) if name == "interleaved-1f1b" else None
-    return name, P, M, v
+    limit = draw(st.floats(1, 3 * P)) if name == "zb-auto" else None
+    return name, P, M, v, limit
 
 
 @given(schedule_args())
 def test_every_schedule_is_valid_and_complete(args):
-    name, P, M, v = args
-    sched = validate(make_schedule(name, P, M, v))
+    name, P, M, v, limit = args
+    sched = validate(make_schedule(name, P, M, v, limit))
     counts = {}
     for rank, ops in sched.ranks.items():
         for op in ops:

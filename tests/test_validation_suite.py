@@ -43,7 +43,7 @@ def test_every_row_says_where_it_comes_from_and_the_calibration_set_is_not_score
 
 def test_transcribed_values_spot_checked(runs):
     """A few cells read again from the papers' tables."""
-    assert runs["zb-t4-1.5b-m24-zb-h2"].measured == 14.5            # Zero Bubble, Table 4
+    assert runs["zb-t4-1.5b-m24-zb-2p"].measured == 14.5            # Zero Bubble, Table 4
     assert runs["zb-t4-28.3b-m256-1f1b"].measured == 0.88
     assert runs["mt-t1-1.7b"].measured == 137                       # Megatron-LM, Table 1
     assert runs["mt-t2-zero3-174.6b-1536"].measured == 44           # Table 2
@@ -103,9 +103,9 @@ def test_auto_recomputation_is_the_least_that_fits(runs):
 
 
 def test_predictions_of_one_run_of_each_kind(runs, tmp_path):
-    zb = predict(runs["zb-t4-6.2b-m24-zb-h2"], "first_principles", tmp_path)
+    zb = predict(runs["zb-t4-6.2b-m24-zb-2p"], "first_principles", tmp_path)
     assert zb["predicted"] > 0 and zb["max_memory_gb"] > 0
-    assert predict(runs["zb-t4-6.2b-m24-zb-h2"], "profile_fed", tmp_path)["predicted"] > 0
+    assert predict(runs["zb-t4-6.2b-m24-zb-2p"], "profile_fed", tmp_path)["predicted"] > 0
     assert predict(runs["mt-t1-1.7b"], "profile_fed", tmp_path) == {}          # nothing published to feed in
     kernel = predict(runs["deepep-ll-dispatch-ep16"], "first_principles", tmp_path)
     assert 20 < kernel["predicted"] < 1000                                     # microseconds

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
-from sim.moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES
+from sim.moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC
 
 ROOT = Path(__file__).resolve().parent
 RUNS = ROOT / "runs.csv"
@@ -74,6 +74,7 @@ class Run:
     dispatch_precision: str | None = None
     node_limit: int | None = None
     comm_sms: int | None = None
+    optimizer_sync: str | None = None
     kernel: str | None = None
     tokens: int | None = None
     profile: str | None = None
@@ -159,6 +160,8 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         choice(run.recompute, f"{where}: recompute", MEMORY_POLICIES + ("auto",), error=ValidationDataError)
     if run.precision is not None:
         choice(run.precision, f"{where}: precision", GEMM_PRECISIONS, error=ValidationDataError)
+    if run.optimizer_sync is not None:
+        choice(run.optimizer_sync, f"{where}: optimizer_sync", OPTIMIZER_SYNC, error=ValidationDataError)
     if run.global_batch % (run.dp * run.microbatch_size):
         raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
                                   f"microbatch_size ({run.dp} x {run.microbatch_size})")

@@ -5,6 +5,7 @@ command modules import the library; nothing in the library imports them.
 * :mod:`sim.cli.collective`: ``collective`` (one collective on a topology's fabric);
 * :mod:`sim.cli.run`: ``run`` (one MoE training step of a scenario);
 * :mod:`sim.cli.plan`: ``plan`` (search PP, EP, schedule and micro-batches within HBM);
+* :mod:`sim.cli.search`: ``search-schedule`` (orders better than the named schedules, within HBM);
 * :mod:`sim.cli.calibrate`: ``calibrate`` (fit the communication kernels to measured collectives).
 
 Exit status: 0 done; 1 no answer (``plan``: no candidate can run); 2 bad input, one line on
@@ -19,9 +20,9 @@ import sys
 
 from ..checks import InputError, arg
 from ..limits import FLAGS, Limits
-from . import calibrate, collective, pipeline, plan, run
+from . import calibrate, collective, pipeline, plan, run, search
 
-COMMAND_MODULES = (pipeline, collective, run, plan, calibrate)
+COMMAND_MODULES = (pipeline, collective, run, plan, search, calibrate)
 EXIT_NO_ANSWER, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 3, 130
 REPORT = ("this is a bug in the simulator, not a problem with your input; please report it with the command "
           "line and the traceback above")

@@ -3,11 +3,10 @@ op costs (no communication), every schedule side by side."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..checks import InputError, arg
 from ..pipeline import compare_frame, parse_costs, simulate_pipeline, simulate_schedule
-from ..schedules import SCHEDULE_NAMES, make_schedule, validate
+from ..schedules import SCHEDULE_NAMES, Schedule
 from ..textgrid import render
 
 COUNT = arg(integer=True, low=1, high=100_000_000)
@@ -25,31 +24,19 @@ def _add_pipeline_args(p: argparse.ArgumentParser, positional_name: bool) -> Non
     p.add_argument("--pp", type=COUNT, required=required, help="pipeline ranks P")
     p.add_argument("--microbatches", type=COUNT, required=required, help="micro-batches M per step")
     p.add_argument("--chunks", type=COUNT, default=None, help="model chunks per rank v (interleaved-1f1b only)")
+    p.add_argument("--memory-limit", type=arg(low=1, high=1e9), default=None, metavar="N",
+                   help="zb-auto only: activation memory limit, in micro-batches of one stage's forward activations "
+                        "(zb-1p is P, zb-2p is 2P)")
 
 
 def cmd_schedule(args) -> int:
-    sched = validate(make_schedule(args.name, args.pp, args.microbatches, args.chunks))
+    run = simulate_pipeline(args.name, args.pp, args.microbatches, args.chunks, memory_limit=args.memory_limit)
     if args.json:
         from ..io import json_text
-        print(json_text(sched.to_json()))
+        print(json_text(run.schedule.to_json()))
         return 0
-    run = simulate_pipeline(args.name, args.pp, args.microbatches, args.chunks, check=False)
     print(render(run.result))
     return 0
-
-
-def load_schedule_file(path: str):
-    """A user's schedule from a JSON file (the format of ``schedule --json``), checked field by
-    field (:meth:`Schedule.from_json`)."""
-    from ..schedules import Schedule
-    try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{path}: not valid JSON: nested too deeply") from None
-    return Schedule.from_json(obj, path)
 
 
 def cmd_simulate(args) -> int:
@@ -65,8 +52,9 @@ def _simulate(args) -> int:
         if path:
             check_output(path)                      # before the run, not after it
     if args.schedule.endswith(".json"):
-        sched = load_schedule_file(args.schedule)
-        for flag, given, own in (("--pp", args.pp, sched.pp), ("--microbatches", args.microbatches, sched.microbatches)):
+        sched = Schedule.from_file(args.schedule)
+        for flag, given, own in (("--pp", args.pp, sched.pp),
+                                 ("--microbatches", args.microbatches, sched.microbatches)):
             if given is not None and given != own:
                 raise InputError(f"{flag} {given} differs from the schedule file's {own}; leave it out")
         run = simulate_schedule(sched, cost_per=args.cost_per, **costs)
@@ -75,7 +63,7 @@ def _simulate(args) -> int:
             if given is None:
                 raise InputError(f"simulate needs {flag} with a named schedule")
         run = simulate_pipeline(args.schedule, args.pp, args.microbatches, args.chunks, cost_per=args.cost_per,
-                                **costs)
+                                memory_limit=args.memory_limit, **costs)
     m = run.metrics
     if args.csv:
         from ..io import write_csv_atomic

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from ..checks import InputError, arg
 from ..moe.faults import MAX_SEND_GRID_S
-from ..moe.specs import COMMUNICATION, COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, load_scenario
+from ..moe.specs import (COMMUNICATION, COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, OPTIMIZER_SYNC,
+                         load_scenario)
 
 if TYPE_CHECKING:
     from ..moe.step import StepResult
@@ -79,6 +80,7 @@ def cmd_run(args) -> int:
                  "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
+                 "optimizer_sync": args.optimizer_sync,
                  "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
                  "faults": fault_overrides(args)}
     own = load_scenario(args.scenario, **overrides).schedule
@@ -174,6 +176,9 @@ def add_arguments(p) -> None:
     p.add_argument("--memory-policy", choices=MEMORY_POLICIES, help="override what layers store and recompute")
     p.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="override the ZeRO stage")
     p.add_argument("--dp-sync", choices=DP_SYNC, help="data-parallel sync as stages finish (overlap) or at the end")
+    p.add_argument("--optimizer-sync", choices=OPTIMIZER_SYNC,
+                   help="global: every rank waits for all gradients and the norm all-reduce before its optimizer "
+                        "step (clipping, overflow check); bypass: Zero Bubble's post-validation, no wait")
     g = p.add_argument_group("stragglers and faults (README: Stragglers and faults; every rank simulated)")
     g.add_argument("--slow-gpu", action="append", metavar="GPU:FACTOR",
                    help="GPU (global index) whose compute runs FACTOR (>= 1) times longer; repeatable")

@@ -214,8 +214,10 @@ class CommModel:
         return out
 
     def serves(self, run: RunSpec, scope: str) -> bool:
-        """Whether these measurements hold for ``run`` too: same run but for the schedule."""
-        return scope == self.scope and dataclasses.replace(self.run, schedule=run.schedule) == run
+        """Whether these measurements hold for ``run`` too: same run but for the schedule (and
+        zb-auto's memory limit, which only shapes the schedule)."""
+        return scope == self.scope and dataclasses.replace(self.run, schedule=run.schedule,
+                                                           zb_memory_limit=run.zb_memory_limit) == run
 
     def measure_all(self, progress: bool = False) -> None:
         """Measure now what :meth:`time` would measure on first use, in ``workers`` processes;

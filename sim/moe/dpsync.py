@@ -127,6 +127,7 @@ class GradientSync:
         self._rank_last_op = {r: 0.0 for r in self.counts}
         self._all_pending = sum(len(stages) for stages in self.counts.values())
         self._deferred: list[tuple[int, int]] = []
+        self._reduced_ranks = 0
         self.ranks = {r: RankSync() for r in self.counts}
 
     def stage_done(self, rank: int, stage: int, ends: np.ndarray) -> None:
@@ -203,6 +204,27 @@ class GradientSync:
             return
         sync = self.ranks[rank]
         sync.reduced = self.env.now
+        if self.sc.run.optimizer_sync == "bypass":
+            self._optimize(rank)
+            return
+        self._reduced_ranks += 1
+        if self._reduced_ranks == len(self.ranks):      # the global norm / overflow all-reduce, then all ranks
+            at = self.env.now + self.norm_allreduce_s
+            for r in self.ranks:
+                self._at(at, lambda r=r: self._optimize(r))
+
+    @property
+    def norm_allreduce_s(self) -> float:
+        """The all-reduce of one number over every GPU before the optimizer (``optimizer_sync:
+        global``): an NCCL launch and a tree's 2 ceil(log2 N) hops, each the latency of the path
+        between the first and the last GPU (our assumption: it carries no bandwidth to speak of)."""
+        import math
+        gpus = self.sc.layout.gpus
+        hops = 2 * math.ceil(math.log2(gpus)) if gpus > 1 else 0
+        return self.sc.kernels.nccl_launch_s + hops * self.sc.links.route(0, gpus - 1)[1]
+
+    def _optimize(self, rank: int) -> None:
+        sync = self.ranks[rank]
         sync.optimizer_start = max(self.env.now, self._rank_last_op[rank])
         total = sum(self.counts[rank].values(), ParamCount(0.0, 0.0))
         sync.optimizer_end = sync.optimizer_start + optimizer_seconds(self.sc, total)

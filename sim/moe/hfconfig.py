@@ -1,5 +1,7 @@
 """A model from its Hugging Face ``config.json``: the shapes the chunk model costs, read field by
 field, every missing or unusable field named in one line (:class:`ModelConfigError`).
+:func:`config_fields` gives the fields of a :class:`~sim.moe.specs.ModelSpec`; the spec itself is
+made (and checked as a whole) by :func:`sim.moe.specs.model_from_config`.
 
 Supported ``model_type`` values and the fields read (other fields are ignored):
 
@@ -40,8 +42,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..checks import number
-from .specs import ModelSpec, SpecError
+from ..checks import InputError, number
 
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
@@ -49,7 +50,7 @@ MODEL_TYPES = DENSE_TYPES + MOE_TYPES + ("gpt2",)
 MAX_SIZE = 10_000_000
 
 
-class ModelConfigError(SpecError):
+class ModelConfigError(InputError):
     """A ``config.json`` that is not JSON, lacks a field, has a size out of range or names an
     architecture the chunk model cannot cost."""
 
@@ -79,9 +80,6 @@ def model_name(path: str | Path) -> str:
     return path.parent.name or path.stem if path.name == "config.json" else path.stem
 
 
-def load_config_model(path: str | Path, name: str | None = None) -> ModelSpec:
-    """The :class:`ModelSpec` of the ``config.json`` at ``path``."""
-    return model_from_config(read_config(path), name or model_name(path), str(path))
 
 
 class _Fields:
@@ -107,15 +105,16 @@ class _Fields:
                                                 error=ModelConfigError)
 
 
-def model_from_config(config: dict, name: str, where: str = "config.json") -> ModelSpec:
-    """Map a Hugging Face config (a dict) to a :class:`ModelSpec` (see the module's table)."""
+def config_fields(config: dict, where: str = "config.json") -> dict:
+    """The :class:`~sim.moe.specs.ModelSpec` fields (all but ``name`` and ``source``) of a Hugging
+    Face config (a dict; see the module's table); ``where`` names it in every refusal."""
     kind = config.get("model_type")
     if kind not in MODEL_TYPES:
         raise ModelConfigError(f"{where}: model_type {kind!r} is not one the chunk model can cost; supported: "
                                f"{', '.join(MODEL_TYPES)}")
     f = _Fields(config, where)
     if kind == "gpt2":
-        return _gpt2(f, name, where)
+        return _gpt2(f, where)
     heads = f.size("num_attention_heads")
     hidden = f.size("hidden_size")
     spec = dict(layers=f.size("num_hidden_layers"), hidden=hidden, heads=heads, vocab=f.size("vocab_size"),
@@ -137,11 +136,7 @@ def model_from_config(config: dict, name: str, where: str = "config.json") -> Mo
     else:
         spec.update(_deepseek(f, config, hidden, heads))
         spec.pop("kv_heads")                        # MLA: keys and values come from the latent
-    not_costed = _not_costed(f, config, kind, spec["layers"])
-    try:
-        return ModelSpec(name=name, **spec, not_costed=not_costed, source=where)
-    except SpecError as exc:
-        raise ModelConfigError(f"{where}: {exc}") from None
+    return {**spec, "not_costed": _not_costed(f, config, kind, spec["layers"])}
 
 
 def _qwen_moe(f: _Fields, config: dict, kind: str, layers: int) -> dict:
@@ -188,19 +183,15 @@ def _deepseek(f: _Fields, config: dict, hidden: int, heads: int) -> dict:
     return out
 
 
-def _gpt2(f: _Fields, name: str, where: str) -> ModelSpec:
+def _gpt2(f: _Fields, where: str) -> dict:
     hidden, heads = f.size("n_embd"), f.size("n_head")
     if hidden % heads:
         raise ModelConfigError(f"{where}: n_embd {hidden} is not a multiple of n_head {heads}")
     layers = f.size("n_layer")
     dropout = any(f.rate(k) > 0 for k in ("resid_pdrop", "attn_pdrop", "embd_pdrop"))
-    try:
-        return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, head_dim=hidden // heads,
-                         vocab=f.size("vocab_size"), dense_layers=layers,
-                         dense_intermediate=f.size("n_inner", 4 * hidden), mlp_activation="gelu", dropout=dropout,
-                         source=where)
-    except SpecError as exc:
-        raise ModelConfigError(f"{where}: {exc}") from None
+    return dict(layers=layers, hidden=hidden, heads=heads, head_dim=hidden // heads, vocab=f.size("vocab_size"),
+                dense_layers=layers, dense_intermediate=f.size("n_inner", 4 * hidden), mlp_activation="gelu",
+                dropout=dropout)
 
 
 def _not_costed(f: _Fields, config: dict, kind: str, layers: int) -> tuple:
@@ -223,4 +214,4 @@ def _not_costed(f: _Fields, config: dict, kind: str, layers: int) -> tuple:
     return tuple(out)
 
 
-__all__ = ["MODEL_TYPES", "ModelConfigError", "load_config_model", "model_from_config", "model_name", "read_config"]
+__all__ = ["MODEL_TYPES", "ModelConfigError", "config_fields", "model_name", "read_config"]

@@ -148,6 +148,13 @@ class GroupRunner:
         if wait > 0:
             yield env.timeout(wait)
 
+    def op_seconds(self, rank: int, op) -> float:
+        """Seconds ``op`` occupies ``rank`` when it starts with the rank free and its inputs there
+        (the slowest replica; all-to-alls at their measured times, no faults): the fixed duration
+        a search's timing charges it (:mod:`sim.schedules.timing`)."""
+        plan, durations, comm_times, _ = self._plan(rank, op)
+        return float(run_op(plan, np.zeros(len(self.replicas)), durations, comm_times).end.max())
+
     def _faulty(self, rank: int, seq: int, durations: list, stacked: tuple) -> list:
         """``durations`` of op ``seq`` on ``rank`` on slow GPUs and with kernel jitter: each part's
         (full, shared) vectors times the GPUs' slowdown and the part's jitter draws, as one product

@@ -12,6 +12,7 @@ the memory model (what the planner checks first) never builds a fabric.
 """
 from __future__ import annotations
 
+import copy
 import functools
 from functools import cached_property
 from pathlib import Path
@@ -20,11 +21,13 @@ import networkx as nx
 
 from ..network import Fabric, LinkTable
 from ..schedules import Schedule, make_schedule, validate
+from ..schedules.registry import SEARCHED
 from .chunk import ChunkModel
 from .kernels import KernelSpec, load_kernels
 from .layout import Layout
 from .memory import RankMemory, memory_per_rank
 from .specs import RunSpec, SpecError, load_gpu, load_model
+from .stagecosts import stage_costs
 
 SHAPES = ("dispatch", "combine")
 
@@ -85,8 +88,27 @@ class Scenario:
         n_gpus = len(graph.graph["gpus"])
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0)
-        self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
-        self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
+        if run.schedule in SEARCHED:            # Zero Bubble's search reads the stages' times and memory
+            self.chunk = ChunkModel(self.model, self.gpu, run, run.pp)
+            costs = stage_costs(self.model, run, self.chunk, graph, self.layout)
+            limit = run.zb_memory_limit if run.schedule == "zb-auto" else None
+            self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks,
+                                                             limit, costs))
+        else:
+            if run.schedule.endswith(".json"):       # an order of one's own (schedule --json, search-schedule)
+                self.schedule = validate(self._schedule_file(run))
+            else:
+                self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
+            self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
+
+    @staticmethod
+    def _schedule_file(run: RunSpec) -> Schedule:
+        schedule = Schedule.from_file(run.schedule)
+        for what, own, want in (("pp", schedule.pp, run.pp), ("microbatches", schedule.microbatches, run.microbatches)):
+            if own != want:
+                raise SpecError(f"RunSpec.schedule {run.schedule!r} has {what}={own}, the run {what}={want}: "
+                                "a schedule file is for one shape of run")
+        return schedule
 
     @cached_property
     def links(self) -> LinkTable:
@@ -115,6 +137,21 @@ class Scenario:
         """Bytes of one token copy for each all-to-all shape (dispatch, combine)."""
         return {"dispatch": self.chunk.token_bytes(self.run.dispatch_precision),
                 "combine": self.chunk.token_bytes(self.run.combine_precision)}
+
+    def with_order(self, schedule: Schedule) -> "Scenario":
+        """This scenario with ``schedule`` (an order of the same shape: ranks, stages, micro-batches
+        and placement; e.g. one a search made) in place of its own; the rest shared."""
+        own = self.schedule
+        shape = ("pp", "num_stages", "microbatches")
+        if any(getattr(schedule, k) != getattr(own, k) for k in shape) or schedule.placement != own.placement:
+            raise SpecError(f"schedule {schedule.name!r} has another shape (P={schedule.pp}, stages "
+                            f"{schedule.num_stages}, M={schedule.microbatches}, {schedule.placement.kind}) than "
+                            f"{own.name!r} (P={own.pp}, stages {own.num_stages}, M={own.microbatches}, "
+                            f"{own.placement.kind})")
+        other = copy.copy(self)
+        other.__dict__.pop("memory", None)
+        other.schedule = validate(schedule)
+        return other
 
     def with_schedule(self, name: str) -> "Scenario":
         """The same run under schedule ``name``, sharing this scenario's topology (graph and link

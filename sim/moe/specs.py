@@ -16,6 +16,7 @@ from .faults import FaultSpec
 PRESETS = Path(__file__).with_name("presets")
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
 DP_SYNC = ("overlap", "end")
+OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.moe.dpsync)
 COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (sim.moe.live)
 MODES = ("auto", "representative", "full")                       # how a step is simulated (sim.moe.step)
 COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
@@ -188,6 +189,16 @@ class RunSpec:
     ``dp_sync``: the data-parallel gradient synchronisation starts as each stage's last backward
     finishes (``overlap``, as frameworks do) or after every rank's last op (``end``).
 
+    ``optimizer_sync``: ``global`` (default, as Megatron-LM and DeepSeek with gradient clipping do):
+    every rank's optimizer step waits for an all-reduce of the gradient norm and overflow checks
+    across all GPUs, after the last rank's gradients are reduced; ``bypass``: the Zero Bubble
+    paper's post-validation (section 4), no such barrier, so successive steps overlap and the step
+    time is the longest rank's own span (first op to the end of its optimizer step and weight
+    all-gather) instead of the makespan; a rollback, when the later check fails, is not modelled.
+
+    ``zb_memory_limit``: zb-auto's activation memory limit, in micro-batches of a stage's forward
+    activations (zb-1p is P, zb-2p is 2P).
+
     ``communication``: ``measured`` (each all-to-all shape measured once on an empty fabric with
     its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
     step's fabric among the other traffic, :mod:`sim.moe.live`).
@@ -232,6 +243,8 @@ class RunSpec:
     first_stage_layers: Optional[int] = None
     last_stage_layers: Optional[int] = None
     dp_sync: str = "overlap"
+    optimizer_sync: str = "global"               # the global norm / overflow all-reduce before the optimizer
+    zb_memory_limit: Optional[float] = None      # zb-auto: micro-batches of activations per stage
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
     kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.kernels)
     faults: Optional[object] = None              # slow GPUs, jitter, degraded/failed links (sim.moe.faults)
@@ -269,6 +282,10 @@ class RunSpec:
         try:
             choice(self.memory_policy, "RunSpec.memory_policy", MEMORY_POLICIES)
             choice(self.dp_sync, "RunSpec.dp_sync", DP_SYNC)
+            choice(self.optimizer_sync, "RunSpec.optimizer_sync", OPTIMIZER_SYNC)
+            if self.zb_memory_limit is not None:
+                number(self.zb_memory_limit, "RunSpec.zb_memory_limit (micro-batches of activations per stage)",
+                       low=1, high=1e9)
             choice(self.communication, "RunSpec.communication", COMMUNICATION)
             number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
@@ -337,10 +354,26 @@ def _is_file(name: str, suffixes: tuple) -> bool:
     return Path(name).suffix.lower() in suffixes and Path(name).is_file()
 
 
+def model_from_config(config: dict, name: str, where: str = "config.json") -> ModelSpec:
+    """The :class:`ModelSpec` of a Hugging Face config (a dict, :func:`sim.moe.hfconfig.config_fields`);
+    a refusal names ``where`` (:class:`~sim.moe.hfconfig.ModelConfigError`)."""
+    from .hfconfig import ModelConfigError, config_fields
+    fields_ = config_fields(config, where)
+    try:
+        return ModelSpec(name=name, **fields_, source=where)
+    except SpecError as exc:
+        raise ModelConfigError(f"{where}: {exc}") from None
+
+
+def load_config_model(path: str | Path, name: str | None = None) -> ModelSpec:
+    """The :class:`ModelSpec` of the ``config.json`` at ``path``, named ``name`` or by its folder."""
+    from .hfconfig import model_name, read_config
+    return model_from_config(read_config(path), name or model_name(path), str(path))
+
+
 def load_model(name: str) -> ModelSpec:
     """A model preset by name, a Hugging Face ``config.json`` (:mod:`sim.moe.hfconfig`) or a YAML
     file of :class:`ModelSpec` fields."""
-    from .hfconfig import load_config_model
     presets = _load("models")
     if not isinstance(name, str):
         raise SpecError(f"model must be a preset name or a file path, got {name!r}")

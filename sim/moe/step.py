@@ -54,6 +54,9 @@ class RankResult:
     sync_start_s: float = 0.0   # when the rank's last gradient reduce-scatter started (since the step began)
     replica_compute: "ReplicaSpread | None" = None   # compute (recomputation included) over the replicas
     replica_comm: "ReplicaSpread | None" = None      # all-to-all time, barrier waits included, over the replicas
+    last_op_end_s: float = 0.0  # when the rank's last op ended (its slowest replica)
+    reduced_s: float = 0.0      # when the rank's gradients were reduced (before the optimizer)
+    sync_end_s: float = 0.0     # when the rank's optimizer step and weight all-gather ended
 
     def to_json(self) -> dict:
         m = self.memory
@@ -274,6 +277,13 @@ class MoEStep:
         run, P, memory = sc.run, sc.run.pp, sc.memory
         pipeline_end = max(float(c.max()) for rn in runners for c in rn.clock.values())
         step = max(pipeline_end, max(s.end for s in sync.ranks.values()))
+        if run.optimizer_sync == "bypass":          # successive steps overlap: the longest rank's own span
+            first = {}
+            for rn in runners:
+                for rec in rn.records:
+                    first[rec.rank] = min(first.get(rec.rank, rec.start), rec.start)
+            step = max(max(max(float(rn.clock[r].max()) for rn in runners), sync.ranks[r].end) - first.get(r, 0.0)
+                       for r in range(P))
         # Per rank: the slowest replica's figures (identical replicas in representative mode).
         ranks = []
         for rank in range(P):
@@ -284,14 +294,18 @@ class MoEStep:
             op_s, busy, comm_s, recompute_s, wait_s = (float(stats[k][worst]) for k in (
                 "op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s"))
             s = sync.ranks[rank]
-            dp_s = max(0.0, s.optimizer_start - max(float(last_end[worst]), s.launched)) + (s.end - s.optimizer_end)
+            # Its own gradient reduction left exposed, then the weight all-gather; a wait for the other
+            # ranks at the optimizer's global barrier is bubble (the pipeline's imbalance), not sync.
+            reduced = max(s.reduced, sync.last_op_end(rank))
+            dp_s = max(0.0, reduced - max(float(last_end[worst]), s.launched)) + (s.end - s.optimizer_end)
             opt_s = s.optimizer_end - s.optimizer_start
             bubble = step - op_s - wait_s - dp_s - opt_s
             replica_ids = np.concatenate([rn.replicas for rn in runners])
             ranks.append(RankResult(rank, busy - recompute_s, max(0.0, op_s - busy), comm_s, bubble,
                                     busy / step if step else 0.0, memory[rank], recompute_s, wait_s, dp_s, opt_s,
                                     s.launched, ReplicaSpread.of(stats["compute_s"], replica_ids),
-                                    ReplicaSpread.of(stats["comm_s"], replica_ids)))
+                                    ReplicaSpread.of(stats["comm_s"], replica_ids), float(last_end[worst]),
+                                    s.reduced, s.end))
         engine = EngineResult.of(sc.schedule, runners[0].records)
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = sc.chunk.model_flops_per_microbatch() * run.microbatches * run.dp

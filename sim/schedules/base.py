@@ -10,6 +10,7 @@ Conventions (those of PyTorch's ``torch.distributed.pipelining`` and DeepSeek's 
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ..checks import InputError
@@ -109,6 +110,21 @@ class Schedule:
             except InputError as exc:
                 raise InputError(f"{source}: rank {r}: {exc}") from None
         return cls(name, P, S, M, parsed, Placement(kind, P, S, M))
+
+    @classmethod
+    def from_file(cls, path: str) -> "Schedule":
+        """A schedule from a JSON file (the format of ``python -m sim schedule --json`` and of
+        ``search-schedule --out``), checked field by field (:meth:`from_json`)."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                obj = json.load(fh)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the schedule file: {exc.strerror or exc}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise InputError(f"{path}: not valid JSON: nested too deeply") from None
+        return cls.from_json(obj, path)
 
     def num_ops(self) -> int:
         return sum(len(ops) for ops in self.ranks.values())

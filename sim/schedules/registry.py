@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from .. import limits
 from ..checks import InputError, number
-from . import chimera, classic, dualpipe, zerobubble
+from . import chimera, classic, dualpipe, zbauto, zerobubble
 from .base import Placement, Schedule
 
 
@@ -35,6 +35,9 @@ SCHEDULES: dict[str, ScheduleSpec] = {s.name: s for s in [
                  "Megatron virtual pipeline, v chunks per rank"),
     ScheduleSpec("zb-h1", zerobubble.zb_h1, "linear", 1, "Zero Bubble H1, 1F1B memory"),
     ScheduleSpec("zb-h2", zerobubble.zb_h2, "linear", 1, "Zero Bubble H2, up to 2P-1 micro-batches"),
+    ScheduleSpec("zb-1p", zbauto.zb_1p, "linear", 1, "Zero Bubble's searched schedule at 1F1B's memory (P)"),
+    ScheduleSpec("zb-2p", zbauto.zb_2p, "linear", 1, "Zero Bubble's searched schedule at twice it (2P)"),
+    ScheduleSpec("zb-auto", zbauto.zb_auto, "linear", 1, "Zero Bubble's search under --memory-limit N"),
     ScheduleSpec("zbv", zerobubble.zbv, "v", 2, "Zero Bubble V (PyTorch ScheduleZBVZeroBubble)"),
     ScheduleSpec("dualpipe", dualpipe.dualpipe, "bidirectional", 1, "DeepSeek DualPipe, 2x parameters"),
     ScheduleSpec("dualpipev", dualpipe.dualpipev, "v", 2, "DualPipe cut in half (V shape)"),
@@ -42,6 +45,9 @@ SCHEDULES: dict[str, ScheduleSpec] = {s.name: s for s in [
 ]}
 
 SCHEDULE_NAMES = tuple(SCHEDULES)
+SEARCHED = ("zb-1p", "zb-2p", "zb-auto")      # built from profiled stage times (zbauto.StageCosts)
+# Schedules that need nothing but P and M (and v for interleaved): what "every schedule" comparisons run.
+STANDALONE = tuple(n for n in SCHEDULE_NAMES if n != "zb-auto")
 
 
 def _check_int(name: str, value, minimum: int) -> int:
@@ -50,7 +56,8 @@ def _check_int(name: str, value, minimum: int) -> int:
     return number(value, name, integer=True, low=minimum, error=ScheduleConfigError)
 
 
-def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int] = None) -> None:
+def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
+                    memory_limit: Optional[float] = None) -> None:
     """Raise :class:`ScheduleConfigError` if ``name`` cannot run with these arguments."""
     if name not in SCHEDULES:
         raise ScheduleConfigError(
@@ -74,6 +81,14 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
             raise ScheduleConfigError(f"dualpipe needs an even P >= 2 (ranks r and P-1-r mirror each other), got P={P}")
         if M % 2 or M < 2 * P:
             raise ScheduleConfigError(f"dualpipe needs an even M >= 2P, got M={M} with P={P} (2P={2 * P})")
+    if name == "zb-auto":
+        if memory_limit is None:
+            raise ScheduleConfigError("zb-auto needs memory_limit (--memory-limit N: micro-batches of activations "
+                                      "per stage, at least 1; zb-1p is P, zb-2p is 2P)")
+        number(memory_limit, "memory_limit (micro-batches of activations per stage)", low=1, high=1e9,
+               error=ScheduleConfigError)
+    elif memory_limit is not None:
+        raise ScheduleConfigError(f"memory_limit applies only to zb-auto, got memory_limit={memory_limit} for {name}")
     if name == "dualpipev" and M < 2 * P:
         raise ScheduleConfigError(f"dualpipev needs M >= 2P, got M={M} with P={P} (2P={2 * P})")
     if name == "chimera":
@@ -84,13 +99,21 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
                                       f"micro-batches) and M >= 2P, got M={M}, P={P}")
 
 
-def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] = None) -> Schedule:
-    """Build schedule ``name`` for ``pp`` ranks and ``microbatches`` micro-batches."""
-    check_arguments(name, pp, microbatches, chunks)
+def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
+                  memory_limit: Optional[float] = None, costs: Optional[zbauto.StageCosts] = None) -> Schedule:
+    """Build schedule ``name`` for ``pp`` ranks and ``microbatches`` micro-batches. The searched Zero
+    Bubble schedules (:data:`SEARCHED`) take the stages' profiled ``costs`` (unit costs without) and
+    zb-auto a ``memory_limit`` (micro-batches of activations per stage)."""
+    check_arguments(name, pp, microbatches, chunks, memory_limit)
     spec = SCHEDULES[name]
     per_rank = chunks if spec.stages_per_rank is None else spec.stages_per_rank
     num_stages = pp * per_rank          # a bidirectional schedule holds one stage per rank: S = P
-    args = (pp, microbatches, chunks) if spec.stages_per_rank is None else (pp, microbatches)
-    ranks = spec.build(*args)
+    if name == "zb-auto":
+        ranks = zbauto.zb_auto(pp, microbatches, memory_limit, costs).ranks
+    elif name in SEARCHED:
+        ranks = spec.build(pp, microbatches, costs)
+    else:
+        args = (pp, microbatches, chunks) if spec.stages_per_rank is None else (pp, microbatches)
+        ranks = spec.build(*args)
     placement = Placement(spec.placement, pp, num_stages, microbatches)
     return Schedule(name, pp, num_stages, microbatches, ranks, placement)
