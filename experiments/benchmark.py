@@ -197,9 +197,9 @@ def plot_scaling(csv: str | Path, out: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sim.plots import save_figure
+    from sim.plots import FIGURE_WIDTH_IN, save_figure
     df = pd.read_csv(csv)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
     on_cluster = df["case"].str.endswith("on h800-2048")
     curves = (("uniform, EP64 groups at once", df["case"].str.startswith("all-to-all EP64 x") &
                df["case"].str.contains("hierarchical")),

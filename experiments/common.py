@@ -40,11 +40,23 @@ def sweep_parser(doc: str) -> Parser:
     return parser
 
 
-def sweep_main(name: str, point, points, doc: str, argv=None) -> int:
+def sweep_main(name: str, point, points, doc: str, argv=None, scenario: str | None = None) -> int:
+    """Run sweep ``name``: ``points()`` through ``point`` into ``--out/<name>.csv``. ``scenario``:
+    the sweep varies a scenario, this one by default; ``--scenario`` names another (a preset or a
+    user's YAML file), which every point then carries in its ``scenario`` column."""
     def call() -> int:
-        args = sweep_parser(doc).parse_args(argv)
+        parser = sweep_parser(doc)
+        if scenario is not None:
+            parser.add_argument("--scenario", default=scenario,
+                                help=f"the scenario to vary: a preset or a YAML file (default {scenario})")
+        args = parser.parse_args(argv)
         out = Path(args.out) / f"{name}.csv"
-        df = run_sweep(point, points(), out, scheduler="serial" if args.serial else args.scheduler,
+        grid_points = points()
+        if scenario is not None:
+            from sim.moe.specs import load_scenario
+            load_scenario(args.scenario)                # a bad name is one line now, not an error per point
+            grid_points = [{"scenario": args.scenario, **p} for p in grid_points]
+        df = run_sweep(point, grid_points, out, scheduler="serial" if args.serial else args.scheduler,
                        workers=args.workers, progress=not args.no_progress, desc=name,
                        point_timeout_s=args.point_timeout, force=args.force)
         failed = int((df["status"] != "ok").sum()) if "status" in df else 0

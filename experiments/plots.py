@@ -5,7 +5,6 @@
 * ``sweep_comm_sms.png`` (step time and all-to-all time against the SMs given to communication) from sweep_comm_sms.csv
 * ``sweep_topology.png`` from sweep_topology.csv
 * ``sweep_faults.png`` (step time against jitter and a slow GPU's slowdown, link faults' cost) from sweep_faults.csv
-* ``utilization_stacked.png`` (per rank compute / exposed comm / bubble, s per step) from deepseek_v3_ranks.csv
 * ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
 * ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
 * ``validation.png`` (predicted against measured, every scored run of the validation suite) from validation.csv
@@ -23,8 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.common import script_main  # noqa: E402
-from sim.moe.report import plot_rank_breakdown  # noqa: E402
-from sim.plots import COLORS, save_figure  # noqa: E402
+from sim.plots import COLORS, FIGURE_WIDTH_IN, save_figure  # noqa: E402
 
 
 def _save(fig, path: Path) -> None:
@@ -34,7 +32,7 @@ def _save(fig, path: Path) -> None:
 def bubble_vs_microbatches(df: pd.DataFrame, out: Path) -> None:
     df = df[df["status"] == "ok"]
     pps = sorted(df["pp"].unique())
-    fig, axes = plt.subplots(1, len(pps), figsize=(6 * len(pps), 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(pps), figsize=(FIGURE_WIDTH_IN, 4), sharey=True, squeeze=False)
     for ax, pp in zip(axes[0], pps):
         for name, g in df[df["pp"] == pp].groupby("schedule", sort=False):
             ax.plot(g["microbatches"], g["bubble_fraction"], marker="o", label=name)
@@ -47,17 +45,31 @@ def bubble_vs_microbatches(df: pd.DataFrame, out: Path) -> None:
 
 
 def sweep_ep(df: pd.DataFrame, out: Path) -> None:
-    df = df[df["status"] == "ok"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, g in df.groupby("schedule", sort=False):
-        a.plot(g["ep"], g["step_time_s"], marker="o", label=name)
-        b.plot(g["ep"], g["exposed_comm_s"], marker="o", label=name)
+    """Step time and exposed all-to-all against EP, per schedule; a point that does not fit HBM is
+    drawn hollow (said in the legend); EP sizes the layout cannot run are named in the title."""
+    from matplotlib.lines import Line2D
+    failed = sorted({int(e) for e in df.loc[df["status"] != "ok", "ep"]})
+    ok = df[df["status"] == "ok"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
+    fits = ok["fits_hbm"].astype(str).isin(("True", "true", "1")) if "fits_hbm" in ok else pd.Series(True, ok.index)
+    for i, (name, g) in enumerate(ok.groupby("schedule", sort=False)):
+        color = plt.get_cmap("tab10").colors[i % 10]
+        for ax, column in ((a, "step_time_s"), (b, "exposed_comm_s")):
+            ax.plot(g["ep"], g[column], color=color, lw=1, label=name)
+            good = fits[g.index]
+            ax.scatter(g.loc[good, "ep"], g.loc[good, column], color=color, s=22, zorder=3)
+            ax.scatter(g.loc[~good, "ep"], g.loc[~good, column], facecolors="none", edgecolors=color, s=30, zorder=3)
     for ax, label in ((a, "step time (s)"), (b, "exposed all-to-all per rank (s)")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("EP size")
         ax.set_ylabel(label)
-    a.legend(fontsize=8)
-    fig.suptitle("DeepSeek-V3 on 2,048 H800: EP size x schedule (EP 256 runs PP8)", fontsize=10)
+    handles, labels = a.get_legend_handles_labels()
+    handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="grey"))
+    labels.append("hollow: does not fit HBM")
+    b.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    scenario = str(df["scenario"].iloc[0]) if "scenario" in df and len(df) else "deepseek-v3"
+    note = f"; not run (layout refused): EP {', '.join(map(str, failed))}" if failed else ""
+    fig.suptitle(f"{scenario}: EP size x schedule, the scenario's PP and DP{note}", fontsize=10)
     _save(fig, out / "sweep_ep.png")
 
 
@@ -70,7 +82,7 @@ def sweep_topology(df: pd.DataFrame, out: Path) -> None:
     order = list(dict.fromkeys(df["variant"]))
     piv = df.pivot_table(index="variant", columns=["schedule", "communication"], values="step_time_s").reindex(order)
     piv.columns = [f"{s} ({c})" for s, c in piv.columns]
-    fig, ax = plt.subplots(figsize=(11, 4.5))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4.5))
     piv.plot.bar(ax=ax, width=0.8)
     ax.set_ylabel("step time (s)")
     ax.legend(fontsize=8)
@@ -82,7 +94,7 @@ def sweep_topology(df: pd.DataFrame, out: Path) -> None:
 def sweep_comm_sms(df: pd.DataFrame, out: Path) -> None:
     """Step time and the dispatch's time against the SMs the all-to-all kernels hold, per schedule."""
     df = df[df["status"] == "ok"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
     for name, g in df.groupby("schedule", sort=False):
         a.plot(g["comm_sms"], g["step_time_s"], marker="o", label=name)
     first = df.drop_duplicates("comm_sms")
@@ -101,7 +113,7 @@ def sweep_faults(df: pd.DataFrame, out: Path) -> None:
     rank), and the link faults as bars (each against the fault-free step of its schedule)."""
     df = df[df["status"] == "ok"]
     base = df[df["fault"] == "none"].set_index("schedule")["step_time_s"]
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(FIGURE_WIDTH_IN, 4))
     for ax, fault, label in ((axes[0], "jitter", "kernel-time jitter (coefficient of variation)"),
                              (axes[1], "slow_gpu", "slowdown of one GPU of rank 0 (x)"),
                              (axes[2], "slow_gpu_last", "slowdown of one GPU of the last rank (x)")):
@@ -126,13 +138,9 @@ def sweep_faults(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "sweep_faults.png")
 
 
-def utilization_stacked(df: pd.DataFrame, out: Path) -> None:
-    print(f"wrote {plot_rank_breakdown(df, out / 'utilization_stacked.png', 'DeepSeek-V3: per-rank time per step')}")
-
-
 def timeline(df: pd.DataFrame, out: Path, name: str) -> None:
     P = int(df["rank"].max()) + 1
-    fig, ax = plt.subplots(figsize=(16, 0.35 * P + 1.5))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 0.35 * P + 1.5))
     for row in df.itertuples():
         kind = "F" if row.kind in ("F", "FB") else row.kind
         color = COLORS[(kind, False)] if row.kind != "FB" else "#9e9ac8"
@@ -144,7 +152,7 @@ def timeline(df: pd.DataFrame, out: Path, name: str) -> None:
 
 
 def link_utilization(df: pd.DataFrame, out: Path) -> None:
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4))
     for shape, g in df.groupby("shape"):
         top = g.sort_values("mean_util", ascending=False).head(10)
         ax.barh([f"{shape}: {link}" for link in top["link"]], 100 * top["mean_util"])
@@ -166,7 +174,7 @@ def validation_figure(df: pd.DataFrame, out: Path) -> None:
              if f"predicted_{m}" in df and df[f"predicted_{m}"].notna().any()]
     sources = list(dict.fromkeys(df["source"]))
     style = {s: (MARKERS[i % len(MARKERS)], SOURCE_COLORS[i % len(SOURCE_COLORS)]) for i, s in enumerate(sources)}
-    fig = plt.figure(figsize=(13, 6.6))
+    fig = plt.figure(figsize=(FIGURE_WIDTH_IN, 6.6))
     grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.15], height_ratios=[1, 0.16])
     ax, bx, legend = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
     lo, hi = df["measured"].min() / 2, df["measured"].max() * 2
@@ -225,7 +233,6 @@ def run(args) -> int:
     jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),
             ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
             ("sweep_faults.csv", sweep_faults),
-            ("deepseek_v3_ranks.csv", utilization_stacked),
             ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure)]
     for name, fn in jobs:
         path = res / name

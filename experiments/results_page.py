@@ -20,7 +20,8 @@ STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em aut
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 6px;
 text-align:right;vertical-align:top}th{background:#f3f3f3}td.text{text-align:left;max-width:520px}
 figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #ddd}figcaption{font-size:14px;color:#444}
-nav a{margin-right:1em}.verdict-holds{color:#176117}.verdict-does{color:#a11}.verdict-only{color:#8a5a00}"""
+nav a{margin-right:1em}.conclusion{font-size:17px;background:#f6f8fa;padding:.6em 1em;border-left:4px solid #3182bd}
+.verdict-holds{color:#176117}.verdict-does{color:#a11}.verdict-only{color:#8a5a00}"""
 
 # (section id, title, [(figure file, what to look at)], [(csv file, columns or None, what it is)])
 SECTIONS = [
@@ -38,10 +39,9 @@ SECTIONS = [
                           "error_first_principles_pct", "predicted_profile_fed", "error_profile_fed_pct", "note"],
        "every run of the suite (sources and layouts in the CSV)")]),
     ("deepseek", "DeepSeek-V3 on 2,048 H800 (PP16 x DP128, EP64, 120 micro-batches)",
-     [("deepseek_v3_ranks.png", "Per rank: where the step goes (stacked seconds) and memory against the 80 GB HBM; "
-                                "look at the last rank, which carries the output heads and the MTP module."),
-      ("utilization_stacked.png", "Compute, exposed all-to-all and bubble per rank: DualPipe's bars are mostly "
-                                  "compute, 1F1B's mostly waiting.")],
+     [("deepseek_v3_ranks.png", "Per rank and schedule: where the step goes (stacked seconds: compute, recompute, "
+                                "exposed all-to-all, pipeline transfer, DP sync, optimizer, bubble). Memory per rank "
+                                "is in deepseek_v3_ranks.csv.")],
      [("deepseek_v3_summary.csv", ["schedule", "step_time_s", "tokens_per_s", "mfu", "mean_utilization",
                                    "bubble_share", "exposed_comm_share", "comm_hidden_fraction", "max_memory_gb",
                                    "fits_hbm", "bound"], "one step per schedule")]),
@@ -66,21 +66,21 @@ SECTIONS = [
       ("deepseek_v3_fb_unit_dualpipev.png", "The same unit under DualPipeV.")],
      []),
     ("network", "Network",
-     [("link_utilization.png", "The busiest links during the all-to-alls: which tier (NVLink, NIC, spine) "
-                               "saturates first.")],
+     [("link_utilization.png", "The ten busiest links during one dispatch and one combine (every EP group of a "
+                               "stage at once), by mean utilization while the all-to-all runs.")],
      [("deepseek_v3_links.csv", None, "link statistics of the measured all-to-alls (the busiest first)")]),
     ("comparison", "Schedules side by side (P=8, M=16, no communication)",
-     [("utilization_p8_m16.png", "Per-rank utilization of every schedule: the spread between ranks is where "
-                                 "schedules differ most.")],
+     [("utilization_p8_m16.png", "Per-rank utilization of every schedule at P=8, M=16 with equal op costs.")],
      [("schedule_comparison.csv", ["schedule", "makespan", "bubble_fraction", "mean_utilization",
                                    "parameter_copies", "note"], "every schedule at the same model size")]),
     ("lesson", "The DualPipe lesson's claims, checked",
      [], [("lesson_check.csv", ["id", "claim", "verdict", "explanation", "figures"], "claims L1-L15 and the "
                                                                                      "exercises")]),
     ("sweeps", "Sweeps",
-     [("bubble_vs_microbatches.png", "Bubble against micro-batches at P=8 and 16: every schedule's bubble "
-                                     "fraction falls as 1/M; the gap between schedules is a constant."),
-      ("sweep_ep.png", "Step time and exposed all-to-all against EP size: where the all-to-all stops hiding."),
+     [("bubble_vs_microbatches.png", "Bubble fraction against micro-batches M at P=8 and 16, equal op costs, no "
+                                     "communication: every schedule's bubble falls as M grows."),
+      ("sweep_ep.png", "Step time and exposed all-to-all against EP size (hollow points do not fit HBM; EP "
+                       "sizes the layout refuses are named in the title)."),
       ("sweep_topology.png", "Step time across network variants: which fabric changes move the step."),
       ("sweep_faults.png", "Step time under kernel jitter, one slow GPU and link faults: which schedule absorbs "
                            "stragglers."),
@@ -125,9 +125,31 @@ def _table(df: pd.DataFrame, columns: list[str] | None) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{note}"
 
 
+def headline(results: Path) -> str:
+    """The page's conclusion, from the CSVs: the DeepSeek-V3 step's fastest schedule and speed-up
+    (:func:`sim.moe.runpage.conclusion`) and the validation suite's median error per mode."""
+    from sim.moe.runpage import conclusion
+    out = []
+    summary = results / "deepseek_v3_summary.csv"
+    if summary.is_file() and summary.stat().st_size > 0:
+        out.append("DeepSeek-V3 on 2,048 H800 (PP16 x DP128, EP64): " + conclusion(pd.read_csv(summary), 80))
+    validation = results / "validation_summary.csv"
+    if validation.is_file() and validation.stat().st_size > 0:
+        df = pd.read_csv(validation)
+        rows = df[df["source"] == "all sources"]
+        if len(rows):
+            out.append("Against published measured runs, the median speed error is " + ", ".join(
+                f"{r['median_abs_error_pct']:.1f}% {r['mode'].replace('_', '-')} ({int(r['rows'])} runs)"
+                for _, r in rows.iterrows()) + ".")
+    return " ".join(out)
+
+
 def build_page(results: Path) -> str:
     """The page's HTML for what exists under ``results``."""
     parts, nav = [], []
+    lead = headline(results)
+    if lead:
+        parts.append(f'<p class="conclusion">{html.escape(lead)}</p>')
     for sid, title, figures, tables in SECTIONS:
         body = []
         for name, columns, what in tables:

@@ -2,7 +2,7 @@
 2,048-H800 fabric (representative pipeline, balanced routing, kernels ``deepep``): the trade-off
 DeepSeek tuned. Fewer SMs slow the all-to-all (each GPU's kernel moves at most comm_sms x 10.5 GB/s
 per direction, sim/moe/kernels.py); more SMs stretch the compute that runs beside it
-(132 / (132 - comm_sms)).
+(132 / (132 - comm_sms)). ``--scenario`` varies another scenario.
 
 Writes ``results/sweep_comm_sms.csv``: comm_sms, schedule (config), then step_time_s (s),
 tokens_per_s, mfu, exposed_comm_s (s per rank, mean), comm_hidden_fraction, a2a_dispatch_ms,
@@ -19,7 +19,7 @@ SCHEDULES = ("1f1b", "dualpipe", "dualpipev")
 def point(p: dict) -> dict:
     from sim.moe.specs import load_scenario
     from sim.moe.step import simulate_step
-    run = load_scenario("deepseek-v3", comm_sms=int(p["comm_sms"]), schedule=p["schedule"])
+    run = load_scenario(p.get("scenario", "deepseek-v3"), comm_sms=int(p["comm_sms"]), schedule=p["schedule"])
     row = simulate_step(run).summary()
     for key in ("schedule", "mode"):
         row.pop(key)
@@ -31,4 +31,4 @@ def points() -> list[dict]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(sweep_main("sweep_comm_sms", point, points, __doc__))
+    raise SystemExit(sweep_main("sweep_comm_sms", point, points, __doc__, scenario="deepseek-v3"))

@@ -1,8 +1,9 @@
-"""EP size 8 to 256 x schedule for DeepSeek-V3 on the 2,048-H800 fabric (representative pipeline,
-balanced routing). PP16 x DP128 for EP 8..128; EP 256 needs DP >= 256, so it runs PP8 x DP256.
-Micro-batches = 15,360 sequences / DP.
+"""EP size 8 to 256 x schedule for a scenario (DeepSeek-V3 on the 2,048-H800 fabric by default,
+``--scenario`` for another; representative pipeline, balanced routing). Only EP changes: PP, DP,
+micro-batches and the batch are the scenario's, so an EP that does not divide DP (EP 256 at DP 128)
+is an error row saying so, not a run of another layout.
 
-Writes ``results/sweep_ep.csv``: ep, schedule (config), then pp, dp, microbatches, step_time_s (s),
+Writes ``results/sweep_ep.csv``: scenario, ep, schedule (config), then pp, dp, microbatches, step_time_s (s),
 tokens_per_s, mfu, compute_comm_ratio, exposed_comm_s (s per rank, mean), comm_hidden_fraction,
 mean_utilization, bubble_share, exposed_comm_share (shares of rank-time), max_memory_gb (GB), fits_hbm,
 a2a_dispatch_ms, a2a_combine_ms (ms per layer); status, error, wall_s (s), sim_code."""
@@ -12,17 +13,13 @@ from experiments.common import sweep_main
 from sim.moe.step import COMPARED_SCHEDULES
 from sim.sweep import grid
 
-GLOBAL_BATCH = 15360
 EPS = (8, 16, 32, 64, 128, 256)
 
 
 def point(p: dict) -> dict:
     from sim.moe.specs import load_scenario
     from sim.moe.step import simulate_step
-    ep = int(p["ep"])
-    pp = 16 if ep <= 128 else 8
-    dp = 2048 // pp
-    run = load_scenario("deepseek-v3", ep=ep, pp=pp, dp=dp, microbatches=GLOBAL_BATCH // dp, schedule=p["schedule"])
+    run = load_scenario(p.get("scenario", "deepseek-v3"), ep=int(p["ep"]), schedule=p["schedule"])
     row = simulate_step(run).summary()
     for key in ("schedule", "ep", "mode"):
         row.pop(key)
@@ -34,4 +31,4 @@ def points() -> list[dict]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(sweep_main("sweep_ep", point, points, __doc__))
+    raise SystemExit(sweep_main("sweep_ep", point, points, __doc__, scenario="deepseek-v3"))

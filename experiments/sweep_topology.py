@@ -6,7 +6,8 @@ Communication ``measured``: the fast path, all-to-all times measured once per sh
 groups of a stage on an empty fabric (each distinct stage on its own); ``live``: every all-to-all
 on the step's fabric among other stages' all-to-alls, the pipeline sends and the data-parallel
 gradient rings (sim.moe.live), the mode that sees the network.
-Each variant's graph is built from its fields in the worker (no files are written).
+Each variant's graph is built from its fields in the worker (no files are written). ``--scenario``
+varies another scenario's own fat-tree topology the same way.
 
 Writes ``results/sweep_topology.csv``: variant, schedule, communication (config), then nvlink_GBps,
 nic_GBps, oversubscription, rail_optimized, planes, step_time_s (s), exposed_comm_s (s per rank),
@@ -38,9 +39,23 @@ SCHEDULES = ("1f1b", "dualpipe")
 COMMUNICATION = ("measured", "live")
 
 
-def variant_spec(name: str) -> dict:
-    """The topology fields of variant ``name`` (a ``kind: fat_tree`` mapping, as in a YAML file)."""
-    return {**BASE, **VARIANTS[name], "name": f"h800-2048-{name}"}
+def variant_spec(name: str, base: dict | None = None) -> dict:
+    """The topology fields of variant ``name`` of ``base`` (a ``kind: fat_tree`` mapping, as in a
+    YAML file; default the 2,048-H800 cluster)."""
+    base = BASE if base is None else base
+    return {**base, **VARIANTS[name], "name": f"{base.get('name', 'h800-2048')}-{name}"}
+
+
+def scenario_base(scenario: str) -> dict:
+    """The fat-tree fields of ``scenario``'s topology, the base its variants change."""
+    from sim.checks import InputError
+    from sim.moe.specs import load_scenario
+    from topologies import read_spec
+    spec = read_spec(load_scenario(scenario).topology)
+    if spec.get("kind") != "fat_tree":
+        raise InputError(f"--scenario {scenario!r}: its topology {spec.get('name')!r} is a {spec.get('kind')}; "
+                         "the topology sweep varies a fat_tree's fields")
+    return {k: v for k, v in spec.items() if k != "description"}
 
 
 def point(p: dict) -> dict:
@@ -48,8 +63,9 @@ def point(p: dict) -> dict:
     from sim.moe.specs import load_scenario
     from sim.moe.step import simulate_step
     from topologies import build_from_spec
-    spec = variant_spec(p["variant"])
-    run = load_scenario("deepseek-v3", topology=spec["name"], schedule=p["schedule"], communication=p["communication"])
+    scenario = p.get("scenario", "deepseek-v3")
+    spec = variant_spec(p["variant"], None if scenario == "deepseek-v3" else scenario_base(scenario))
+    run = load_scenario(scenario, topology=spec["name"], schedule=p["schedule"], communication=p["communication"])
     res = simulate_step(Scenario(run, graph=build_from_spec(dict(spec))))
     summary = res.summary()
     return {"nvlink_GBps": spec["nvlink_bandwidth_GBps"], "nic_GBps": spec["nic_bandwidth_GBps"],
@@ -64,4 +80,4 @@ def points() -> list[dict]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(sweep_main("sweep_topology", point, points, __doc__))
+    raise SystemExit(sweep_main("sweep_topology", point, points, __doc__, scenario="deepseek-v3"))

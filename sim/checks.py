@@ -40,8 +40,17 @@ def number(value, field: str, *, integer: bool = False, low: float | None = None
 def choice(value, field: str, allowed, error: type = InputError) -> str:
     """``value`` if it is one of ``allowed``, else an ``error`` listing them."""
     if not isinstance(value, (str, int, float, bool, type(None))) or value not in allowed:
-        raise error(f"{field} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        raise error(f"{field} must be one of {', '.join(map(str, allowed))}, got {value!r}{did_you_mean(value, allowed)}")
     return value
+
+
+def did_you_mean(value, allowed) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``allowed`` to text ``value``, or ``""``."""
+    import difflib
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def optional_number(value, field: str, **rules) -> float | int | None:
@@ -127,4 +136,4 @@ def _range_text(low, high, low_open, high_open) -> str:
     return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "arg", "choice", "number", "optional_number", "read_yaml", "yaml_load"]
+__all__ = ["InputError", "arg", "choice", "did_you_mean", "number", "optional_number", "read_yaml", "yaml_load"]

@@ -2,6 +2,7 @@
 every schedule side by side."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -31,7 +32,7 @@ def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[in
     the same costs (no send time, a W freeing half of a forward's memory).
 
     ``cost_per="stage"``: the costs are those of one op on one stage (the closed forms of the
-    README's engine section use this). ``cost_per="rank"``: the costs are those of one rank's
+    docs/model.md's engine section use this). ``cost_per="rank"``: the costs are those of one rank's
     share of the model (1/P of it), so schedules with S > P stages (interleaved, ZB-V, DualPipeV)
     get ``cost * P / S`` per stage and every schedule trains the same model; use it to compare.
     """
@@ -82,6 +83,8 @@ def parse_costs(text: str) -> dict[str, float]:
         except ValueError:
             raise InputError(f"cost {key}={value!r} is not a number") from None
         costs[key] = number(cost, f"cost {key}", low=0, low_open=True, high=MAX_COST)
+        if cost < sys.float_info.min:        # a subnormal float: 1e-320 underflows every sum it enters
+            raise InputError(f"cost {key} must be at least {sys.float_info.min:.4g} (a normal float), got {cost!r}")
     return costs
 
 

@@ -13,33 +13,40 @@ is, and its memory headroom.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .checks import InputError, choice, number
 from .moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, RunSpec, load_gpu, load_model
 
+_RUN = {f.name: f.default for f in fields(RunSpec)}
+DEFAULT_GLOBAL_BATCH = 1024     # sequences (4.2M tokens at 4K): our stated default, printed with every plan
+
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """What to plan for; the defaults are DeepSeek-V3's pre-training batch (15,360 sequences of
-    4K tokens, one per micro-batch), its memory recipe (ZeRO-1, the deepseek-v3 memory policy) and
-    the schedules ``python -m sim run`` compares."""
+    """What to plan for. The defaults are ``python -m sim run``'s (:class:`~sim.moe.specs.RunSpec`'s:
+    BF16 GEMMs, no recomputation, ZeRO-1, no node limit) and a global batch of
+    :data:`DEFAULT_GLOBAL_BATCH` sequences of 4K tokens; ``scenario`` (a preset or YAML file) makes
+    its recipe the base instead (``deepseek-v3``: FP8 GEMMs, its memory policy, 15,360 sequences),
+    every other field of the scenario (wire precision, bytes per parameter, kernels) included.
+    ``gpu`` ``None``: the topology's own GPU (its ``gpu:`` field)."""
 
     gpus: int
     model: str
     topology: str
-    gpu: str = "h800"
-    global_batch: int = 15360
+    gpu: str | None = None
+    global_batch: int = DEFAULT_GLOBAL_BATCH
     seq_len: int = 4096
-    microbatch_size: int = 1
+    microbatch_size: int = _RUN["microbatch_size"]
     pps: tuple[int, ...] = (8, 16)
     eps: tuple[int, ...] = (8, 16, 32, 64)
     schedules: tuple[str, ...] = field(default=COMPARED_SCHEDULES)
-    gemm_precision: str = "fp8"
-    node_limit: int = 4
-    memory_policy: str = "deepseek-v3"
-    zero_stage: int = 1
+    gemm_precision: str = _RUN["gemm_precision"]
+    node_limit: int = 0
+    memory_policy: str = _RUN["memory_policy"]
+    zero_stage: int = _RUN["zero_stage"]
     head_cuts: tuple[int, ...] = (0, 1)
+    scenario: str = ""
 
     def __post_init__(self):
         from .schedules import SCHEDULE_NAMES
@@ -61,14 +68,52 @@ class PlanRequest:
         number(self.zero_stage, "zero_stage", integer=True, low=0, high=3)
 
 
+def plan_request(scenario: str = "", **given) -> PlanRequest:
+    """A :class:`PlanRequest` from what a user gave (``None``: not given): a field given wins, then
+    the ``scenario``'s (its model, GPU, topology, batch, precision, memory policy, ZeRO stage, node
+    limit), then the defaults."""
+    base = {}
+    if scenario:
+        from .moe.specs import load_scenario
+        run = load_scenario(scenario)
+        base = {"model": run.model, "topology": run.topology, "gpu": run.gpu, "seq_len": run.seq_len,
+                "global_batch": run.dp * run.microbatches * run.microbatch_size,
+                "microbatch_size": run.microbatch_size, "gemm_precision": run.gemm_precision,
+                "node_limit": run.node_limit or 0, "memory_policy": run.memory_policy, "zero_stage": run.zero_stage}
+    merged = {**base, **{k: v for k, v in given.items() if v is not None}}
+    for name in ("gpus", "model", "topology"):
+        if merged.get(name) is None:
+            raise InputError(f"{name} is required (give --{name}, or --scenario with one)")
+    return PlanRequest(scenario=scenario, **merged)
+
+
 def run_spec(p: dict) -> RunSpec:
-    """The :class:`RunSpec` of a candidate point (a sweep row: plain values, maybe read back as text)."""
+    """The :class:`RunSpec` of a candidate point (a sweep row: plain values, maybe read back as text);
+    a point with a ``scenario`` starts from that scenario's fields."""
     last = int(p["last_stage_layers"]) if str(p.get("last_stage_layers", "0")) not in ("0", "") else None
-    return RunSpec(model=p["model"], gpu=p["gpu"], topology=p["topology"], pp=int(p["pp"]), ep=int(p["ep"]),
+    fields_ = dict(model=p["model"], gpu=p["gpu"], topology=p["topology"], pp=int(p["pp"]), ep=int(p["ep"]),
                    dp=int(p["dp"]), schedule=p["schedule"], microbatches=int(p["microbatches"]),
                    seq_len=int(p["seq_len"]), microbatch_size=int(p["microbatch_size"]),
                    gemm_precision=p["gemm_precision"], node_limit=int(p["node_limit"]) or None,
                    memory_policy=p["memory_policy"], zero_stage=int(p["zero_stage"]), last_stage_layers=last)
+    scenario = p.get("scenario")
+    if isinstance(scenario, str) and scenario:
+        from .moe.specs import load_scenario
+        base = load_scenario(scenario)
+        # the scenario's own stage split is for its own PP: the point's split replaces it
+        return base.with_(**fields_, stage_layers=None, first_stage_layers=None, description="")
+    return RunSpec(**fields_)
+
+
+def gpu_of(req: PlanRequest, graph) -> str:
+    """The GPU a plan is for: the request's, or the topology's own (its ``gpu:`` field)."""
+    from .moe.specs import topology_gpu
+    own = topology_gpu(graph, req.topology)
+    if req.gpu is not None:
+        return req.gpu
+    if own:
+        return own
+    raise InputError(f"gpu: topology {req.topology!r} names no GPU (no 'gpu:' field); give --gpu")
 
 
 PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "max_memory_gb",
@@ -94,8 +139,9 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
 
     from .moe.chunk import split_layers
     from .moe.scenario import Scenario
-    model, gpu = load_model(req.model), load_gpu(req.gpu)
     graph = load_topology(req.topology)
+    gpu_name = gpu_of(req, graph)
+    model, gpu = load_model(req.model), load_gpu(gpu_name)
     have = len(graph.graph["gpus"])
     if req.gpus > have:
         raise InputError(f"gpus {req.gpus:,} is more than the {have:,} GPUs of topology {req.topology!r}")
@@ -113,10 +159,11 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
             for schedule in req.schedules:
                 for cut in req.head_cuts:
                     p = {"pp": pp, "ep": ep, "dp": dp, "schedule": schedule, "microbatches": M,
-                         "last_stage_layers": 0, "model": req.model, "gpu": req.gpu, "topology": req.topology,
+                         "last_stage_layers": 0, "model": req.model, "gpu": gpu_name, "topology": req.topology,
                          "seq_len": req.seq_len, "microbatch_size": req.microbatch_size,
                          "gemm_precision": req.gemm_precision, "node_limit": req.node_limit or 0,
-                         "memory_policy": req.memory_policy, "zero_stage": req.zero_stage}
+                         "memory_policy": req.memory_policy, "zero_stage": req.zero_stage,
+                         "scenario": req.scenario}
                     row = {"pp": pp, "ep": ep, "schedule": schedule, "head_cut": cut}
                     if cut:
                         stages = _stages(schedule, pp)
@@ -138,4 +185,5 @@ def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
     return ok, refused
 
 
-__all__ = ["PLAN_METRICS", "PlanRequest", "candidates", "evaluate", "run_spec"]
+__all__ = ["DEFAULT_GLOBAL_BATCH", "PLAN_METRICS", "PlanRequest", "candidates", "evaluate", "gpu_of", "plan_request",
+           "run_spec"]

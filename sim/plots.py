@@ -24,6 +24,9 @@ COLORS = {
 }
 
 
+FIGURE_WIDTH_IN = 12.0      # every figure one width (1,320 px at 110 dpi), so pages line them up
+
+
 def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
     """Lay out, write (creating the folder) and close a figure; returns the path."""
     fig.tight_layout()
@@ -49,8 +52,7 @@ def plot_timeline(result: EngineResult, path: str | Path, title: str | None = No
     n_ops = len(result.records)
     if label_ops is None:
         label_ops = n_ops <= 1500
-    fig_w = min(40.0, max(10.0, n_ops / P * 0.25))
-    fig, ax = plt.subplots(figsize=(fig_w, 0.45 * P + 1.6))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 0.45 * P + 1.6))
     bars = defaultdict(list)  # (color, y0, height) -> [(start, width)]
     texts = []
     for rank, kind, mb, stage, b_mb, b_stage, start, end in result.records:
@@ -86,7 +88,7 @@ def plot_utilization(metrics: list[RunMetrics] | RunMetrics, path: str | Path, t
     """Per-rank utilization bars, one group of bars per run (schedule) side by side."""
     runs = [metrics] if isinstance(metrics, RunMetrics) else list(metrics)
     P = max(m.pp for m in runs)
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.5 * P * len(runs) / 2 + 4), 4.5))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4.5))
     width = 0.8 / len(runs)
     for i, m in enumerate(runs):
         xs = [r.rank + (i - (len(runs) - 1) / 2) * width for r in m.ranks]

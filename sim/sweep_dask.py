@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 
-from .sweep import SweepTable, failed_row, run_point
+from .sweep_rows import SweepTable, failed_row, run_point
 
 RETRIES = 1
 POLL_S = 0.5
@@ -39,6 +39,8 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
     import dask
     from dask.distributed import Client, LocalCluster
     cluster = None
+    if scheduler:
+        refused_at_once(scheduler, table)
     try:
         if scheduler:
             client = Client(scheduler, timeout=lost_after_s)
@@ -59,6 +61,29 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def refused_at_once(scheduler: str, table: SweepTable) -> None:
+    """Raise :class:`ClusterLost` at once when nothing listens at a ``tcp://HOST:PORT`` scheduler
+    address (the host answers with a refusal): Dask's client would retry it for its whole timeout.
+    A host that does not answer at all is left to that timeout."""
+    import socket
+    address = scheduler[len("tcp://"):] if scheduler.startswith("tcp://") else None
+    if address is None or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        port_number = int(port)
+    except ValueError:
+        return                                   # distributed's own parse names the bad address
+    try:
+        with socket.create_connection((host.strip("[]"), port_number), timeout=2.0):
+            pass
+    except ConnectionRefusedError:
+        raise ClusterLost(f"the Dask scheduler at {scheduler} refused the connection (nothing listens on port "
+                          f"{port_number}); nothing ran, rows so far are in {table.path}") from None
+    except OSError:
+        return                                   # unreachable or slow: Dask's timeout decides
 
 
 class _Runner:

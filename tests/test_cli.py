@@ -35,7 +35,7 @@ def test_the_library_never_imports_the_cli():
 
 def test_the_schedule_command_starts_without_the_heavy_libraries():
     """``python -m sim schedule`` needs neither pandas, matplotlib, networkx nor numba: importing
-    them cost most of its start-up (README: Speed, the 0.5 s target)."""
+    them cost most of its start-up (docs/performance.md, the 0.5 s target)."""
     code = ("import sys; from sim.cli import main; main(['schedule', 'dualpipe', '--pp', '4', '--microbatches', '8']); "
             "print(sorted(m for m in ('pandas', 'matplotlib', 'networkx', 'numba') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""The SimPy engine against closed forms (README, "The engine and its closed forms") and an independent evaluator."""
+"""The SimPy engine against closed forms (docs/model.md, "The engine and its closed forms") and an independent evaluator."""
 import json
 from pathlib import Path
 

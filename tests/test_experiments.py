@@ -100,3 +100,46 @@ def test_the_benchmark_refuses_bad_paths_in_one_line(tmp_path, capsys):
     assert "is a file, not a folder" in capsys.readouterr().err
     assert main(["--plot", "--out", str(tmp_path / "none.csv")]) == 2
     assert "none.csv: no benchmark CSV there" in capsys.readouterr().err
+
+
+def test_sweeps_take_a_users_scenario_and_change_only_their_own_axis(tmp_path):
+    """sweep_ep --scenario: every point carries the scenario; EP is the one axis that moves (PP,
+    DP and micro-batches stay the scenario's), so an EP that does not divide DP is an error row
+    naming the rule, not a run of another layout; the figure draws what does not fit HBM hollow
+    and names the refused EP sizes."""
+    from experiments import plots, sweep_ep
+    out = tmp_path / "sweep"
+    assert sweep_ep.sweep_main("sweep_ep", sweep_ep.point, lambda: grid(ep=(4, 8), schedule=("1f1b",)), "doc",
+                               ["--out", str(out), "--serial", "--no-progress", "--scenario", "tiny"],
+                               scenario="deepseek-v3") == 0
+    df = pd.read_csv(out / "sweep_ep.csv")
+    assert list(df["scenario"]) == ["tiny", "tiny"] and list(df["status"]) == ["ok", "error"]
+    assert (df.loc[0, "pp"], df.loc[0, "dp"], df.loc[0, "microbatches"]) == (4, 4, 8)
+    assert "RunSpec.ep (8) must divide dp (4)" in df.loc[1, "error"]
+    plots.sweep_ep(df, tmp_path)
+    assert (tmp_path / "sweep_ep.png").stat().st_size > 10_000
+
+
+def test_an_unknown_sweep_scenario_is_one_line_before_any_point(tmp_path, capsys):
+    from experiments import sweep_ep
+    rc = sweep_ep.sweep_main("sweep_ep", sweep_ep.point, sweep_ep.points, "doc",
+                             ["--out", str(tmp_path), "--serial", "--scenario", "nope.yaml"], scenario="deepseek-v3")
+    assert rc == 2 and "unknown scenario 'nope.yaml'" in capsys.readouterr().err
+    assert not (tmp_path / "sweep_ep.csv").exists()
+
+
+def test_the_bubble_caption_holds_every_schedules_bubble_falls_as_m_grows():
+    """The results page says of bubble_vs_microbatches.png: every schedule's bubble falls as M grows."""
+    from experiments import bubble_vs_microbatches as sweep
+    from experiments.results_page import SECTIONS
+    captions = {name: text for _, _, figures, _ in SECTIONS for name, text in figures}
+    assert "every schedule's bubble falls as M grows" in captions["bubble_vs_microbatches.png"]
+    for p in (8, 16):
+        for schedule in sorted({pt["schedule"] for pt in sweep.points()}):
+            bubbles = []
+            for m in sweep.MICROBATCHES:
+                try:
+                    bubbles.append(sweep.point({"pp": p, "microbatches": m, "schedule": schedule})["bubble_fraction"])
+                except Exception:          # noqa: BLE001 - a shape the schedule refuses is no point of the figure
+                    continue
+            assert all(b <= a + 1e-12 for a, b in zip(bubbles, bubbles[1:])), (schedule, p, bubbles)

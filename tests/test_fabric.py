@@ -23,7 +23,7 @@ def gpu_chain(*caps_and_names):
 
 
 def test_worked_example_one_transfer_by_hand():
-    """README: 100 MB from GPU 0 (node 0) to GPU 8 (node 1) on h800-16, plane 0.
+    """docs/network.md: 100 MB from GPU 0 (node 0) to GPU 8 (node 1) on h800-16, plane 0.
     Route GPU->NIC (0.5 us) -> leaf (0.9 us) -> NIC (0.9 us) -> GPU (0.5 us): latency 2.8 us.
     Bottleneck 50 GB/s: 100e6 / 50e9 = 2 ms. Total 2.0028 ms."""
     env = simpy.Environment()

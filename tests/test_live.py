@@ -160,3 +160,22 @@ def test_live_refuses_the_cluster_scope_and_unknown_modes():
         MoEStep(scenario("live"), comm_scope="cluster")
     with pytest.raises(SpecError, match="RunSpec.communication must be one of measured, live, got 'fast'"):
         load_scenario("tiny", communication="fast")
+
+
+@pytest.mark.parametrize("representative", [False, True], ids=["every-rank", "representative"])
+def test_a_bundle_alone_takes_its_floor_with_each_kernel_overhead_once(representative):
+    """DeepEP's kernels (launch and notify > 0), two EP groups per stage: on an empty fabric a live
+    dispatch or combine lasts exactly its kernel overhead once plus its data phase alone (the
+    floor), whether it carries its own group or, representative, both groups (overhead the
+    largest of theirs, not their sum; not counted again inside the floor)."""
+    step = MoEStep(scenario("live", 8, kernels="deepep"), "representative" if representative else "full")
+    assert step.scenario.layout.groups_per_rank == 2
+    env = simpy.Environment()
+    live = LiveComm(step.comm, step.scenario.layout, Fabric(env, step.scenario.links), representative=representative)
+    for shape in ("dispatch", "combine"):
+        overhead, data = step.comm.overhead(1, 0), step.comm.data_time(shape, 1, 0)
+        assert overhead > 0 and data > 0
+        start = env.now
+        env.run(live.all_to_all(shape, 1, 0))
+        assert env.now - start == pytest.approx(overhead + data, rel=1e-9)
+    assert live.slowdown == pytest.approx(1.0, rel=1e-9)

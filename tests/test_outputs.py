@@ -1,4 +1,4 @@
-"""Files and machine-readable output (README: Output files): a folder or a user's file at an output
+"""Files and machine-readable output (README: What the outputs mean): a folder or a user's file at an output
 path is refused in one line, ``--force`` replaces it, interrupted runs leave nothing behind, sweeps
 write only under their ``--out``, and every ``--json`` is strict RFC 8259 JSON."""
 import contextlib

@@ -1,6 +1,7 @@
 """sim.pipeline: costs from text, per-stage and per-rank costs, every schedule side by side."""
 import pytest
 
+from sim.checks import InputError
 from sim.pipeline import compare_frame, parse_costs, simulate_pipeline
 
 
@@ -32,3 +33,9 @@ def test_compare_frame_gives_refusals_a_row_with_the_reason():
     assert "even M >= 2P" in notes["dualpipe"] and notes["1f1b"] == ""
     one = df[df.schedule == "1f1b"].iloc[0]
     assert one["bubble_fraction"] == pytest.approx(3 / 9, abs=1e-4)          # (P-1)/(M+P-1)
+
+
+def test_a_subnormal_cost_is_refused_by_name():
+    """F=1e-320 passes "> 0" but underflows every sum it enters."""
+    with pytest.raises(InputError, match=r"cost F must be at least 2.225e-308 \(a normal float\), got 1e-320"):
+        parse_costs("F=1e-320")

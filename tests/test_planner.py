@@ -1,6 +1,7 @@
 """sim.planner: candidates by layout and memory (no fabric built), and one candidate simulated."""
 import pytest
 
+from sim.checks import InputError
 from sim.planner import PLAN_METRICS, PlanRequest, candidates, evaluate
 
 TINY = dict(gpus=16, model="tiny-moe", topology="h800-16", global_batch=32, seq_len=256, pps=(2, 4, 3), eps=(4, 3),
@@ -39,3 +40,37 @@ def test_evaluate_one_candidate():
     assert set(row) == set(PLAN_METRICS)
     assert 0 < row["bubble_share"] < 1 and row["step_time_s"] > 0
     assert row["tokens_per_s"] == pytest.approx(32 * 256 / row["step_time_s"])
+
+
+def test_microbatches_are_the_global_batch_over_dp_times_the_microbatch_size():
+    """M = global batch / (DP x micro-batch size): 64 sequences in micro-batches of 2 on DP 8 (PP 2)
+    is M = 4, on DP 4 (PP 4) M = 8; a global batch that DP x size does not divide is refused."""
+    ok, refused = candidates(PlanRequest(**{**TINY, "global_batch": 64, "microbatch_size": 2, "pps": (2, 4),
+                                            "eps": (4,), "schedules": ("1f1b",)}))
+    assert {(p["pp"], p["dp"], p["microbatches"], p["microbatch_size"]) for p in ok} == {(2, 8, 4, 2), (4, 4, 8, 2)}
+    ok, refused = candidates(PlanRequest(**{**TINY, "global_batch": 24, "microbatch_size": 2, "pps": (2,),
+                                            "eps": (4,), "schedules": ("1f1b",)}))
+    assert ok == [] and "not divisible by DP 8" in refused[0]["reason"]
+
+
+def test_defaults_are_runs_and_a_scenario_brings_its_recipe():
+    """Without a scenario the plan uses `run`'s defaults (BF16 GEMMs, no recomputation) and the
+    topology's own GPU; --scenario deepseek-v3 brings FP8, its memory policy and its batch."""
+    from sim.planner import DEFAULT_GLOBAL_BATCH, gpu_of, plan_request
+    from topologies import load_topology
+    plain = plan_request(gpus=16, model="tiny-moe", topology="h800-16")
+    assert (plain.gemm_precision, plain.memory_policy, plain.global_batch, plain.gpu) == \
+        ("bf16", "none", DEFAULT_GLOBAL_BATCH, None)
+    assert gpu_of(plain, load_topology("h800-16")) == "h800"
+    ds = plan_request("deepseek-v3", gpus=2048, memory_policy="full")
+    assert (ds.model, ds.gemm_precision, ds.memory_policy, ds.global_batch, ds.node_limit) == \
+        ("deepseek-v3", "fp8", "full", 15360, 4)
+    with pytest.raises(InputError, match="model is required"):
+        plan_request(gpus=16, topology="h800-16")
+
+
+def test_a_scenario_point_keeps_the_scenarios_other_fields():
+    from sim.planner import run_spec
+    ok, _ = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "schedules": ("1f1b",), "scenario": "tiny"}))
+    spec = run_spec(ok[0])
+    assert spec.kernels == "ideal" and spec.pp == 4 and spec.microbatches == 32 // 4

@@ -15,7 +15,7 @@ def results():
 
 def test_comparison_text(results):
     text = comparison_text(results)
-    assert text.splitlines()[0].startswith("a tiny MoE on 16 H800")
+    assert text.splitlines()[0].startswith("simulated: tiny-moe on 16 h800 of h800-16 (PP4 x DP4, EP4)")
     assert "dualpipe: hides" in text and "1f1b: hides" not in text      # each is compared with 1f1b
     assert "dualpipe utilization per rank (%)" in text
 

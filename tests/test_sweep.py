@@ -65,7 +65,9 @@ def test_rows_of_other_simulator_code_are_run_again(tmp_path, monkeypatch, capsy
 
     run_sweep(counted, POINTS[:2], out, scheduler="serial", progress=False)
     assert calls == []                                    # same code: everything resumed
-    monkeypatch.setattr(sweep, "code_fingerprint", lambda: "src-0123456789ab")
+    import sim.sweep_rows as sweep_rows
+    for module in (sweep, sweep_rows):              # the sweep's check and each row's stamp
+        monkeypatch.setattr(module, "code_fingerprint", lambda: "src-0123456789ab")
     again = run_sweep(counted, POINTS[:2], out, scheduler="serial", progress=False)
     assert len(calls) == 2 and (again["sim_code"] == "src-0123456789ab").all() and len(again) == 2
     assert "2 of 2 rows were computed by other simulator code" in capsys.readouterr().err

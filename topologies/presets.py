@@ -20,7 +20,7 @@ from pathlib import Path
 import networkx as nx
 
 from sim import limits
-from sim.checks import choice, number, read_yaml
+from sim.checks import choice, did_you_mean, number, read_yaml
 
 from .builders import (
     MAX_BANDWIDTH,
@@ -56,7 +56,7 @@ def read_spec(name_or_path: str) -> dict:
         path = PRESET_DIR / f"{name_or_path}.yaml"
     elif not (path.suffix in (".yaml", ".yml") and path.exists()):
         raise TopologyError(f"unknown topology {name_or_path!r}: not a preset ({', '.join(preset_names())}) "
-                            "and not an existing .yaml file")
+                            f"and not an existing .yaml file{did_you_mean(name_or_path, preset_names())}")
     spec = read_yaml(path, TopologyError)
     if not isinstance(spec, dict):
         raise TopologyError(f"{path}: expected a mapping of fields, got {type(spec).__name__}")

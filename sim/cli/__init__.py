@@ -23,6 +23,11 @@ from ..limits import FLAGS, Limits
 from . import calibrate, collective, pipeline, plan, run, search
 
 COMMAND_MODULES = (pipeline, collective, run, plan, search, calibrate)
+DESCRIPTION = ("Simulate pipeline-parallel training steps (MoE first) on a modeled cluster: schedules, layouts, "
+               "network.\nStart with `python -m sim run deepseek-v3`, or `python -m sim run --example > my.yaml` "
+               "to describe your own run.")
+EPILOG = ("exit status: 0 done; 1 no answer (plan: nothing fits); 2 bad input (one line naming the field); "
+          "3 a bug in the simulator; 130 interrupted")
 EXIT_NO_ANSWER, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 1, 2, 3, 130
 REPORT = ("this is a bug in the simulator, not a problem with your input; please report it with the command "
           "line and the traceback above")
@@ -36,7 +41,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_limit_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("size limits (README: Limits)")
+    g = p.add_argument_group("size limits (docs/testing.md: Input checks, limits and failures)")
     defaults = Limits()
     for field, flag in FLAGS.items():
         g.add_argument(flag, dest=field, type=arg(integer=True, low=1), default=None,
@@ -45,7 +50,8 @@ def add_limit_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m sim", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m sim", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for module in COMMAND_MODULES:
         for name, (help_text, add_arguments, handler) in module.COMMANDS.items():

@@ -37,7 +37,7 @@ def cmd_calibrate(args) -> int:
 
 def add_arguments(p) -> None:
     p.add_argument("profile", help="communication profile CSV: kind, gpus, nodes, tokens or bytes, [sms], "
-                                   "seconds or gbps (README: Calibration)")
+                                   "seconds or gbps (docs/model.md: Calibration)")
     p.add_argument("--topology", help="topology the measurements were taken on (default: the scenario's)")
     p.add_argument("--scenario", default="deepseek-v3",
                    help="scenario giving the model, routing and precisions of dispatch/combine rows")

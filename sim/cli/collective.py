@@ -38,6 +38,7 @@ def run_collective(args) -> dict:
 
     from topologies import load_topology
 
+    from ..moe.specs import topology_gpu
     from ..network import (
         Fabric,
         MoERouting,
@@ -51,6 +52,7 @@ def run_collective(args) -> dict:
         token_bytes,
     )
     graph = load_topology(args.topology)
+    topology_gpu(graph, args.topology)          # a GPU the topology names must exist, though unused here
     env = simpy.Environment()
     fabric = Fabric(env, graph, completion_window=args.completion_window)
     n = fabric.num_gpus

@@ -6,34 +6,66 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..checks import arg
-from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names
+from ..moe.recipe import MFU_BOUND
+from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, model_names, spec_label
 from ..planner import PlanRequest
 
 
 def cmd_plan(args) -> int:
+    import tempfile
+
+    from ..planner import plan_request
+    req = plan_request(args.scenario or "", gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
+                       global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,
+                       pps=tuple(args.pp), eps=tuple(args.ep), schedules=tuple(args.schedules),
+                       gemm_precision=args.gemm_precision, node_limit=args.node_limit,
+                       memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
+    scratch = None
+    if args.out is None:                            # nothing written where the command runs unless asked
+        scratch = tempfile.TemporaryDirectory(prefix="sim-plan-")
+        args.out = str(Path(scratch.name) / "plan.csv")
+    try:
+        return _plan(args, req)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+
+
+def recipe_text(req: PlanRequest, gpu: str) -> str:
+    """What every candidate of a plan shares, in one line."""
+    tokens = req.global_batch * req.seq_len
+    return (f"plan: {spec_label(req.model)} on {req.gpus:,} {spec_label(gpu)} of {spec_label(req.topology)}; "
+            f"global batch {req.global_batch:,} sequences x {req.seq_len:,} tokens = {tokens / 1e6:.3g}M tokens, "
+            f"micro-batch size {req.microbatch_size}; GEMMs {req.gemm_precision}; memory policy {req.memory_policy}, "
+            f"ZeRO-{req.zero_stage}; node limit {req.node_limit or 'none'}"
+            + (f"; the rest from scenario {req.scenario}" if req.scenario else "; the rest: `run`'s defaults"))
+
+
+def _plan(args, req: PlanRequest) -> int:
     import pandas as pd
 
+    from topologies import load_topology
+
     from ..io import check_output, json_text, overwriting
-    from ..planner import candidates, evaluate
+    from ..planner import candidates, evaluate, gpu_of
     from ..sweep import run_sweep
-    req = PlanRequest(gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
-                      global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,
-                      pps=tuple(args.pp), eps=tuple(args.ep), schedules=tuple(args.schedules),
-                      gemm_precision=args.gemm_precision, node_limit=args.node_limit,
-                      memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
+    gpu = gpu_of(req, load_topology(req.topology))
     with overwriting(args.force):
         check_output(args.out)                      # before the search, not after it
     ok, refused = candidates(req)
+    recipe = recipe_text(req, gpu)
+    if not args.json:
+        print(recipe)
     if not ok and args.json:
-        print(json_text({"recommendation": None, "candidates": [], "refused": refused}))
+        print(json_text({"recipe": recipe, "recommendation": None, "candidates": [], "refused": refused}))
         return 1
     if not ok:
-        print(f"No candidate can run on {args.gpus} {args.gpu} GPUs ({len(refused)} refused); the closest:")
+        print(f"No candidate can run on {req.gpus} {spec_label(gpu)} GPUs ({len(refused)} refused); the closest:")
         df = pd.DataFrame(refused)
         if "memory_gb" in df:
             df = df.sort_values("memory_gb", na_position="last")
         print(df.head(args.top).to_string(index=False))
-        print("Memory model: README 'Memory'; --memory-policy (none, selective, full, deepseek-v3) and "
+        print("Memory model: docs/model.md, 'Memory'; --memory-policy (none, selective, full, deepseek-v3) and "
               "--zero-stage (0-3) change what each GPU keeps.")
         return 1
     with overwriting(args.force):
@@ -42,7 +74,7 @@ def cmd_plan(args) -> int:
     failed = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
     if args.json:
-        print(json_text({"recommendation": df.iloc[0].to_dict() if len(df) else None,
+        print(json_text({"recipe": recipe, "recommendation": df.iloc[0].to_dict() if len(df) else None,
                          "candidates": df.head(args.top).to_dict("records"), "refused": refused,
                          "failed": failed.to_dict("records")}))
         return 0 if len(df) else 1
@@ -53,7 +85,7 @@ def cmd_plan(args) -> int:
     cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
             "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
             "min_headroom_gb"]
-    print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{0.0 if abs(v) < 1e-9 else v:.4g}"))
     print("last_stage_layers: 0 = the even split; compute_spread: (most - least) / most of the ranks' compute; "
           "bound: the largest loss besides compute")
     best = df.iloc[0]
@@ -66,7 +98,12 @@ def cmd_plan(args) -> int:
           f"{100 * best['exposed_comm_share']:.1f}%, ranks' compute spread {100 * best['compute_spread']:.0f}% "
           f"(rank {best['busiest_rank']} the busiest); "
           f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
-          f"({best['min_headroom_gb']:.1f} GB of headroom).")
+          f"({best['min_headroom_gb']:.1f} GB of headroom); MFU {best['mfu']:.2f} against the "
+          f"{req.gemm_precision} peak.")
+    if best["mfu"] > MFU_BOUND:
+        print(f"warning: MFU {best['mfu']:.2f} is above {MFU_BOUND}: it assumes GEMMs at the scenario's efficiency of "
+              f"the {req.gemm_precision} peak and no per-token work beyond the FLOPs model; published runs reach "
+              "0.2-0.6")
     if len(df) > 1:
         second = df.iloc[1]
         print(f"Next: {second['schedule']} PP{second['pp']} EP{second['ep']} at {second['step_time_s']:.4g} s "
@@ -74,7 +111,7 @@ def cmd_plan(args) -> int:
     if refused:
         print(f"{len(refused)} candidates refused (memory or layout); see --json.")
     from ..moe.specs import load_model
-    for phrase in load_model(args.model).not_costed:
+    for phrase in load_model(req.model).not_costed:
         print(f"not costed: {phrase}")
     return 0
 
@@ -110,36 +147,44 @@ def _names(text: str) -> list[str]:
 def add_arguments(p) -> None:
     d = {f.name: f.default for f in fields(PlanRequest)}
     count = arg(integer=True, low=1, high=100_000_000)
+    p.add_argument("--scenario", help="take the recipe (model, GPU, topology, batch, precisions, memory policy, "
+                                      "ZeRO) from this scenario preset or YAML file; flags given win (e.g. deepseek-v3)")
     p.add_argument("--gpus", type=count, required=True, help="GPUs to plan for")
-    p.add_argument("--model", required=True, help="model: a preset (python -m sim run --help lists them), a Hugging "
-                                                   "Face config.json, or a YAML file of ModelSpec fields")
-    p.add_argument("--topology", required=True, help="topology preset or YAML")
-    p.add_argument("--gpu", default=d["gpu"], help=f"GPU preset ({', '.join(gpu_names())}) or a YAML file of GPUSpec "
-                                                   f"fields (default {d['gpu']})")
-    p.add_argument("--global-batch", type=count, default=d["global_batch"],
-                   help=f"sequences per step (default {d['global_batch']})")
-    p.add_argument("--seq-len", type=count, default=d["seq_len"])
-    p.add_argument("--microbatch-size", type=count, default=d["microbatch_size"])
-    p.add_argument("--pp", type=_ints(1), default=list(d["pps"]), help="PP sizes to try (default 8,16)")
-    p.add_argument("--ep", type=_ints(1), default=list(d["eps"]), help="EP sizes to try (default 8,16,32,64)")
-    p.add_argument("--schedules", type=_names, default=list(COMPARED_SCHEDULES))
-    p.add_argument("--gemm-precision", default=d["gemm_precision"], choices=GEMM_PRECISIONS,
-                   help=f"precision of the GEMMs (mxfp8 needs a Blackwell GPU; default {d['gemm_precision']})")
-    p.add_argument("--node-limit", type=arg(integer=True, low=0, high=100_000), default=d["node_limit"],
-                   help="max nodes per token (0 = no limit)")
-    p.add_argument("--memory-policy", default=d["memory_policy"], choices=MEMORY_POLICIES,
-                   help=f"what layers store and recompute (default {d['memory_policy']})")
-    p.add_argument("--zero-stage", type=int, default=d["zero_stage"], choices=(0, 1, 2, 3),
-                   help=f"ZeRO stage (default {d['zero_stage']})")
+    p.add_argument("--model", help=f"model: a preset ({', '.join(model_names())}), a Hugging Face config.json, a "
+                                   "YAML file of ModelSpec fields or an inline YAML mapping (required without "
+                                   "--scenario)")
+    p.add_argument("--topology", help="topology preset or YAML file (required without --scenario)")
+    p.add_argument("--gpu", help=f"GPU preset ({', '.join(gpu_names())}), a YAML file of GPUSpec fields or an inline "
+                                 "mapping (default: the topology's own GPU)")
+    p.add_argument("--global-batch", type=count,
+                   help=f"sequences per step (default {d['global_batch']:,}, or the scenario's)")
+    p.add_argument("--seq-len", type=count, help=f"tokens per sequence (default {d['seq_len']:,}, or the scenario's)")
+    p.add_argument("--microbatch-size", type=count,
+                   help=f"sequences per micro-batch (default {d['microbatch_size']}, or the scenario's)")
+    p.add_argument("--pp", type=_ints(1), default=list(d["pps"]),
+                   help=f"PP sizes to try (default {','.join(map(str, d['pps']))})")
+    p.add_argument("--ep", type=_ints(1), default=list(d["eps"]),
+                   help=f"EP sizes to try (default {','.join(map(str, d['eps']))})")
+    p.add_argument("--schedules", type=_names, default=list(COMPARED_SCHEDULES),
+                   help=f"schedules to try, comma-separated (default {','.join(COMPARED_SCHEDULES)})")
+    p.add_argument("--gemm-precision", choices=GEMM_PRECISIONS,
+                   help=f"precision of the GEMMs (mxfp8 needs a Blackwell GPU; default {d['gemm_precision']}, or the "
+                        "scenario's)")
+    p.add_argument("--node-limit", type=arg(integer=True, low=0, high=100_000),
+                   help="max nodes per token (0 = no limit, the default, or the scenario's)")
+    p.add_argument("--memory-policy", choices=MEMORY_POLICIES,
+                   help=f"what layers store and recompute (default {d['memory_policy']}, or the scenario's)")
+    p.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3),
+                   help=f"ZeRO stage (default {d['zero_stage']}, or the scenario's)")
     p.add_argument("--head-cuts", type=_ints(0), default=list(d["head_cuts"]),
                    help="layer splits to try: fewer layers than the even split on the stage with the heads and "
                         "MTP (default 0,1)")
-    p.add_argument("--top", type=count, default=8, help="rows to show")
-    p.add_argument("--out", default="results/plan.csv", help="CSV of the simulated candidates (resumable)")
+    p.add_argument("--top", type=count, default=8, help="rows to show (default 8)")
+    p.add_argument("--out", help="CSV of the simulated candidates, resumable (default: none kept)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not a plan this tool wrote")
-    p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local cluster)")
-    p.add_argument("--serial", action="store_true", help="no Dask")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: a local cluster)")
+    p.add_argument("--serial", action="store_true", help="no Dask: candidates one after another in this process")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
 COMMANDS = {"plan": ("search PP, EP, schedule and micro-batches within HBM", add_arguments, cmd_plan)}

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: str = "auto", scope: str = "stage",
                  out: str | None = None, trace: str | None = None, workers: int = 1,
-                 progress: bool | None = None) -> "list[StepResult]":
+                 progress: bool | None = None, skipped: dict | None = None) -> "list[StepResult]":
     """Simulate scenario ``scenario`` (preset or YAML, fields replaced by ``overrides``) under each of
     ``schedules``, assembled once; write CSV and figures under ``out`` and a Chrome trace of the
-    last schedule to ``trace`` when given. ``progress``: a bar on stderr counting the steps (each
+    last schedule to ``trace`` when given (``skipped``: schedules left out and why, for the results
+    page). ``progress``: a bar on stderr counting the steps (each
     schedule's, and under faults each one's again without them: minutes at scale); default: when
     stderr is a terminal."""
     from ..io import check_output
@@ -36,7 +37,8 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
     from ..moe.scenario import Scenario
     from ..moe.step import simulate_schedules
     stem = Path(scenario).stem.replace("-", "_")
-    for path in (planned_outputs(stem, out, schedules) if out else []) + ([Path(trace)] if trace else []):
+    pages = [Path(out) / "index.html"] if out else []
+    for path in (planned_outputs(stem, out, schedules) if out else []) + pages + ([Path(trace)] if trace else []):
         check_output(path)                          # before the run, not after it
     base = Scenario(load_scenario(scenario, **{**(overrides or {}), "schedule": schedules[0]}))
     faulty = base.run.faults is not None and base.run.faults.any
@@ -58,7 +60,11 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
         if bar is not None:
             bar.close()
     if out:
+        from ..moe.recipe import recipe_line
+        from ..moe.runpage import write_run_page
         write_outputs(results, stem, Path(out), title=scenario)
+        write_run_page(out, stem, f"{Path(scenario).stem}: one training step", recipe_line(results[0].recipe),
+                       results[0].hbm_gb, skipped)
     if trace:
         from ..trace import write_chrome_trace
         write_chrome_trace(results[-1], trace)
@@ -76,6 +82,12 @@ def _steps_bar(total: int, progress: bool | None):
 
 
 def cmd_run(args) -> int:
+    if args.example:
+        from ..moe.example import example_yaml
+        print(example_yaml(), end="")
+        return 0
+    if args.scenario is None:
+        raise InputError("scenario: give a preset (deepseek-v3, tiny) or a YAML file; --example prints one")
     overrides = {"model": args.model, "gpu": args.gpu, "microbatches": args.microbatches, "routing_skew": args.skew,
                  "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
@@ -83,26 +95,73 @@ def cmd_run(args) -> int:
                  "optimizer_sync": args.optimizer_sync,
                  "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
                  "faults": fault_overrides(args)}
-    own = load_scenario(args.scenario, **overrides).schedule
-    schedules = [args.schedule] if args.schedule is not None else list(COMPARED_SCHEDULES)
-    if args.schedule is None and own not in schedules:
+    spec = load_scenario(args.scenario, **overrides)
+    own = spec.schedule
+    names = [name.strip() for text in args.schedule or [] for name in text.split(",")]
+    asked = list(dict.fromkeys([n for n in names if n] or names))     # an empty name is refused by name
+    schedules = asked or list(COMPARED_SCHEDULES)
+    if not asked and own not in schedules:
         schedules.append(own)
+    schedules, skipped = runnable_schedules(args.scenario, schedules, overrides)
+    if not schedules:
+        reasons = set(skipped.values())
+        raise InputError("no schedule can run this scenario: " + (reasons.pop() if len(reasons) == 1 else
+                         "; ".join(f"{k}: {v}" for k, v in skipped.items())))
+    notes = batch_notes(args.scenario, spec)
     from ..io import json_text, overwriting
     with overwriting(args.force):
         results = run_scenario(args.scenario, schedules, overrides, args.mode, args.scope, args.out, args.trace,
-                               args.workers)
+                               args.workers, skipped=skipped)
     if args.json:
-        main = next(r for r in results if r.run.schedule == (args.schedule or own))
+        main = next((r for r in results if r.run.schedule == own), results[0])
         out = main.to_json()
         if len(results) > 1:
             out["comparison"] = [{k: v for k, v in r.to_json().items() if k != "ranks"} for r in results]
+        if skipped:
+            out["skipped"] = skipped
+        out["notes"] = notes
         print(json_text(out))
     else:
         from ..moe.report import comparison_text
         print(comparison_text(results))
+        for name, reason in skipped.items():
+            print(f"not run: {name}: {reason}")
+        for note in notes:
+            print(f"note: {note}")
         if args.out:
-            print(f"wrote CSV and figures under {args.out}")
+            print(f"wrote CSV, figures and a results page (index.html) under {args.out}")
     return 0
+
+
+def runnable_schedules(scenario: str, schedules: list[str], overrides: dict) -> tuple[list[str], dict[str, str]]:
+    """(the ``schedules`` that can run ``scenario``, {schedule: why not} for the others): a schedule
+    whose shape the run does not allow (DualPipe's even micro-batches, DualPipeV's 2P stages) is
+    left out of a comparison, not allowed to end it. One schedule asked for alone fails as before."""
+    from ..moe.scenario import Scenario
+    if len(schedules) == 1:
+        return schedules, {}
+    ok, skipped = [], {}
+    for name in schedules:
+        try:
+            Scenario(load_scenario(scenario, **{**overrides, "schedule": name}))
+        except InputError as exc:
+            skipped[name] = str(exc)
+        else:
+            ok.append(name)
+    return ok, skipped
+
+
+def batch_notes(scenario: str, spec) -> list[str]:
+    """What the command line changed in the scenario's global batch (``--dp`` or ``--microbatches``
+    scale it: global batch = DP x M x micro-batch size sequences)."""
+    base = load_scenario(scenario)
+    was = base.dp * base.microbatches * base.microbatch_size
+    now = spec.dp * spec.microbatches * spec.microbatch_size
+    if now == was:
+        return []
+    return [f"the global batch is {now:,} sequences (DP{spec.dp} x M={spec.microbatches} x {spec.microbatch_size}), "
+            f"the scenario's is {was:,}: give --microbatches {max(1, was // (spec.dp * spec.microbatch_size))} "
+            "to keep it"]
 
 
 def _pair(text: str, sep: str, what: str) -> tuple[str, float]:
@@ -143,8 +202,14 @@ def fault_overrides(args) -> dict | None:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("scenario", help="scenario preset (deepseek-v3, tiny) or a YAML file of RunSpec fields")
-    p.add_argument("--schedule", help=f"run only this schedule (default: {', '.join(COMPARED_SCHEDULES)})")
+    p.add_argument("scenario", nargs="?", help="scenario preset (deepseek-v3, tiny) or a YAML file of RunSpec fields "
+                                               "(--example writes one to start from)")
+    p.add_argument("--example", action="store_true",
+                   help="print a scenario YAML with every field, its unit and default, and exit "
+                        "(python -m sim run --example > my.yaml)")
+    p.add_argument("--schedule", action="append",
+                   help=f"run only these schedules: comma-separated or repeated (default: {', '.join(COMPARED_SCHEDULES)} "
+                        "and the scenario's own); a .json file runs an order of one's own")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", help="write CSV and PNG into this folder")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) of the last run")
@@ -179,7 +244,7 @@ def add_arguments(p) -> None:
     p.add_argument("--optimizer-sync", choices=OPTIMIZER_SYNC,
                    help="global: every rank waits for all gradients and the norm all-reduce before its optimizer "
                         "step (clipping, overflow check); bypass: Zero Bubble's post-validation, no wait")
-    g = p.add_argument_group("stragglers and faults (README: Stragglers and faults; every rank simulated)")
+    g = p.add_argument_group("stragglers and faults (docs/model.md: Stragglers and faults; every rank simulated)")
     g.add_argument("--slow-gpu", action="append", metavar="GPU:FACTOR",
                    help="GPU (global index) whose compute runs FACTOR (>= 1) times longer; repeatable")
     g.add_argument("--slow-fraction", type=arg(low=0, high=1), help="fraction of GPUs drawn at random to slow down")
@@ -190,7 +255,7 @@ def add_arguments(p) -> None:
     g.add_argument("--send-grid", type=arg(low=0, high=MAX_SEND_GRID_S * 1e6), metavar="US",
                    help="under --jitter, pipeline sends start on this grid of microseconds, or on their own time "
                         "alone where that is shorter, landing as if sent when due (default 1000; "
-                        "0: each at its own instant; coarser: faster; README: Stragglers and faults)")
+                        "0: each at its own instant; coarser: faster; docs/model.md: Stragglers and faults)")
     g.add_argument("--degrade-link", action="append", metavar="SELECTOR=FACTOR",
                    help="keep FACTOR (0.001 to 1) of the selected links' bandwidth (A--B, node:NAME, nics:N, "
                         "uplinks:LEAF, plane:P)")

@@ -158,27 +158,45 @@ def read_profile(path: str) -> dict[str, dict[str, float]]:
     as the Zero Bubble paper's T_F, T_B, T_W divided by the stage's layers gives; or ``head`` with
     layer ``head``) and ``seconds`` (one micro-batch on one GPU). Returns {layer kind: {part: seconds}}."""
     import csv
+    import io
     from pathlib import Path
     file = Path(path)
     if not file.exists():
         raise SpecError(f"profile {path!r} does not exist")
+    if not file.is_file():
+        raise SpecError(f"profile {path!r} is not a regular file")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"profile {path}: not a text CSV (it is not UTF-8); expected columns layer, part, "
+                        "seconds") from None
+    except OSError as exc:
+        raise SpecError(f"profile {path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        return _profile_rows(path, csv.DictReader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise SpecError(f"profile {path}: not a readable CSV ({exc}); expected columns layer, part, "
+                        "seconds") from None
+
+
+def _profile_rows(path: str, reader) -> dict[str, dict[str, float]]:
+    """The rows of a profile CSV (:func:`read_profile`), each checked."""
     out: dict[str, dict[str, float]] = {}
-    with file.open() as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or {"layer", "part", "seconds"} - set(reader.fieldnames):
-            raise SpecError(f"profile {path}: needs columns layer, part, seconds; got {reader.fieldnames}")
-        for i, row in enumerate(reader, start=2):
-            layer, part = row["layer"].strip(), row["part"].strip()
-            parts = PROFILE_PARTS + tuple(WHOLE_LAYER_PARTS)
-            if layer not in ("dense", "moe", "head") or (part not in parts and part != "head"):
-                raise SpecError(f"profile {path} line {i}: layer must be dense, moe or head and part one of "
-                                f"{', '.join(parts)}, head; got layer={layer!r}, part={part!r}")
-            try:
-                seconds = float(row["seconds"])
-            except (TypeError, ValueError):
-                raise SpecError(f"profile {path} line {i}: seconds {row['seconds']!r} is not a number") from None
-            number(seconds, f"profile {path} line {i}: seconds", low=0, high=1e6, error=SpecError)
-            out.setdefault(layer, {})[part] = seconds
+    if not reader.fieldnames or {"layer", "part", "seconds"} - set(reader.fieldnames):
+        got = [str(name)[:40] for name in (reader.fieldnames or [])[:5]]
+        raise SpecError(f"profile {path}: needs columns layer, part, seconds; got {got}")
+    for i, row in enumerate(reader, start=2):
+        layer, part = (row["layer"] or "").strip(), (row["part"] or "").strip()
+        parts = PROFILE_PARTS + tuple(WHOLE_LAYER_PARTS)
+        if layer not in ("dense", "moe", "head") or (part not in parts and part != "head"):
+            raise SpecError(f"profile {path} line {i}: layer must be dense, moe or head and part one of "
+                            f"{', '.join(parts)}, head; got layer={layer!r}, part={part!r}")
+        try:
+            seconds = float(row["seconds"])
+        except (TypeError, ValueError):
+            raise SpecError(f"profile {path} line {i}: seconds {row['seconds']!r} is not a number") from None
+        number(seconds, f"profile {path} line {i}: seconds", low=0, high=1e6, error=SpecError)
+        out.setdefault(layer, {})[part] = seconds
     return out
 
 

@@ -52,7 +52,7 @@ class FaultError(InputError):
 # waited for the grid (sim.moe.runner.GroupRunner._grid), so that a send whose rate does not change
 # lands when it would have without the grid. The grid is no coarser than a send takes alone. The
 # 1 ms default keeps the DeepSeek-V3 step within about 2 ms of exact send times, a fifth of the
-# spread between seeds (README: Stragglers and faults, cost of simulating).
+# spread between seeds (docs/model.md: Stragglers and faults, cost of simulating).
 SEND_GRID_S = 1e-3
 MAX_SEND_GRID_S = 1e-2
 MIN_LINK_FACTOR = 1e-3   # a degraded link keeps at least this share of its bandwidth (0: failed)

@@ -30,7 +30,7 @@ says 20 SMs suffice to use the full IB and NVLink bandwidths (a forwarding GPU d
 once), so ``sm_GBps`` = (160 GB/s NVLink + 50 GB/s IB of an H800) / 20 SMs = 10.5 GB/s, the least
 that makes the claim true; DeepEP's ``Buffer.num_sms`` defaults to 20. ``launch_us``, ``notify_us``, ``nccl_launch_us`` and ``nccl_sms`` are our
 assumptions (a few microseconds is the usual CUDA launch cost; NCCL runs one channel per SM and
-uses up to 32 on H100), stated as such in the README; ``python -m sim calibrate`` fits them to a
+uses up to 32 on H100), stated as such in docs/model.md; ``python -m sim calibrate`` fits them to a
 user's measurements (:mod:`sim.moe.calibrate`).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Optional
 
 from ..checks import InputError, number, read_yaml
 from ..network import LinkTable
-from .specs import SpecError, _load
+from .specs import SpecError, load_presets
 
 FITTABLE = ("launch_us", "notify_us", "sm_GBps", "nccl_launch_us", "nvlink_efficiency", "ib_efficiency")
 MIN_SM_GBPS = 0.1                    # GB/s per SM: the lowest a kernel spec (or a calibration) may give
@@ -134,7 +134,7 @@ class KernelSpec:
 
 def load_kernels(name_or_path: str) -> KernelSpec:
     """A kernel preset by name (``sim/moe/presets/kernels.yaml``) or a YAML file of KernelSpec fields."""
-    presets = _load("kernels")
+    presets = load_presets("kernels")
     path = Path(str(name_or_path))
     if name_or_path in presets:
         mapping, name = presets[name_or_path], name_or_path

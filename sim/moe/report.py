@@ -12,7 +12,8 @@ import pandas as pd  # noqa: E402
 
 from ..io import write_csv_atomic  # noqa: E402
 from ..metrics import events_frame  # noqa: E402
-from ..plots import save_figure  # noqa: E402
+from ..plots import FIGURE_WIDTH_IN, save_figure  # noqa: E402
+from .recipe import recipe_line, recipe_warnings  # noqa: E402
 from .runner import PartEvent  # noqa: E402
 from .step import TIME_COLUMNS, StepResult  # noqa: E402
 
@@ -51,12 +52,22 @@ def model_sources(run) -> str:
             "".join(f"\nnot costed: {phrase}" for phrase in not_costed))
 
 
+def shown(x: float) -> float:
+    """``x`` with floating-point residue (``|x| < 1e-9``, e.g. ``1e-13`` of a fraction that is 0) as 0."""
+    return 0.0 if abs(x) < 1e-9 else x
+
+
+def _number(v: float) -> str:
+    return f"{shown(v):.4g}"
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
     base = next((r for r in results if r.run.schedule == "1f1b"), None)
     first = results[0]
-    lines = [f"{first.run.description or first.run.model} ({first.mode} mode)",
+    lines = [f"{recipe_line(first.recipe)} ({first.mode} mode)",
+             *(f"warning: {w}" for w in recipe_warnings(first.recipe)),
              f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
              f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
              f"{first.a2a_combine_s * 1e3:.2f} ms per layer)",
@@ -66,7 +77,7 @@ def comparison_text(results: list[StepResult]) -> str:
              model_sources(first.run),
              *([f"faults: {first.run.faults.describe()}"] if first.run.faults is not None and first.run.faults.any
                else []),
-             summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.4g}"),
+             summary_frame(results)[TABLE_COLUMNS].to_string(index=False, float_format=_number),
              "where the step goes (seconds, mean over ranks; the columns add up to the step time):",
              breakdown_frame(results).to_string(index=False, float_format=lambda v: f"{v:.3f}")]
     for r in results:
@@ -76,8 +87,8 @@ def comparison_text(results: list[StepResult]) -> str:
                          f"({r.fault_free_s:.6g} s, every rank simulated)")
     for r in results:
         if base is not None and r is not base:
-            lines.append(f"{r.run.schedule}: hides {100 * r.comm_hidden_fraction:.0f}% of its all-to-all time "
-                         f"(1f1b: {100 * base.comm_hidden_fraction:.0f}%); exposed {r.exposed_comm_s:.2f} s vs "
+            lines.append(f"{r.run.schedule}: hides {shown(100 * r.comm_hidden_fraction):.0f}% of its all-to-all time "
+                         f"(1f1b: {shown(100 * base.comm_hidden_fraction):.0f}%); exposed {r.exposed_comm_s:.2f} s vs "
                          f"{base.exposed_comm_s:.2f} s per rank per step")
     lines.append("per rank: utilization (%); memory GB (headroom GB) against "
                  f"{first.hbm_gb:g} GB HBM, {first.run.memory_policy} memory policy, ZeRO-{first.run.zero_stage}")
@@ -86,6 +97,7 @@ def comparison_text(results: list[StepResult]) -> str:
         lines.append(f"{r.run.schedule:>10} utilization per rank (%): {util}")
         mem = " ".join(f"{x.memory.total_gb:.1f}({x.memory.headroom_gb:+.1f})" for x in r.ranks)
         lines.append(f"{'':>10} memory per rank: {mem}")
+        lines.extend(f"{'':>10} warning: {w}" for w in r.recipe_warnings if w.startswith("MFU"))
         lines.extend(f"{'':>10} warning: {w}" for w in r.warnings[:2])
         if len(r.warnings) > 2:
             lines.append(f"{'':>10} ... and {len(r.warnings) - 2} more ranks do not fit")
@@ -97,7 +109,7 @@ def comparison_text(results: list[StepResult]) -> str:
             lines.append(f"{'':>10} all-to-all incl. barrier waits per replica, min/max s: {waits}")
         if r.late_send_s > 0:
             lines.append(f"{'':>10} note: lockstep started some pipeline sends up to {r.late_send_s * 1e6:.3g} us "
-                         "late (ops without all-to-all; README, 'Modes')")
+                         "late (ops without all-to-all; docs/model.md, 'Modes')")
     return "\n".join(lines)
 
 
@@ -119,7 +131,7 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
         return None
     t0 = min(p.start for p in parts)
     t1 = max(p.end for p in parts)
-    fig, ax = plt.subplots(figsize=(14, 2.8))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 2.8))
     for e in parts:
         name = e.name
         kind = next((k for k in ("HEAD", "EMBED") if name.startswith(k)), None) or \
@@ -128,7 +140,8 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
         y = 1 if e.stream == 0 else 0
         ax.broken_barh([((e.start - t0) * 1e3, (e.end - e.start) * 1e3)], (y + 0.1, 0.8), facecolors=color,
                        edgecolor="white")
-        if e.end - e.start > 0.02 * (t1 - t0):
+        # a label only where it fits in its bar (7 pt text, about 4.2 pt a character, on ~750 pt of axis)
+        if (e.end - e.start) / (t1 - t0) * 750 > 4.2 * len(name) + 4:
             ax.text(((e.start + e.end) / 2 - t0) * 1e3, y + 0.5, name, ha="center", va="center", fontsize=7)
     ax.set_yticks([0.5, 1.5], ["communication", "compute"])
     ax.set_xlabel("ms since the unit started")
@@ -148,7 +161,7 @@ def plot_link_timeline(timeline: pd.DataFrame, path: str | Path, title: str = ""
     schedule; ``timeline``: the columns of ``*_link_timeline.csv`` (schedule, time_s, link, kind,
     utilization)."""
     names = list(dict.fromkeys(timeline["schedule"]))
-    fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.2 * len(names)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(names), 1, figsize=(FIGURE_WIDTH_IN, 2.2 * len(names)), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], names):
         g = timeline[timeline["schedule"] == name]
         top = g.groupby("link", sort=False)["utilization"].mean().sort_values(ascending=False, kind="stable").index[:k]
@@ -158,7 +171,7 @@ def plot_link_timeline(timeline: pd.DataFrame, path: str | Path, title: str = ""
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("utilization")
         ax.set_title(name, fontsize=9)
-        ax.legend(fontsize=6, loc="upper right", ncol=2)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))     # outside the data
     axes[-1][0].set_xlabel("time in the step (s)")
     if title:
         fig.suptitle(title, fontsize=10)
@@ -171,7 +184,7 @@ def plot_rank_breakdown(ranks: pd.DataFrame, path: str | Path, title: str = "") 
     per schedule. ``ranks``: the columns of :func:`ranks_frame`, e.g. read back from ``*_ranks.csv``
     (columns it lacks count as zero)."""
     names = list(dict.fromkeys(ranks["schedule"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(FIGURE_WIDTH_IN, 3.8), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], names):
         g = ranks[ranks["schedule"] == name]
         bottom = pd.Series(0.0, index=g.index)
@@ -182,7 +195,7 @@ def plot_rank_breakdown(ranks: pd.DataFrame, path: str | Path, title: str = "") 
         ax.set_title(f"{name}: {bottom.max():.2f} s/step", fontsize=9)
         ax.set_xlabel("rank")
     axes[0][0].set_ylabel("seconds per step")
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))      # outside the bars
     if title:
         fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)

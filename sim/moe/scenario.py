@@ -26,7 +26,7 @@ from .chunk import ChunkModel
 from .kernels import KernelSpec, load_kernels
 from .layout import Layout
 from .memory import RankMemory, memory_per_rank
-from .specs import RunSpec, SpecError, load_gpu, load_model
+from .specs import RunSpec, SpecError, load_gpu, load_model, topology_gpu
 from .stagecosts import stage_costs
 
 SHAPES = ("dispatch", "combine")
@@ -85,6 +85,7 @@ class Scenario:
         if run.faults is not None and run.faults.links and self.topology.graph.graph.get("faults") != run.faults.links:
             self.topology = Topology(run.faults.apply_to(self.topology.graph))    # degraded or failed links
         graph = self.graph = self.topology.graph
+        topology_gpu(graph, run.topology)           # a topology's own GPU must be a preset too
         n_gpus = len(graph.graph["gpus"])
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0)

@@ -10,7 +10,7 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 
-from ..checks import InputError, choice, number, read_yaml, yaml_load
+from ..checks import InputError, choice, did_you_mean, number, read_yaml, yaml_load
 from .faults import FaultSpec
 
 PRESETS = Path(__file__).with_name("presets")
@@ -26,7 +26,7 @@ class SpecError(InputError):
     """A spec field is missing, unknown or out of range."""
 
 
-def _load(kind: str) -> dict:
+def load_presets(kind: str) -> dict:
     """The presets of ``kind`` (a fresh copy: callers may change it), parsed once per file version."""
     path = PRESETS / f"{kind}.yaml"
     return copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
@@ -117,9 +117,9 @@ class GPUSpec:
     name: str
     sms: int
     bf16_tflops: float
-    fp8_tflops: Optional[float]
     hbm_gb: float
     hbm_tbps: float
+    fp8_tflops: Optional[float] = None        # no FP8 tensor cores (A100)
     fp4_tflops: Optional[float] = None
     nvlink_GBps: Optional[float] = None
     microscaling: bool = False
@@ -169,7 +169,7 @@ class RunSpec:
     (block-scaled FP8, Blackwell). ``dispatch_precision`` and ``combine_precision``: the all-to-alls'
     wire format, ``fp8`` (with one fp32 scale per 128 elements) or ``bf16``.
 
-    Efficiency factors are our assumptions (documented in the README), not tuned to any result:
+    Efficiency factors are our assumptions (documented in docs/model.md), not tuned to any result:
     ``gemm_efficiency`` and ``attention_efficiency`` scale the GPU's dense peak for GEMMs and for
     the attention core; ``hbm_efficiency`` scales its HBM bandwidth for memory-bound work (the
     optimizer step, recomputed normalisations and activations).
@@ -238,7 +238,7 @@ class RunSpec:
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
-    memory_reserve_gb: float = 4.0               # our assumption: see the README, "Memory"
+    memory_reserve_gb: float = 4.0               # our assumption: see docs/model.md, "Memory"
     stage_layers: Optional[tuple] = None
     first_stage_layers: Optional[int] = None
     last_stage_layers: Optional[int] = None
@@ -252,7 +252,14 @@ class RunSpec:
     description: str = ""
 
     def __post_init__(self):
-        for name in ("model", "gpu", "topology", "schedule", "kernels", "description"):
+        for name in ("model", "gpu"):             # a preset name, a file, or an inline mapping of fields
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, InlineSpec(value))
+            elif not isinstance(value, str):
+                raise SpecError(f"RunSpec.{name} must be a preset name, a file path or a mapping of fields, "
+                                f"got {value!r}")
+        for name in ("topology", "schedule", "kernels", "description"):
             if not isinstance(getattr(self, name), str):
                 raise SpecError(f"RunSpec.{name} must be a name (text), got {getattr(self, name)!r}")
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
@@ -319,6 +326,41 @@ class RunSpec:
         return replace(self, **changes)
 
 
+class InlineSpec(dict):
+    """A model or GPU given as a mapping of its fields inside a scenario (``model: {name: ..., layers:
+    ...}``): a dict that hashes by its contents, so a :class:`RunSpec` holding one stays hashable;
+    ``str()`` is its name (``inline`` when it has none), which tables and CSV show."""
+
+    def __hash__(self):
+        return hash(repr(sorted(self.items(), key=lambda kv: str(kv[0]))))
+
+    def __str__(self):
+        return str(self.get("name", "inline"))
+
+
+def inline_mapping(text: str, what: str) -> dict:
+    """A YAML flow mapping given on a command line (``--model '{layers: 4, hidden: 512, ...}'``)."""
+    value = None
+    try:
+        value = yaml_load(text)
+    except Exception:                      # noqa: BLE001 - any YAML error is the same refusal
+        pass
+    if not isinstance(value, dict):
+        raise SpecError(f"{what} {text!r}: an inline {what} must be a YAML mapping of fields, e.g. "
+                        "'{name: my-model, layers: 4, ...}'")
+    return value
+
+
+def spec_label(value) -> str:
+    """The name of a model or GPU as a run names it: a preset name, a file's stem, an inline
+    mapping's ``name``."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        value = inline_mapping(value, "spec")
+    if isinstance(value, dict):
+        return str(value.get("name", "inline"))
+    return Path(value).stem if Path(value).suffix.lower() in (".yaml", ".yml", ".json") else str(value)
+
+
 def _from_mapping(cls, name: str, mapping: dict, kind: str):
     allowed = {f.name for f in fields(cls)} - {"name"}
     unknown = set(mapping) - allowed
@@ -339,19 +381,28 @@ def _from_mapping(cls, name: str, mapping: dict, kind: str):
 
 def model_names() -> list[str]:
     """Model presets: ``presets/models.yaml`` and the ``config.json`` files in ``presets/models/``."""
-    return sorted(set(_load("models")) | {p.stem for p in (PRESETS / "models").glob("*.json")})
+    return sorted(set(load_presets("models")) | {p.stem for p in (PRESETS / "models").glob("*.json")})
 
 
 def gpu_names() -> list[str]:
-    return sorted(_load("gpus"))
+    return sorted(load_presets("gpus"))
 
 
 def scenario_names() -> list[str]:
-    return sorted(_load("scenarios"))
+    return sorted(load_presets("scenarios"))
 
 
 def _is_file(name: str, suffixes: tuple) -> bool:
     return Path(name).suffix.lower() in suffixes and Path(name).is_file()
+
+
+def topology_gpu(graph, topology: str) -> str | None:
+    """The GPU preset a topology names (its ``gpu:`` field), checked: ``None`` when it names none."""
+    name = graph.graph.get("gpu_model")
+    if name is not None and name not in gpu_names():
+        raise SpecError(f"topology {topology!r}: gpu must be a GPU preset ({', '.join(gpu_names())}), got "
+                        f"{name!r}{did_you_mean(name, gpu_names())}")
+    return name
 
 
 def model_from_config(config: dict, name: str, where: str = "config.json") -> ModelSpec:
@@ -371,10 +422,25 @@ def load_config_model(path: str | Path, name: str | None = None) -> ModelSpec:
     return model_from_config(read_config(path), name or model_name(path), str(path))
 
 
+def _inline(cls, value, kind: str):
+    """The spec of ``value`` given inline (a mapping of ``cls``'s fields, or its YAML flow text on a
+    command line; ``name`` optional), or ``None`` when ``value`` is a name or a path."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        value = inline_mapping(value, kind)
+    if not isinstance(value, dict):
+        return None
+    mapping = dict(value)
+    label = str(mapping.pop("name", "inline"))
+    return _from_mapping(cls, label, {"source": "inline mapping", **mapping}, kind)
+
+
 def load_model(name: str) -> ModelSpec:
-    """A model preset by name, a Hugging Face ``config.json`` (:mod:`sim.moe.hfconfig`) or a YAML
-    file of :class:`ModelSpec` fields."""
-    presets = _load("models")
+    """A model preset by name, a Hugging Face ``config.json`` (:mod:`sim.moe.hfconfig`), a YAML
+    file of :class:`ModelSpec` fields, or a mapping of those fields (``name`` optional)."""
+    presets = load_presets("models")
+    inline = _inline(ModelSpec, name, "model")
+    if inline is not None:
+        return inline
     if not isinstance(name, str):
         raise SpecError(f"model must be a preset name or a file path, got {name!r}")
     if name in presets:
@@ -387,18 +453,21 @@ def load_model(name: str) -> ModelSpec:
     if _is_file(name, (".yaml", ".yml")):
         return _from_mapping(ModelSpec, Path(name).stem, _mapping_file(name, "ModelSpec"), "model")
     raise SpecError(f"unknown model {name!r}: not a preset ({', '.join(model_names())}), not an existing "
-                    "config.json (Hugging Face) and not a .yaml file of ModelSpec fields")
+                    f"config.json (Hugging Face) and not a .yaml file of ModelSpec fields{did_you_mean(name, model_names())}")
 
 
 def load_gpu(name: str) -> GPUSpec:
-    """A GPU preset by name or a YAML file of :class:`GPUSpec` fields."""
-    presets = _load("gpus")
+    """A GPU preset by name, a YAML file of :class:`GPUSpec` fields, or a mapping of those fields."""
+    presets = load_presets("gpus")
+    inline = _inline(GPUSpec, name, "GPU")
+    if inline is not None:
+        return inline
     if isinstance(name, str) and name in presets:
         return _from_mapping(GPUSpec, name, presets[name], "GPU")
     if isinstance(name, str) and _is_file(name, (".yaml", ".yml")):
         return _from_mapping(GPUSpec, Path(name).stem, _mapping_file(name, "GPUSpec"), "GPU")
-    raise SpecError(f"unknown GPU {name!r}: not a preset ({', '.join(sorted(presets))}) and not an existing .yaml "
-                    "file of GPUSpec fields")
+    raise SpecError(f"unknown GPU {name!r}: not a preset ({', '.join(sorted(presets))}), not an existing .yaml "
+                    f"file of GPUSpec fields and not a mapping of them{did_you_mean(name, presets)}")
 
 
 def _mapping_file(path: str, what: str) -> dict:
@@ -427,7 +496,7 @@ def load_scenario(name_or_path: str, **overrides) -> RunSpec:
     """A scenario preset by name, or a YAML file with RunSpec fields; ``overrides`` replace fields
     (``None`` values are ignored)."""
     path = Path(name_or_path)
-    presets = _load("scenarios")
+    presets = load_presets("scenarios")
     if name_or_path in presets:
         mapping = dict(presets[name_or_path])
     elif path.suffix in (".yaml", ".yml") and path.is_file():
@@ -437,7 +506,7 @@ def load_scenario(name_or_path: str, **overrides) -> RunSpec:
         mapping = resolve_paths(mapping, path.parent)
     else:
         raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
-                        "and not an existing .yaml file")
+                        f"and not an existing .yaml file{did_you_mean(name_or_path, presets)}")
     changed = {k: v for k, v in overrides.items() if v is not None and mapping.get(k) != v}
     mapping.update(changed)
     if changed and isinstance(mapping.get("description"), str):

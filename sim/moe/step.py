@@ -30,6 +30,7 @@ from .comm import CommModel
 from .dpsync import GradientSync, LayerCollectives
 from .live import LiveComm
 from .memory import RankMemory
+from .recipe import recipe, recipe_warnings
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
 from .specs import COMPARED_SCHEDULES, MODES, RunSpec, SpecError
@@ -115,6 +116,7 @@ class StepResult:
     part_trace: list[PartEvent] = field(repr=False, default_factory=list)
     link_stats: dict = field(repr=False, default_factory=dict)
     warnings: list = field(default_factory=list)
+    recipe: dict = field(default_factory=dict)         # what was simulated (sim.moe.recipe)
     wall_s: float = 0.0
     late_send_s: float = 0.0    # lockstep lag of a pipeline send (see GroupRunner.deliver); 0 normally
     a2a_slowdown: float = 1.0   # live communication: all-to-all seconds live / alone (1: measured mode)
@@ -167,6 +169,11 @@ class StepResult:
                   "pipeline transfers": "exposed_pp_s", "data-parallel sync": "dp_sync_s"}
         return max(losses, key=lambda k: self.mean_per_rank(losses[k]))
 
+    @property
+    def recipe_warnings(self) -> list[str]:
+        """Idle GPUs of the topology; an MFU above :data:`~sim.moe.recipe.MFU_BOUND` (:mod:`sim.moe.recipe`)."""
+        return recipe_warnings(self.recipe, self.mfu, self.run.gemm_efficiency) if self.recipe else []
+
     def mean_per_rank(self, column: str) -> float:
         """Mean over ranks of one of :data:`TIME_COLUMNS` (seconds per step)."""
         return sum(getattr(r, column) for r in self.ranks) / len(self.ranks)
@@ -186,17 +193,20 @@ class StepResult:
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else None,
-                **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS}}
+                **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS},
+                **{k: v for k, v in self.recipe.items() if k not in ("pp", "ep", "dp", "microbatches", "communication",
+                                                                     "kernels")}}
 
     def to_json(self) -> dict:
-        return {"scenario": self.run.description, "schedule": self.run.schedule, "mode": self.mode,
+        return {"scenario": self.run.description, "recipe": self.recipe, "pp": self.run.pp, "ep": self.run.ep,
+                "dp": self.run.dp, "schedule": self.run.schedule, "mode": self.mode,
                 "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "compute_comm_ratio": self.compute_comm_ratio, "exposed_comm_s": self.exposed_comm_s,
                 "comm_hidden_fraction": self.comm_hidden_fraction, "a2a_dispatch_s": self.a2a_dispatch_s,
                 "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
-                "warnings": self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
+                "warnings": self.recipe_warnings + self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
 
 
 class MoEStep:
@@ -309,7 +319,8 @@ class MoEStep:
         engine = EngineResult.of(sc.schedule, runners[0].records)
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = sc.chunk.model_flops_per_microbatch() * run.microbatches * run.dp
-        mfu = flops / (run.gpus * sc.gpu.peak_flops("bf16") * step)
+        # against the peak of the GEMMs' own precision (FP8 GEMMs against the FP8 peak)
+        mfu = flops / (run.gpus * sc.gpu.peak_flops(run.gemm_precision) * step)
         moe_stage = next((s for s, layers in enumerate(sc.chunk.stage_layers) if any(c.moe for c in layers)), None)
         if moe_stage is not None and sc.model.is_moe:
             d, c = self.comm.time("dispatch", 0, 0), self.comm.time("combine", 0, 0)
@@ -321,6 +332,7 @@ class MoEStep:
             ratio = float("inf")
         total_comm = sum(r.comm_s for r in ranks)
         exposed = sum(r.exposed_comm_s for r in ranks)
+        plan = recipe(run, len(sc.graph.graph["gpus"]))
         warnings = []
         for m in memory:
             if not m.fits:
@@ -334,7 +346,7 @@ class MoEStep:
             comm_hidden_fraction=1 - exposed / total_comm if total_comm > 0 else 1.0,
             a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=engine, hbm_gb=sc.gpu.hbm_gb,
             traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
-            warnings=warnings, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
+            warnings=warnings, recipe=plan, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
             a2a_slowdown=self._live.slowdown if self._live is not None else 1.0)
 
 

@@ -1,6 +1,6 @@
 """A flow-level network in SimPy: transfers share link bandwidth by max-min fairness.
 
-The model (SimGrid's "flow" fidelity, see README "Network model"):
+The model (SimGrid's "flow" fidelity, see docs/network.md, "Network model"):
 
 1. A transfer of N bytes from GPU a to GPU b follows one route (``LinkTable.route``).
 2. It first pays the route's latency (the sum of its links' latencies), which does not contend.
@@ -36,7 +36,7 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
-from .flowloop import FlowLoop, _event_at, _Flow
+from .flowloop import Flow, FlowLoop, event_at
 from .links import LinkTable
 
 
@@ -130,8 +130,8 @@ class Fabric(FlowLoop):
         self._n_dirty = 0
         self._done = np.zeros(64, dtype=np.int64)     # scratch: ids of the flows drop_finished removes
         self._settled = False                         # no flow is due now that _complete_finished would remove
-        self._pending: list[_Flow] = []
-        self._arrivals: dict[float, list[_Flow]] = {}
+        self._pending: list[Flow] = []
+        self._arrivals: dict[float, list[Flow]] = {}
         self._last = env.now
         self._batch_scheduled = False
         self._timer_version = 0
@@ -194,13 +194,13 @@ class Fabric(FlowLoop):
             return
         nbytes = self._checked(src, dst, nbytes)
         if src == dst:
-            _event_at(self.env, start).callbacks.append(lambda _ev: on_done())
+            event_at(self.env, start).callbacks.append(lambda _ev: on_done())
             return
         flow, latency = self._new_flow(src, dst, nbytes, on_done)
         if latency > 0:
             self._enqueue(flow, latency, start + latency)
         else:                                   # as transfer() then: pending at once, even with no bytes
-            _event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
+            event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
 
     def route_bandwidth(self, src: int, dst: int) -> float:
         """Bytes/s a flow from GPU ``src`` to GPU ``dst`` gets alone: the least capacity on its route
@@ -239,7 +239,7 @@ class Fabric(FlowLoop):
             sent[src] += nbytes
             received[dst] += nbytes
         for latency, index, links, lengths in routes.groups:
-            self._enqueue(_Flow(links, nbytes, [on_done[i] for i in index], lengths=lengths), latency)
+            self._enqueue(Flow(links, nbytes, [on_done[i] for i in index], lengths=lengths), latency)
 
     def _checked(self, src: int, dst: int, nbytes) -> float:
         """``nbytes`` as a float, once the GPUs and the size are known good (else one line naming them)."""
@@ -250,7 +250,7 @@ class Fabric(FlowLoop):
             nbytes = number(nbytes, "bytes", low=0, high=1e18)
         return float(nbytes)
 
-    def _new_flow(self, src: int, dst: int, nbytes: float, on_done) -> tuple[_Flow, float]:
+    def _new_flow(self, src: int, dst: int, nbytes: float, on_done) -> tuple[Flow, float]:
         """(the flow of a transfer between two GPUs, its route's latency); its bytes count as sent
         and received."""
         route = self._routes.get((src, dst))
@@ -259,7 +259,7 @@ class Fabric(FlowLoop):
         links, latency = route
         self._sent[src] += nbytes
         self._received[dst] += nbytes
-        return _Flow(links, nbytes, on_done), latency
+        return Flow(links, nbytes, on_done), latency
 
     def transfer_bundle(self, load, latency: float | None = None, min_seconds: float = 0.0,
                         on_done=None) -> simpy.Event | None:
@@ -295,7 +295,7 @@ class Fabric(FlowLoop):
             def on_done(private=private, inner=inner):
                 self._free_private.append(private)
                 inner()
-        self._enqueue(_Flow(links, load.size, on_done, weights), latency)
+        self._enqueue(Flow(links, load.size, on_done, weights), latency)
         return done
 
     def _route(self, src: int, dst: int) -> tuple[np.ndarray, float]:

@@ -7,7 +7,7 @@ contiguous per flow), hands them to the compiled kernels of :mod:`sim.network.fl
 and schedules SimPy events: a flow's arrival after its latency, one batch per instant (every start
 and end of that instant share one recomputation, run after the instant's other events), and a
 timer for the next completion. The fabric's other half (``fabric.py``) turns transfers, sets of
-routes and bundles into :class:`_Flow` s for it and sets up the state both halves read (in
+routes and bundles into :class:`Flow` s for it and sets up the state both halves read (in
 ``Fabric.__init__``: the per-link arrays hold the topology's links, the GPUs' engines and the
 bundles' private links).
 """
@@ -27,7 +27,7 @@ _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
 _CLOCK_RESOLUTION = 2.0 ** -52  # x now: at least half the float clock's spacing (a shorter delay does not advance it)
 
 
-class _Flow:
+class Flow:
     """A flow waiting to start, or a block of flows of one size (``lengths``: each one's number of
     links, ``links`` theirs one after the other, ``on_done`` a list of their callbacks)."""
     __slots__ = ("links", "size", "on_done", "weights", "lengths")
@@ -45,7 +45,7 @@ class FlowLoop:
     the active flows at the next batch (:meth:`_recompute`), drains, and ends with its
     ``on_done()``; :meth:`sync` brings the links' tallies up to now."""
 
-    def _enqueue(self, flow: _Flow, latency: float, at: float | None = None) -> None:
+    def _enqueue(self, flow: Flow, latency: float, at: float | None = None) -> None:
         """``flow`` starts to send after ``latency`` (flows due at the same instant arrive together);
         ``at``: the instant it is due, when not ``now + latency`` (a transfer started ahead)."""
         if latency > 0:
@@ -55,13 +55,13 @@ class FlowLoop:
             batch = self._arrivals.get(at)
             if batch is None:
                 batch = self._arrivals[at] = []
-                _event_at(env, at).callbacks.append(lambda _ev, at=at: self._arrive(at))
+                event_at(env, at).callbacks.append(lambda _ev, at=at: self._arrive(at))
             batch.append(flow)
         else:
             self._pending.append(flow)
             self._request_batch()
 
-    def _start_now(self, flow: _Flow) -> None:
+    def _start_now(self, flow: Flow) -> None:
         """A flow of no latency whose start :meth:`transfer_at` scheduled: it starts now."""
         self._pending.append(flow)
         self._batch_or_now()
@@ -267,7 +267,7 @@ class FlowLoop:
         self._batch_or_now()
 
 
-def _event_at(env: simpy.Environment, at: float) -> simpy.Event:
+def event_at(env: simpy.Environment, at: float) -> simpy.Event:
     """An event that fires at exactly ``at`` (>= now). SimPy internals on purpose (as the batch
     event's): a timeout lands at ``now + delay``, and no delay reaches every instant (when the
     exact sum falls halfway between two floats it rounds to the even one, skipping the other),
@@ -277,3 +277,6 @@ def _event_at(env: simpy.Environment, at: float) -> simpy.Event:
     ev._ok, ev._value = True, None
     heappush(env._queue, (at, _NORMAL_PRIORITY, next(env._eid), ev))
     return ev
+
+
+__all__ = ["Flow", "FlowLoop", "event_at"]

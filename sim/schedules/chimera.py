@@ -11,7 +11,7 @@ its ``B``, and every ``I`` becomes a full ``B`` (its deferred ``W`` disappears).
 warm-up and steady state stay. Like DualPipe this needs M >= 2P (at least two basic units).
 
 At F = 1, B = 2 its bubble is (D/2-1)(F+B) + max(0, D/2-2)F per rank: the paper's (D/2-1)(F+B)
-exactly at D = 4, and a few forward slots more at larger D (see README, fidelity notes).
+exactly at D = 4, and a few forward slots more at larger D (docs/model.md, "Schedules").
 """
 from __future__ import annotations
 

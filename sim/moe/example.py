@@ -1,0 +1,102 @@
+"""``python -m sim run --example``: a scenario YAML with every :class:`~sim.moe.specs.RunSpec` field,
+its unit, what it allows and its default, ready to edit (``python -m sim run --example > my.yaml``).
+
+The example describes its own model inline (a Qwen3-30B-A3B-like MoE, the fields of its public
+Hugging Face config) on a 256-GPU slice of an H100 cluster, so that a reader sees how a model that is
+not a preset is written. A test loads the template and runs it, so it never drifts from the specs.
+"""
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+
+from .specs import (
+    COMMUNICATION,
+    DP_SYNC,
+    GEMM_PRECISIONS,
+    MEMORY_POLICIES,
+    OPTIMIZER_SYNC,
+    PRECISION_BYTES,
+    RunSpec,
+    gpu_names,
+)
+
+MODEL = {"name": "my-qwen3-30b-a3b", "layers": 48, "hidden": 2048, "heads": 32, "kv_heads": 4, "head_dim": 128,
+         "routed_experts": 128, "expert_intermediate": 768, "topk": 8, "vocab": 151936}
+REQUIRED = {"gpu": "h100", "topology": "h100-1024", "pp": 8, "ep": 8, "dp": 32, "schedule": "dualpipe",
+            "microbatches": 32, "seq_len": 4096}
+CHANGED = {"memory_policy": "selective"}       # without it this example's stage 0 needs 99 GB at PP4
+
+HELP = {
+    "model": "a preset name, a Hugging Face config.json, a YAML file of model fields, or the fields inline (here)",
+    "gpu": f"a preset ({', '.join(gpu_names())}), a YAML file of GPU fields, or the fields inline",
+    "topology": "a topology preset or YAML file (paths are relative to this file)",
+    "pp": "pipeline-parallel ranks",
+    "ep": "expert-parallel group size (divides dp; 1 for a dense model)",
+    "dp": "data-parallel replicas; GPUs = pp x dp",
+    "schedule": "1f1b, zb-h1, zb-1p, zb-2p, dualpipe, dualpipev, ... (python -m sim schedule --help), or a .json order",
+    "microbatches": "micro-batches per step per replica (M); global batch = dp x M x microbatch_size sequences",
+    "seq_len": "tokens per sequence",
+    "microbatch_size": "sequences per micro-batch",
+    "chunks": "interleaved-1f1b only: model chunks per rank",
+    "comm_sms": "SMs an all-to-all kernel holds (of the GPU's)",
+    "dispatch_precision": f"all-to-all dispatch on the wire: {', '.join(PRECISION_BYTES)}",
+    "combine_precision": f"all-to-all combine on the wire: {', '.join(PRECISION_BYTES)}",
+    "gemm_precision": f"GEMMs' number format, sets their peak: {', '.join(GEMM_PRECISIONS)}",
+    "node_limit": "max nodes a token's experts may span (null: no limit)",
+    "gemm_efficiency": "fraction of the dense peak GEMMs reach (our assumption)",
+    "attention_efficiency": "fraction of the BF16 peak the attention core reaches (our assumption)",
+    "hbm_efficiency": "fraction of HBM bandwidth memory-bound work reaches (our assumption)",
+    "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
+    "a2a_chunks": "pieces an all-to-all is sent in",
+    "routing_skew": "Zipf exponent of expert popularity (0: uniform; > 0 simulates every rank)",
+    "routing_seed": "seed of the skewed routing",
+    "memory_policy": f"what layers keep and recompute: {', '.join(MEMORY_POLICIES)}",
+    "zero_stage": "ZeRO stage 0-3 (sharding over the data-parallel group)",
+    "weight_bytes": "bytes per parameter of the weights",
+    "grad_bytes": "bytes per parameter of the gradients",
+    "optimizer_bytes": "bytes per parameter of the optimizer state",
+    "memory_reserve_gb": "GB per GPU kept for the CUDA context, buffers, fragmentation (our assumption)",
+    "stage_layers": "layers of each stage, e.g. [12, 12, 12, 12] (null: even)",
+    "first_stage_layers": "layers of the first stage, the rest even (null: even)",
+    "last_stage_layers": "layers of the last stage, the rest even (null: even)",
+    "dp_sync": f"gradient sync: {', '.join(DP_SYNC)}",
+    "optimizer_sync": f"before the optimizer: {', '.join(OPTIMIZER_SYNC)} (bypass: Zero Bubble's post-validation)",
+    "zb_memory_limit": "zb-auto only: activation memory limit in micro-batches",
+    "communication": f"all-to-alls: {', '.join(COMMUNICATION)}",
+    "kernels": "communication kernels: deepep, ideal, or a YAML file (python -m sim calibrate)",
+    "faults": "slow GPUs, jitter, link faults (a mapping; docs/model.md, Stragglers and faults)",
+    "profile": "CSV of measured part durations replacing the FLOPs model (null: first principles)",
+    "description": "free text, shown nowhere as a figure",
+}
+
+
+def _value(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v if v else '""'
+    return str(v)
+
+
+def example_yaml() -> str:
+    """The commented template: every RunSpec field, its meaning and unit, and its default."""
+    lines = ["# A scenario for `python -m sim run my.yaml`: every field, its unit and its default.",
+             "# Required fields first; then every optional field at its default (delete what you keep as is).",
+             "model:                   # " + HELP["model"]]
+    lines += [f"  {k}: {_value(v)}" for k, v in MODEL.items()]
+    for f in fields(RunSpec):
+        if f.name == "model":
+            continue
+        required = f.default is MISSING
+        value = REQUIRED[f.name] if required else CHANGED.get(f.name, f.default)
+        if f.name == "description":
+            value = "a Qwen3-30B-A3B-like MoE on 256 H100"
+        comment = HELP.get(f.name, "")
+        default = "required" if required else f"default {_value(f.default)}"
+        lines.append(f"{f.name + ':':<24} {_value(value):<10} # {comment} ({default})")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["example_yaml"]

@@ -1,0 +1,97 @@
+"""sim.moe.example and a user's own run: a template of every field, models and GPUs given inline or
+as files next to the scenario, the layout and batch printed as simulated."""
+import json
+from dataclasses import fields
+
+import yaml
+from test_outputs import cli
+
+from sim.moe.example import example_yaml
+from sim.moe.specs import RunSpec, load_gpu, load_model, load_scenario
+
+
+def test_the_template_names_every_field_and_loads_as_a_scenario(tmp_path):
+    text = example_yaml()
+    mapping = yaml.safe_load(text)
+    assert set(mapping) == {f.name for f in fields(RunSpec)}
+    assert all(f"{f.name}:" in text for f in fields(RunSpec))
+    assert "(required)" in text and "(default 0.6)" in text        # each line says its default
+    path = tmp_path / "my.yaml"
+    path.write_text(text)
+    run = load_scenario(str(path))
+    assert str(run.model) == "my-qwen3-30b-a3b" and load_model(run.model).routed_experts == 128
+
+
+def test_run_example_prints_the_template():
+    rc, out, _ = cli(["run", "--example"])
+    assert rc == 0 and out == example_yaml()
+
+
+def test_a_users_model_and_cluster_files_resolve_next_to_the_scenario(tmp_path, monkeypatch):
+    """A Qwen3-30B-A3B-like model and a 32-node H100 cluster as the user's own YAML files, named by
+    relative paths inside the scenario: run from another folder, it runs with the recipe printed."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    model = {"layers": 48, "hidden": 2048, "heads": 32, "kv_heads": 4, "head_dim": 128, "routed_experts": 128,
+             "expert_intermediate": 768, "topk": 8, "vocab": 151936}
+    (folder / "qwen3-like.yaml").write_text(yaml.safe_dump(model))
+    cluster = {"kind": "fat_tree", "gpu": "h100", "nodes": 32, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 450,
+               "nic_bandwidth_GBps": 50, "switch_radix": 64, "oversubscription": 1, "rail_optimized": True,
+               "planes": 1}
+    (folder / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    scenario = {"model": "qwen3-like.yaml", "gpu": "h100", "topology": "cluster.yaml", "pp": 8, "ep": 8, "dp": 32,
+                "schedule": "1f1b", "microbatches": 16, "seq_len": 4096, "memory_policy": "selective"}
+    (folder / "run.yaml").write_text(yaml.safe_dump(scenario))
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(["run", "mine/run.yaml", "--schedule", "1f1b", "--json"])
+    assert rc == 0, err
+    js = json.loads(out)
+    assert js["recipe"]["model"] == "qwen3-like" and js["recipe"]["topology"] == "cluster"
+    assert (js["pp"], js["dp"], js["ep"], js["recipe"]["gpus"], js["recipe"]["topology_gpus"]) == (8, 32, 8, 256, 256)
+    assert js["recipe"]["global_batch_seqs"] == 32 * 16
+
+
+def test_model_and_gpu_inline_in_a_scenario_and_on_the_command_line(tmp_path):
+    gpu = {"name": "my-gpu", "sms": 132, "bf16_tflops": 900, "fp8_tflops": 1800, "hbm_gb": 96, "hbm_tbps": 4}
+    assert load_gpu(gpu).hbm_gb == 96 and load_gpu(json.dumps(gpu)).name == "my-gpu"
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"model": "tiny-moe", "gpu": gpu, "topology": "h800-16", "pp": 4, "ep": 4, "dp": 4,
+                                    "schedule": "1f1b", "microbatches": 8, "seq_len": 512}))
+    rc, out, err = cli(["run", str(path), "--schedule", "1f1b"])
+    assert rc == 0, err
+    assert out.splitlines()[0].startswith("simulated: tiny-moe on 16 my-gpu of h800-16")
+    rc, out, err = cli(["run", "tiny", "--schedule", "1f1b", "--gpu", "{name: x, sms: 100, bf16_tflops: 500, "
+                        "hbm_gb: 40, hbm_tbps: 2}", "--json"])
+    assert rc == 0 and json.loads(out)["recipe"]["gpu"] == "x"
+    rc, _, err = cli(["run", "tiny", "--model", "{layers: [", "--schedule", "1f1b"])
+    assert rc == 2 and "an inline model must be a YAML mapping of fields" in err and err.count("\n") == 1
+
+
+def test_a_comparison_survives_schedules_that_cannot_run():
+    """M=6 at P=4: DualPipe (even M >= 2P) and DualPipeV (M >= 2P) cannot run; 1F1B and ZB-H1 do,
+    and the two are listed with their reasons; --dp's change of the global batch is said."""
+    rc, out, err = cli(["run", "tiny", "--microbatches", "6"])
+    assert rc == 0, err
+    assert "not run: dualpipe: dualpipe needs an even M >= 2P, got M=6 with P=4" in out
+    assert "not run: dualpipev:" in out and "zb-h1 " in out
+    assert "note: the global batch is 24 sequences (DP4 x M=6 x 1), the scenario's is 32" in out
+
+
+def test_schedules_as_a_list_comma_separated_or_repeated():
+    rc, out, _ = cli(["run", "tiny", "--schedule", "1f1b,zb-h1", "--schedule", "dualpipe", "--json"])
+    js = json.loads(out)
+    assert rc == 0 and [c["schedule"] for c in js["comparison"]] == ["1f1b", "zb-h1", "dualpipe"]
+
+
+def test_a_topology_naming_an_unknown_gpu_is_refused(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({"kind": "hgx_node", "gpu": "h900", "gpus_per_node": 8,
+                                    "nvlink_bandwidth_GBps": 450}))
+    rc, _, err = cli(["collective", "all-reduce", "--topology", str(path), "--bytes", "1e6"])
+    assert rc == 2 and "gpu must be a GPU preset" in err and "got 'h900'; did you mean 'h800'?" in err
+    assert err.count("\n") == 1
+
+
+def test_unknown_names_suggest_the_closest():
+    rc, _, err = cli(["run", "deepseek-v4"])
+    assert rc == 2 and "did you mean 'deepseek-v3'?" in err

@@ -1,0 +1,50 @@
+"""sim.moe.recipe: what a run simulated, from its spec; the warnings beside it."""
+import pytest
+
+from sim.moe.recipe import MFU_BOUND, recipe, recipe_line, recipe_warnings
+from sim.moe.specs import load_scenario
+
+
+def test_the_recipe_is_computed_from_the_spec():
+    """DeepSeek-V3 with --dp 1024 on 16,384 GPUs: GPUs = 16 x 1,024, the global batch is
+    DP x M x micro-batch size = 1,024 x 120 x 1 sequences, times 4,096 tokens."""
+    run = load_scenario("deepseek-v3", dp=1024)
+    r = recipe(run, topology_gpus=16384)
+    assert (r["gpus"], r["pp"], r["dp"], r["ep"]) == (16384, 16, 1024, 64)
+    assert (r["global_batch_seqs"], r["global_batch_tokens"]) == (122880, 122880 * 4096)
+    assert (r["gemm_precision"], r["memory_policy"], r["zero_stage"], r["kernels"]) == \
+        ("fp8", "deepseek-v3", 1, "deepep")
+    line = recipe_line(r)
+    assert line.startswith("simulated: deepseek-v3 on 16,384 h800 of h800-2048 (PP16 x DP1024, EP64)")
+    assert "global batch 122,880 sequences x 4,096 tokens = 503M tokens (M=120" in line
+    assert recipe_warnings(r) == []
+
+
+def test_micro_batch_size_enters_the_global_batch():
+    r = recipe(load_scenario("tiny", microbatch_size=3))
+    assert r["global_batch_seqs"] == 4 * 8 * 3 and r["global_batch_tokens"] == 4 * 8 * 3 * 512
+
+
+def test_idle_gpus_and_a_high_mfu_are_warned_with_both_counts():
+    r = recipe(load_scenario("tiny", pp=2, dp=4, ep=4), topology_gpus=16)
+    idle, = recipe_warnings(r)
+    assert "the layout uses 8 of the 16 GPUs of topology 'h800-16'" in idle
+    assert recipe_warnings(r, mfu=MFU_BOUND) == [idle]                        # at the bound: no warning
+    high = recipe_warnings(r, mfu=0.91, gemm_efficiency=0.6)[1]
+    assert high.startswith("MFU 0.91 is above 0.7") and "GEMMs at 0.6 of the bf16 peak" in high
+
+
+@pytest.mark.parametrize("precision, peak_tflops", [("bf16", 989), ("fp8", 1979)])
+def test_mfu_is_counted_against_the_peak_of_the_precision_that_runs(precision, peak_tflops):
+    """MFU = model FLOPs of the step / (GPUs x the peak of the GEMMs' precision x step time):
+    H800's dense BF16 989 TFLOPS, FP8 1,979 (FP8 GEMMs are not counted against the BF16 peak)."""
+    from sim.moe.scenario import Scenario
+    from sim.moe.step import simulate_step
+    run = load_scenario("tiny", schedule="1f1b", gemm_precision=precision)
+    res = simulate_step(run)
+    flops = Scenario(run).chunk.model_flops_per_microbatch() * run.microbatches * run.dp
+    assert res.mfu == pytest.approx(flops / (run.gpus * peak_tflops * 1e12 * res.step_time_s), rel=1e-3)
+    assert res.to_json()["recipe"]["gemm_precision"] == precision
+    assert {"pp", "ep", "dp"} <= set(res.to_json())
+    summary = res.summary()
+    assert summary["global_batch_tokens"] == 4 * 8 * 512 and summary["gemm_precision"] == precision
