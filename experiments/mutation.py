@@ -37,7 +37,8 @@ from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
-        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate", "sim.moe.hfconfig")
+        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
+        "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore", "sim.network.refill",
            "sim.network.tallies", "sim.network.traffic", "sim.network.links", "sim.network.jitcache")
@@ -58,6 +59,16 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
 EQUIVALENT = {
+    "sim.moe.runpage.x_build_run_page__mutmut_21": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
+    "sim.moe.runpage.x_build_run_page__mutmut_22": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
+    "sim.moe.runpage.x_captions__mutmut_18": "groupby(sort=None): pandas reads None as False, the same order",
+    "sim.moe.runpage.x_conclusion__mutmut_3": "sort kind None (quicksort): numpy sorts under 16 rows by insertion, "
+                                              "stable; a page has one row per schedule",
+    "sim.moe.runpage.x_conclusion__mutmut_5": "sort kind default (quicksort): stable under 16 rows, as _3",
+    "sim.moe.runpage.x_conclusion__mutmut_9": "sort kind 'STABLE': pandas lower-cases the kind",
+    "sim.moe.runpage.x_summary_table__mutmut_3": "as conclusion _3",
+    "sim.moe.runpage.x_summary_table__mutmut_5": "as conclusion _5",
+    "sim.moe.runpage.x_summary_table__mutmut_9": "as conclusion _9",
     "sim.engine.x__per_stage__mutmut_24": "upper bound 1e12 -> 1e12 + 1: no cost lies between",
     "sim.schedules.timing.x_inputs_of__mutmut_14": "W then waits for F(mb,s) and G(mb,s+1): its own I, earlier on "
                                                    "the same rank, already waited for both (the validator keeps I "

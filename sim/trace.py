@@ -2,8 +2,9 @@
 
 A process per rank ("rank r") with a thread per stream: ``ops`` (schedule ops), and for the
 traced (middle) rank of a MoE step ``compute`` and ``communication`` (the parts); a counter track per busiest link
-of the step's fabric, its utilization per time bin (when the step recorded its link timeline), or
-else the mean utilization of the measured all-to-alls. Times in microseconds.
+of the step's fabric, its utilization per time bin (when the step recorded its link timeline; in
+measured communication the track's name says the all-to-alls are not on it), or else the mean
+utilization of the measured all-to-alls. Times in microseconds.
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ def write_chrome_trace(result, path: str | Path, busiest: int = 8) -> Path:
             events.append({"name": f"{shape} {row.link}", "ph": "C", "pid": -1, "ts": engine.makespan * scale,
                            "args": {"mean_util": float(row.mean_util)}})
     if any(e.get("pid") == -1 for e in events):
-        label = "busiest links of the step" if timeline is not None else "busiest links (all-to-all)"
+        run = getattr(result, "run", None)
+        measured = run is not None and getattr(run, "communication", "measured") == "measured"
+        label = "busiest links (all-to-all)" if timeline is None else (
+            "busiest links: pipeline sends and DP traffic only (all-to-alls measured apart, not on this fabric; "
+            "--communication live adds them)" if measured else "busiest links of the step (all traffic)")
         events.append({"name": "process_name", "ph": "M", "pid": -1, "args": {"name": label}})
     return write_json_atomic({"traceEvents": events, "displayTimeUnit": "ms"}, path)

@@ -20,3 +20,17 @@ def test_planner_says_when_nothing_fits(tmp_path, capsys):
                  "--memory-policy", "none", "--serial", "--out", str(tmp_path / "p.csv")])
     out = capsys.readouterr().out
     assert code == 1 and "No candidate can run on 16 h800 GPUs" in out
+
+
+def test_a_plan_prints_its_recipe_and_warns_of_idle_gpus(tmp_path, capsys, monkeypatch):
+    """8 of h800-16's 16 GPUs, with run's defaults (BF16, no recomputation) and the topology's GPU;
+    without --out it writes nothing where it runs."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["plan", "--gpus", "8", "--model", "tiny-moe", "--topology", "h800-16", "--global-batch", "16",
+                 "--seq-len", "256", "--pp", "2", "--ep", "4", "--node-limit", "1", "--schedules", "1f1b", "--serial"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("plan: tiny-moe on 8 h800 of h800-16; global batch 16 sequences x 256 tokens")
+    assert "GEMMs bf16; memory policy none, ZeRO-1" in out
+    assert "warning: the plan uses 8 of the 16 GPUs of topology 'h800-16'" in out
+    assert list(tmp_path.iterdir()) == []

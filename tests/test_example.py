@@ -95,3 +95,20 @@ def test_a_topology_naming_an_unknown_gpu_is_refused(tmp_path):
 def test_unknown_names_suggest_the_closest():
     rc, _, err = cli(["run", "deepseek-v4"])
     assert rc == 2 and "did you mean 'deepseek-v3'?" in err
+
+
+def test_a_profile_of_random_text_or_bytes_is_one_line(tmp_path):
+    """A compute profile that is not a CSV of layer, part, seconds: random text names the columns
+    it lacks; random bytes say the file is not text; neither ends in a traceback."""
+    import os
+    text, raw = tmp_path / "text.csv", tmp_path / "raw.csv"
+    text.write_text("q8Zr/3kP+aa9x0LmN2\nzz,,\x01\n")
+    raw.write_bytes(os.urandom(64) + b"\xff\xfe\x00")
+    for path, says in ((text, "needs columns layer, part, seconds; got ['q8Zr/3kP+aa9x0LmN2']"),
+                       (raw, "not a text CSV (it is not UTF-8)")):
+        scenario = tmp_path / f"{path.stem}.yaml"
+        scenario.write_text(yaml.safe_dump({"model": "tiny-moe", "gpu": "h800", "topology": "h800-16", "pp": 4,
+                                            "ep": 4, "dp": 4, "schedule": "1f1b", "microbatches": 8,
+                                            "seq_len": 512, "profile": path.name}))
+        rc, _, err = cli(["run", str(scenario)])
+        assert rc == 2 and says in err and err.count("\n") == 1, err

@@ -48,3 +48,24 @@ def test_mfu_is_counted_against_the_peak_of_the_precision_that_runs(precision, p
     assert {"pp", "ep", "dp"} <= set(res.to_json())
     summary = res.summary()
     assert summary["global_batch_tokens"] == 4 * 8 * 512 and summary["gemm_precision"] == precision
+
+
+def test_the_recipe_line_and_warnings_read_whole():
+    r = recipe(load_scenario("tiny", pp=2, dp=4, ep=4), topology_gpus=16)
+    assert recipe_line(r) == (
+        "simulated: tiny-moe on 8 h800 of h800-16 (PP2 x DP4, EP4); global batch 32 sequences x 512 tokens = "
+        "0.0164M tokens (M=8 micro-batches of 1 per replica); GEMMs bf16, all-to-all wire fp8/bf16; memory policy "
+        "none, ZeRO-1; kernels ideal, communication measured")
+    assert recipe_warnings(r, mfu=0.75) == [
+        "the layout uses 8 of the 16 GPUs of topology 'h800-16' (PP2 x DP4); the rest stay idle and carry no traffic",
+        "MFU 0.75 is above 0.7: it assumes no kernel launch gaps or per-token work beyond the FLOPs model; "
+        "published runs reach 0.2-0.6"]
+    assert recipe_warnings(r, mfu=0.75, gemm_efficiency=0.5)[1] == (
+        "MFU 0.75 is above 0.7: it assumes GEMMs at 0.5 of the bf16 peak, no kernel launch gaps or per-token work "
+        "beyond the FLOPs model; published runs reach 0.2-0.6")
+    assert recipe_warnings(recipe(load_scenario("tiny"), topology_gpus=16)) == []
+
+
+def test_the_batch_in_millions_of_tokens_rounds_from_1e6():
+    r = {**recipe(load_scenario("tiny")), "global_batch_tokens": 1_235_000}
+    assert "= 1.24M tokens (M=8" in recipe_line(r)

@@ -1,6 +1,8 @@
 """sim.trace: Chrome / Perfetto trace export."""
 import json
 
+import pytest
+
 from sim.cli import main
 
 
@@ -42,3 +44,19 @@ def test_a_step_with_its_link_timeline_traces_the_busiest_links_over_time(tmp_pa
     events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]
     counters = [e for e in events if e["ph"] == "C"]
     assert len({e["name"] for e in counters}) == 8 and len({e["ts"] for e in counters}) > 20
+
+
+@pytest.mark.parametrize("communication, says", [("measured", "all-to-alls measured apart, not on this fabric"),
+                                                  ("live", "busiest links of the step (all traffic)")])
+def test_the_link_track_says_whether_the_all_to_alls_are_on_it(tmp_path, communication, says):
+    """Measured mode keeps the all-to-alls off the step's fabric: its link counters would show an idle
+    network beside exposed all-to-all, so the track's name says what it holds."""
+    from sim.moe.scenario import Scenario
+    from sim.moe.specs import load_scenario
+    from sim.moe.step import MoEStep
+    from sim.trace import write_chrome_trace
+    res = MoEStep(Scenario(load_scenario("tiny", schedule="1f1b", communication=communication))).simulate(
+        link_timeline=True)
+    events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]
+    label = next(e["args"]["name"] for e in events if e["ph"] == "M" and e.get("pid") == -1)
+    assert says in label

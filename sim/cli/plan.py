@@ -49,15 +49,22 @@ def _plan(args, req: PlanRequest) -> int:
     from ..io import check_output, json_text, overwriting
     from ..planner import candidates, evaluate, gpu_of
     from ..sweep import run_sweep
-    gpu = gpu_of(req, load_topology(req.topology))
+    graph = load_topology(req.topology)
+    gpu = gpu_of(req, graph)
+    have = len(graph.graph["gpus"])
+    warnings = [f"the plan uses {req.gpus:,} of the {have:,} GPUs of topology {spec_label(req.topology)!r}; the rest "
+                "stay idle and carry no traffic"] if req.gpus < have else []
     with overwriting(args.force):
         check_output(args.out)                      # before the search, not after it
     ok, refused = candidates(req)
     recipe = recipe_text(req, gpu)
     if not args.json:
         print(recipe)
+        for w in warnings:
+            print(f"warning: {w}")
     if not ok and args.json:
-        print(json_text({"recipe": recipe, "recommendation": None, "candidates": [], "refused": refused}))
+        print(json_text({"recipe": recipe, "warnings": warnings, "recommendation": None, "candidates": [],
+                         "refused": refused}))
         return 1
     if not ok:
         print(f"No candidate can run on {req.gpus} {spec_label(gpu)} GPUs ({len(refused)} refused); the closest:")
@@ -74,7 +81,8 @@ def _plan(args, req: PlanRequest) -> int:
     failed = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
     if args.json:
-        print(json_text({"recipe": recipe, "recommendation": df.iloc[0].to_dict() if len(df) else None,
+        print(json_text({"recipe": recipe, "warnings": warnings,
+                         "recommendation": df.iloc[0].to_dict() if len(df) else None,
                          "candidates": df.head(args.top).to_dict("records"), "refused": refused,
                          "failed": failed.to_dict("records")}))
         return 0 if len(df) else 1
