@@ -34,11 +34,11 @@ sweeps: $(STAMP)
 
 mutation: $(STAMP)
 	$(PY) -m pip install -q -e '.[mutation]'
-	$(PY) -m experiments.mutation
-	$(PY) -m experiments.mutation --kernels
+	$(PY) -m tools.mutation
+	$(PY) -m tools.mutation --kernels
 
 bench: $(STAMP)
-	$(PY) -m experiments.benchmark
+	$(PY) -m tools.benchmark
 
 clean:
 	rm -rf $(VENV) build *.egg-info

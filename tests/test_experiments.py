@@ -78,7 +78,7 @@ def test_comm_sms_sweep_figure(tmp_path):
 def test_the_benchmark_figure_from_a_run_of_some_groups_only(tmp_path, recwarn):
     """A benchmark CSV from ``--only moe`` has no all-to-all or schedule rows: the figure is still
     drawn, each empty panel saying so, without matplotlib's warning about an empty legend."""
-    from experiments.benchmark import plot_scaling
+    from tools.benchmark import plot_scaling
     csv = tmp_path / "benchmark.csv"
     pd.DataFrame([{"case": "DeepSeek-V3 step, dualpipe, full mode", "gpus": 2048, "wall_s": 7.0, "group": "moe"}]
                  ).to_csv(csv, index=False)
@@ -94,7 +94,7 @@ def test_the_benchmark_figure_from_a_run_of_some_groups_only(tmp_path, recwarn):
 def test_the_benchmark_refuses_bad_paths_in_one_line(tmp_path, capsys):
     """Checked before any case runs (a run takes minutes): an output under a file, and --plot of a
     CSV that is not there (both were tracebacks until 2026-12-01)."""
-    from experiments.benchmark import main
+    from tools.benchmark import main
     (tmp_path / "file").write_text("x")
     assert main(["--only", "cli", "--out", str(tmp_path / "file" / "b.csv")]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err

@@ -1,10 +1,10 @@
-"""experiments/mutation.py without running mutmut: the seeded sample and the score table, on
+"""tools/mutation.py without running mutmut: the seeded sample and the score table, on
 meta files written by hand (mutmut's format: exit codes by mutant, None before a run)."""
 import json
 
 import pytest
 
-from experiments.mutation import EQUIVALENT, sample, scores
+from tools.mutation import EQUIVALENT, sample, scores
 from sim.checks import InputError
 
 
@@ -61,7 +61,7 @@ def test_recheck_runs_only_the_named_survivors_alone_and_records_them(tmp_path, 
     pytest.importorskip("mutmut")
     import subprocess
 
-    import experiments.mutation as mutation
+    import tools.mutation as mutation
     equivalent = next(name for name in EQUIVALENT if name.startswith("sim.sweep.x_run_point"))
     _meta(tmp_path, "sim.sweep", {"sim.sweep.x_run_point__mutmut_1": 0, "sim.sweep.x_run_point__mutmut_2": 1,
                                   equivalent: 0})
@@ -93,7 +93,7 @@ def test_no_results_make_an_empty_table_and_a_clear_line(tmp_path, monkeypatch, 
     pytest.importorskip("mutmut")
     import argparse
 
-    import experiments.mutation as mutation
+    import tools.mutation as mutation
     df = scores([tmp_path / "none"])
     assert df.empty and list(df.columns)[:2] == ["module", "mutants"]
     monkeypatch.setattr(mutation, "_roots", lambda: (tmp_path / "none",))
@@ -117,7 +117,7 @@ def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_change
     mutmut's section, which names the compiled kernels and their tests."""
     import tomllib
 
-    from experiments.mutation import KERNELS, kernel_tree
+    from tools.mutation import KERNELS, kernel_tree
     monkeypatch.chdir(tmp_path)
     for name in ("sim/network/maxmin.py", "tests/test_maxmin.py", "topologies/presets/a.yaml", "experiments/x.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def test_the_core_tree_leaves_out_every_module_of_the_kernels_tree():
 
     import tomllib
 
-    from experiments.mutation import KERNELS
+    from tools.mutation import KERNELS
     config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["mutmut"]
     kernel_files = {m.replace(".", "/") + ".py" for m in KERNELS}
     assert kernel_files <= set(config["do_not_mutate"])
@@ -164,7 +164,7 @@ def test_the_core_modules_are_what_the_core_tree_mutates():
 
     import tomllib
 
-    from experiments.mutation import CORE
+    from tools.mutation import CORE
     config = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["mutmut"]
     named = {m.replace(".", "/") + (".py" if Path(m.replace(".", "/") + ".py").is_file() else "/*") for m in CORE}
     assert named == set(config["only_mutate"])
@@ -175,7 +175,7 @@ def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp
     the options passed on; back here only the table is written (no recheck of this tree's mutants)."""
     import argparse
 
-    import experiments.mutation as mutation
+    import tools.mutation as mutation
     calls, rechecks = [], []
     monkeypatch.setattr(mutation, "kernel_tree", lambda: tmp_path)
     monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, cwd, env: calls.append((cmd, cwd, env)) or 0)
@@ -200,7 +200,7 @@ def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch)
     import argparse
     import os
 
-    import experiments.mutation as mutation
+    import tools.mutation as mutation
     monkeypatch.chdir(tmp_path)
     for folder in (tmp_path / "pkg", tmp_path / "mutants" / "pkg"):
         folder.mkdir(parents=True)
@@ -238,7 +238,7 @@ def test_bad_arguments_are_refused_before_mutmut_runs(argv, needle, tmp_path, mo
     before mutmut starts (it ran for minutes, then mutated nothing or raised, until 2026-12-01)."""
     import subprocess
 
-    from experiments import mutation
+    from tools import mutation
     monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("mutmut was started"))
     try:
         status = mutation.main(argv + ["--out", str(tmp_path)])

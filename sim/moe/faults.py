@@ -148,7 +148,7 @@ class FaultSpec:
         group, op and rank, from ``seed``)."""
         if not self.jitter_cv:
             return None
-        from ..network.pcg64 import lognormal_from_seed  # numba: not at the CLI's start-up
+        from ..rng import lognormal_from_seed  # numba: not at the CLI's start-up
         sigma2 = math.log1p(self.jitter_cv ** 2)
         return lognormal_from_seed([self.seed, 2, stage, seq, int(replicas[0])], -sigma2 / 2, math.sqrt(sigma2),
                                    (parts, len(replicas)))       # default_rng(those).lognormal(...), compiled

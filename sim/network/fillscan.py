@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maxmin import njit
+from .jit import njit
 
 SCAN_ROUNDS = 32   # rounds a filling by scans runs before handing over to the heap of flows
 

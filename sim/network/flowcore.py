@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maxmin import LEAF, njit
+from .jit import LEAF, njit
 from .refill import refill
 from .tallies import credit
 

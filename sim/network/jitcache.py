@@ -16,19 +16,21 @@ import time
 from pathlib import Path
 
 # The modules of this package with compiled kernels (a test keeps the list complete).
-KERNEL_FILES = ("fillscan.py", "flowcore.py", "links.py", "maxmin.py", "pcg64.py", "refill.py", "tallies.py",
-                "traffic.py")
+KERNEL_FILES = ("fillscan.py", "flowcore.py", "links.py", "maxmin.py", "refill.py", "tallies.py", "traffic.py")
+# Kernels elsewhere that this package's kernels call: the random draws of skewed routing.
+CALLED_KERNELS = (Path(__file__).resolve().parent.parent / "rng.py",)
 
 
-def drop_stale(folder: Path | str = Path(__file__).parent) -> int:
+def drop_stale(folder: Path | str = Path(__file__).parent, called: tuple = CALLED_KERNELS) -> int:
     """Remove the numba cache files of ``folder`` (``__pycache__/*.nbi`` and ``*.nbc``) that are
-    older than its newest kernel file; returns how many were removed. Missing files and a cache
+    older than its newest kernel file, or than a kernel file elsewhere that they call (``called``);
+    returns how many were removed. Missing files and a cache
     file another process removed first are not errors. A kernel file dated in the future (files
     copied from a machine whose clock was ahead) removes nothing: every cache written until then
     would look stale, and every run would compile the kernels again."""
     folder = Path(folder)
     try:
-        newest = max(os.stat(folder / name).st_mtime_ns for name in KERNEL_FILES)
+        newest = max(os.stat(path).st_mtime_ns for path in [*(folder / name for name in KERNEL_FILES), *called])
         entries = list(os.scandir(folder / "__pycache__"))
     except OSError:                 # no caches yet, or not this package's layout
         return 0

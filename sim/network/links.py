@@ -20,7 +20,7 @@ import networkx as nx
 import numpy as np
 
 from ..checks import InputError
-from .maxmin import LEAF, njit
+from .jit import LEAF, njit
 
 
 def _rank(v, link, is_gpu, is_nvlink):

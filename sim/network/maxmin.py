@@ -25,19 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-try:                                     # optional: the numpy versions below are the fallback
-    from numba import njit
-except ImportError:                      # pragma: no cover - depends on the environment
-    njit = None
-else:
-    from .jitcache import drop_stale
-    drop_stale()                         # caches older than a kernel file they may hold (see jitcache)
-
-# The small helpers that the kernels call in their inner loops (a heap move, a link's tallies)
-# are compiled without reference counting: they allocate nothing, and numba does not prune the
-# increments and decrements of the array arguments around each call, which made a loop of such
-# calls up to 28x slower than the same code written inline (numba/numba#2345, #2350).
-LEAF = {"cache": True, "_nrt": False}
+from .jit import LEAF, njit              # numba, or None: the numpy versions below are the fallback
 
 
 def max_min_rates(flow_of_pair: np.ndarray, link_of_pair: np.ndarray, capacity: np.ndarray,

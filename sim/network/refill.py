@@ -39,7 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from .fillscan import fill_scan
-from .maxmin import LEAF, WIDE_FLOW, _csr, _fill, _fill_flows, njit
+from .jit import LEAF, njit
+from .maxmin import WIDE_FLOW, _csr, _fill, _fill_flows
 from .tallies import credit
 
 MAX_FILLINGS = 3   # fillings of the refill set before refilling every flow instead (see refill_affected)

@@ -5,7 +5,7 @@ per flow-link pair per event. Compiled with numba where installed, as the kernel
 (:mod:`sim.network.flowcore`, :mod:`sim.network.refill`)."""
 from __future__ import annotations
 
-from .maxmin import LEAF, njit
+from .jit import LEAF, njit
 
 
 def credit(l, now, link_rate, link_users, link_bytes, link_busy, since):

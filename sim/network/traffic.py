@@ -27,13 +27,8 @@ import numpy as np
 
 from .. import limits
 from ..checks import InputError, number
-from .maxmin import LEAF
-from .pcg64 import standard_exponential_f32
-
-try:                                     # optional: the numpy sampler below is the fallback
-    from numba import njit
-except ImportError:                      # pragma: no cover - depends on the environment
-    njit = None
+from ..rng import standard_exponential_f32
+from .jit import LEAF, njit              # numba, or None: the numpy sampler below is the fallback
 
 
 class TrafficError(InputError):
@@ -180,7 +175,7 @@ def _sampled(r: MoERouting, batch_rows: int = 16384) -> Traffic:
         for lo in range(0, T, piece):      # pieces in order: the same draws as one block
             block = min(piece, T - lo)
             keys = buffer[:len(src) * block]
-            standard_exponential_f32(rng, keys)           # numpy's draws, compiled (sim.network.pcg64)
+            standard_exponential_f32(rng, keys)           # numpy's draws, compiled (sim.rng)
             keys *= inv_p
             gpus, nodes = select(keys, block, N, e_node, m, k, per_node_top, r.experts_per_gpu, r.ep,
                                  r.gpus_in_node)

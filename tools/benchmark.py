@@ -1,7 +1,7 @@
 """Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
 
-    python -m experiments.benchmark [--only schedules|network|skewed|moe|cli] [--out results/benchmark.csv]
-    python -m experiments.benchmark --plot          # the scaling figure, from the CSV only
+    python -m tools.benchmark [--only schedules|network|skewed|moe|cli] [--out results/benchmark.csv]
+    python -m tools.benchmark --plot          # the scaling figure, from the CSV only
 
 Cases
 - schedules: generate + validate + simulate (zero communication) every schedule at P=16, M=256
@@ -244,7 +244,7 @@ def run(args) -> int:
     figure = Path(args.out).parent / "figures" / "benchmark_scaling.png"
     if args.plot:
         if not Path(args.out).is_file():
-            raise InputError(f"{args.out}: no benchmark CSV there; run python -m experiments.benchmark first, "
+            raise InputError(f"{args.out}: no benchmark CSV there; run python -m tools.benchmark first, "
                              "or give its --out")
         print(f"wrote {plot_scaling(args.out, check_output(figure))}")
         return 0

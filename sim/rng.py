@@ -31,7 +31,7 @@ ziggurat (``random_standard_normal``, 256 levels, tables as numba ships them), `
 x z)`` as ``random_lognormal``.
 
 Where numba or those tables are missing, or the generator is not PCG64, numpy draws them.
-``tests/test_pcg64.py`` compares the draws and the final state with numpy's, bit for bit.
+``tests/test_rng.py`` compares the draws and the final state with numpy's, bit for bit.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""sim.network.pcg64: numpy's float32 exponential draws, compiled, bit for bit and state for state."""
+"""sim.rng (PCG64): numpy's float32 exponential draws, compiled, bit for bit and state for state."""
 import numpy as np
 import pytest
 
-from sim.network import pcg64
-from sim.network.pcg64 import standard_exponential_f32
+from sim import rng as pcg64
+from sim.rng import standard_exponential_f32
 
 
 def twins(seed):

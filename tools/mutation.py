@@ -9,7 +9,7 @@ out there because numba cannot compile mutmut's function wrappers; ``--kernels``
 tree of their own (:func:`kernel_tree`, ``.mutation-kernels/``) with compilation off, judged by
 their own tests (numpy oracles, hypothesis).
 
-``python -m experiments.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
+``python -m tools.mutation [MODULE ...]`` runs the mutants of the given modules (dotted, e.g.
 ``sim.engine``; default every core module: about 7,100 mutants, many hours on 2 cores; the kernels
 about 3,600), then writes the table from every result mutmut holds. ``--sample N`` runs a seeded sample of N mutants per
 module. ``--report`` only writes the table.
@@ -44,13 +44,13 @@ KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore",
            "sim.network.tallies", "sim.network.traffic", "sim.network.links", "sim.network.jitcache")
 KERNEL_TREE = Path(".mutation-kernels")
 KERNEL_CONFIG = """[tool.mutmut]
-# experiments/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
+# tools/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
 # judged by their own tests (numpy oracles, hypothesis, hand-worked cases) and the fabric's.
 source_paths = ["sim/"]
 only_mutate = ["sim/network/maxmin.py", "sim/network/fillscan.py", "sim/network/flowcore.py", "sim/network/refill.py",
                "sim/network/tallies.py", "sim/network/traffic.py", "sim/network/links.py", "sim/network/jitcache.py"]
 do_not_mutate = ["*/__init__.py"]
-also_copy = ["topologies/", "experiments/", "validation/"]
+also_copy = ["topologies/", "experiments/", "validation/", "examples/", "docs/", "tools/", "README.md"]
 pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_fillscan.py", "tests/test_flowcore.py",
                                       "tests/test_refill.py",
                                       "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
@@ -560,7 +560,7 @@ def run(args) -> int:
         forwarded += [flag for flag, on in (("--report", args.report), ("--recheck-timeouts", args.recheck_timeouts),
                                             ("--recheck-survivors", args.recheck_survivors)) if on]
         tree = kernel_tree().resolve()
-        status = subprocess.call([sys.executable, "-m", "experiments.mutation", *forwarded], cwd=tree,
+        status = subprocess.call([sys.executable, "-m", "tools.mutation", *forwarded], cwd=tree,
                                  env={**os.environ, "NUMBA_DISABLE_JIT": "1"})
         if status:
             print(f"the kernels' run exited with {status}", file=sys.stderr)
