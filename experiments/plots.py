@@ -95,8 +95,12 @@ def sweep_comm_sms(df: pd.DataFrame, out: Path) -> None:
     """Step time and the dispatch's time against the SMs the all-to-all kernels hold, per schedule."""
     df = df[df["status"] == "ok"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
+    fits = df["fits_hbm"].astype(str).isin(("True", "true", "1")) if "fits_hbm" in df else pd.Series(True, df.index)
     for name, g in df.groupby("schedule", sort=False):
-        a.plot(g["comm_sms"], g["step_time_s"], marker="o", label=name)
+        line, = a.plot(g["comm_sms"], g["step_time_s"], marker="o", label=name)
+        unfit = g[~fits[g.index]]
+        a.scatter(unfit["comm_sms"], unfit["step_time_s"], s=60, facecolors="white", edgecolors=line.get_color(),
+                  zorder=3, label=f"{name}: does not fit HBM" if len(unfit) else None)
     first = df.drop_duplicates("comm_sms")
     b.plot(first["comm_sms"], first["a2a_dispatch_ms"], marker="o", label="dispatch")
     b.plot(first["comm_sms"], first["a2a_combine_ms"], marker="o", label="combine")

@@ -112,3 +112,12 @@ def test_a_profile_of_random_text_or_bytes_is_one_line(tmp_path):
                                             "seq_len": 512, "profile": path.name}))
         rc, _, err = cli(["run", str(scenario)])
         assert rc == 2 and says in err and err.count("\n") == 1, err
+
+
+def test_a_typo_in_a_schedule_list_or_a_scenario_error_is_said_as_it_is():
+    """A name that is no schedule is refused, with the closest name, even inside a list; a problem
+    every schedule shares (an unknown topology) is the scenario's and is said without a prefix."""
+    rc, _, err = cli(["run", "tiny", "--schedule", "1f1b,dualpipee"])
+    assert rc == 2 and err.startswith("error: unknown schedule 'dualpipee'") and "did you mean 'dualpipe'?" in err
+    rc, _, err = cli(["run", "tiny", "--topology", "h800-1"])
+    assert rc == 2 and err.startswith("error: unknown topology 'h800-1'") and "did you mean 'h800-16'?" in err

@@ -402,11 +402,14 @@ def kernel_tree(tree: Path = KERNEL_TREE) -> Path:
 
 
 def _tree_files():
-    """The files mutmut's trees copy: sources, tests, presets and scripts (no bytecode)."""
-    for top in ("sim", "topologies", "experiments", "tests"):
+    """The files mutmut's trees copy: sources, tests, presets, scripts, tools and the documents the
+    tests read (no bytecode)."""
+    for top in ("sim", "topologies", "experiments", "tools", "validation", "examples", "docs", "tests"):
         for src in sorted(Path(top).rglob("*")):
             if src.is_file() and "__pycache__" not in src.parts:
                 yield src
+    if Path("README.md").is_file():
+        yield Path("README.md")
 
 
 def _write_if_changed(path: Path, data: bytes) -> bool:

@@ -105,8 +105,9 @@ def cmd_run(args) -> int:
     schedules, skipped = runnable_schedules(args.scenario, schedules, overrides)
     if not schedules:
         reasons = set(skipped.values())
-        raise InputError("no schedule can run this scenario: " + (reasons.pop() if len(reasons) == 1 else
-                         "; ".join(f"{k}: {v}" for k, v in skipped.items())))
+        if len(reasons) == 1:               # the same for every schedule: the scenario's own problem
+            raise InputError(reasons.pop())
+        raise InputError("no schedule can run this scenario: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     notes = batch_notes(args.scenario, spec)
     from ..io import json_text, overwriting
     with overwriting(args.force):
@@ -138,8 +139,12 @@ def runnable_schedules(scenario: str, schedules: list[str], overrides: dict) -> 
     whose shape the run does not allow (DualPipe's even micro-batches, DualPipeV's 2P stages) is
     left out of a comparison, not allowed to end it. One schedule asked for alone fails as before."""
     from ..moe.scenario import Scenario
+    from ..schedules import SCHEDULE_NAMES
     if len(schedules) == 1:
         return schedules, {}
+    for name in schedules:              # a name asked for that is no schedule is a typo, not a shape
+        if name not in SCHEDULE_NAMES and not name.endswith(".json"):
+            Scenario(load_scenario(scenario, **{**overrides, "schedule": name}))     # its one-line refusal
     ok, skipped = [], {}
     for name in schedules:
         try:

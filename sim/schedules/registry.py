@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .. import limits
-from ..checks import InputError, number
+from ..checks import InputError, did_you_mean, number
 from . import chimera, classic, dualpipe, zbauto, zerobubble
 from .base import Placement, Schedule
 
@@ -61,7 +61,7 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
     """Raise :class:`ScheduleConfigError` if ``name`` cannot run with these arguments."""
     if name not in SCHEDULES:
         raise ScheduleConfigError(
-            f"unknown schedule {name!r}; valid schedules: {', '.join(SCHEDULE_NAMES)}")
+            f"unknown schedule {name!r}; valid schedules: {', '.join(SCHEDULE_NAMES)}{did_you_mean(name, SCHEDULE_NAMES)}")
     P = _check_int("pp (P, pipeline ranks)", pp, 1)
     M = _check_int("microbatches (M)", microbatches, 1)
     if name == "interleaved-1f1b":
