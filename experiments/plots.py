@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.common import script_main  # noqa: E402
+from sim.io import truthy  # noqa: E402
 from sim.plots import COLORS, FIGURE_WIDTH_IN, save_figure  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def sweep_ep(df: pd.DataFrame, out: Path) -> None:
     failed = sorted({int(e) for e in df.loc[df["status"] != "ok", "ep"]})
     ok = df[df["status"] == "ok"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
-    fits = ok["fits_hbm"].astype(str).isin(("True", "true", "1")) if "fits_hbm" in ok else pd.Series(True, ok.index)
+    fits = truthy(ok["fits_hbm"]) if "fits_hbm" in ok else pd.Series(True, ok.index)
     for i, (name, g) in enumerate(ok.groupby("schedule", sort=False)):
         color = plt.get_cmap("tab10").colors[i % 10]
         for ax, column in ((a, "step_time_s"), (b, "exposed_comm_s")):
@@ -95,7 +96,7 @@ def sweep_comm_sms(df: pd.DataFrame, out: Path) -> None:
     """Step time and the dispatch's time against the SMs the all-to-all kernels hold, per schedule."""
     df = df[df["status"] == "ok"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
-    fits = df["fits_hbm"].astype(str).isin(("True", "true", "1")) if "fits_hbm" in df else pd.Series(True, df.index)
+    fits = truthy(df["fits_hbm"]) if "fits_hbm" in df else pd.Series(True, df.index)
     for name, g in df.groupby("schedule", sort=False):
         line, = a.plot(g["comm_sms"], g["step_time_s"], marker="o", label=name)
         unfit = g[~fits[g.index]]

@@ -226,6 +226,18 @@ def write_figure_atomic(fig, path: str | Path, dpi: int = 110) -> Path:
     return path
 
 
+def shown(x: float) -> float:
+    """``x`` for display, floating-point residue (``|x| < 1e-9``, e.g. ``1e-13`` of a fraction that
+    is 0) as 0: a table prints ``0``, not ``8.4e-14``, and no "-0%"."""
+    return 0.0 if abs(x) < 1e-9 else x
+
+
+def truthy(column):
+    """A boolean column as a pandas mask, whether it holds booleans or was read back from a CSV as
+    text (``True``, ``true``) or numbers (``1``)."""
+    return column.astype(str).isin(("True", "true", "1"))
+
+
 def plain(obj):
     """``obj`` with NaN and infinities as ``None``, numpy scalars and arrays as Python numbers and
     lists, tuples as lists and mapping keys as text: what strict JSON can hold."""
@@ -249,5 +261,5 @@ def json_text(obj, indent: int | None = None) -> str:
     return json.dumps(plain(obj), indent=indent, allow_nan=False)
 
 
-__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "remove_stale_temporaries", "sole_writer",
-           "write_bytes_atomic", "write_csv_atomic", "write_figure_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["MANIFEST", "check_output", "json_text", "overwriting", "plain", "remove_stale_temporaries", "shown",
+           "sole_writer", "truthy", "write_bytes_atomic", "write_csv_atomic", "write_figure_atomic", "write_json_atomic", "write_text_atomic"]

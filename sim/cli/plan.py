@@ -6,7 +6,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..checks import arg
-from ..moe.recipe import MFU_BOUND
+from ..moe.recipe import idle_warning, mfu_warning
 from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, model_names, spec_label
 from ..planner import PlanRequest
 
@@ -46,14 +46,14 @@ def _plan(args, req: PlanRequest) -> int:
 
     from topologies import load_topology
 
-    from ..io import check_output, json_text, overwriting
-    from ..planner import candidates, evaluate, gpu_of
+    from ..io import check_output, json_text, overwriting, shown
+    from ..planner import candidates, evaluate, gpu_of, run_spec
     from ..sweep import run_sweep
     graph = load_topology(req.topology)
     gpu = gpu_of(req, graph)
     have = len(graph.graph["gpus"])
-    warnings = [f"the plan uses {req.gpus:,} of the {have:,} GPUs of topology {spec_label(req.topology)!r}; the rest "
-                "stay idle and carry no traffic"] if req.gpus < have else []
+    idle = idle_warning(req.gpus, have, spec_label(req.topology), what="plan")
+    warnings = [idle] if idle else []
     with overwriting(args.force):
         check_output(args.out)                      # before the search, not after it
     ok, refused = candidates(req)
@@ -93,7 +93,7 @@ def _plan(args, req: PlanRequest) -> int:
     cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
             "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
             "min_headroom_gb"]
-    print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{0.0 if abs(v) < 1e-9 else v:.4g}"))
+    print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{shown(v):.4g}"))
     print("last_stage_layers: 0 = the even split; compute_spread: (most - least) / most of the ranks' compute; "
           "bound: the largest loss besides compute")
     best = df.iloc[0]
@@ -108,10 +108,9 @@ def _plan(args, req: PlanRequest) -> int:
           f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
           f"({best['min_headroom_gb']:.1f} GB of headroom); MFU {best['mfu']:.2f} against the "
           f"{req.gemm_precision} peak.")
-    if best["mfu"] > MFU_BOUND:
-        print(f"warning: MFU {best['mfu']:.2f} is above {MFU_BOUND}: it assumes GEMMs at the scenario's efficiency of "
-              f"the {req.gemm_precision} peak and no per-token work beyond the FLOPs model; published runs reach "
-              "0.2-0.6")
+    high = mfu_warning(best["mfu"], req.gemm_precision, run_spec(best.to_dict()).gemm_efficiency)
+    if high:
+        print(f"warning: {high}")
     if len(df) > 1:
         second = df.iloc[1]
         print(f"Next: {second['schedule']} PP{second['pp']} EP{second['ep']} at {second['step_time_s']:.4g} s "

@@ -142,14 +142,13 @@ def runnable_schedules(scenario: str, schedules: list[str], overrides: dict) -> 
     from ..schedules import SCHEDULE_NAMES
     if len(schedules) == 1:
         return schedules, {}
-    for name in schedules:              # a name asked for that is no schedule is a typo, not a shape
-        if name not in SCHEDULE_NAMES and not name.endswith(".json"):
-            Scenario(load_scenario(scenario, **{**overrides, "schedule": name}))     # its one-line refusal
     ok, skipped = [], {}
     for name in schedules:
         try:
             Scenario(load_scenario(scenario, **{**overrides, "schedule": name}))
         except InputError as exc:
+            if name not in SCHEDULE_NAMES and not name.endswith(".json"):
+                raise                   # a name that is no schedule is a typo, not a shape: refused
             skipped[name] = str(exc)
         else:
             ok.append(name)

@@ -41,19 +41,30 @@ def recipe_line(r: dict) -> str:
             f"kernels {r['kernels']}, communication {r['communication']}")
 
 
+def idle_warning(used: int, have: int, topology: str, what: str = "layout", detail: str = "") -> str | None:
+    """A warning when a ``what`` (layout, plan) uses fewer GPUs than the topology holds, or ``None``;
+    ``detail`` (such as ``PP2 x DP4``) follows the counts in brackets."""
+    if have <= used:
+        return None
+    return (f"the {what} uses {used:,} of the {have:,} GPUs of topology {topology!r}"
+            f"{f' ({detail})' if detail else ''}; the rest stay idle and carry no traffic")
+
+
+def mfu_warning(mfu: float, gemm_precision: str, gemm_efficiency: float | None = None) -> str | None:
+    """A warning when ``mfu`` is above :data:`MFU_BOUND`, naming the assumptions behind it, or ``None``."""
+    if mfu <= MFU_BOUND:
+        return None
+    eff = f"GEMMs at {gemm_efficiency:g} of the {gemm_precision} peak, " if gemm_efficiency else ""
+    return (f"MFU {mfu:.2f} is above {MFU_BOUND}: it assumes {eff}no kernel launch gaps or per-token work beyond "
+            "the FLOPs model; published runs reach 0.2-0.6")
+
+
 def recipe_warnings(r: dict, mfu: float | None = None, gemm_efficiency: float | None = None) -> list[str]:
     """Warnings a reader should see beside the recipe: a layout that leaves the topology's GPUs
-    idle; an MFU above :data:`MFU_BOUND`, naming the assumptions behind it."""
-    out = []
-    have = r.get("topology_gpus")
-    if have is not None and have > r["gpus"]:
-        out.append(f"the layout uses {r['gpus']:,} of the {have:,} GPUs of topology {r['topology']!r} "
-                   f"(PP{r['pp']} x DP{r['dp']}); the rest stay idle and carry no traffic")
-    if mfu is not None and mfu > MFU_BOUND:
-        eff = f"GEMMs at {gemm_efficiency:g} of the {r['gemm_precision']} peak, " if gemm_efficiency else ""
-        out.append(f"MFU {mfu:.2f} is above {MFU_BOUND}: it assumes {eff}no kernel launch gaps or per-token "
-                   "work beyond the FLOPs model; published runs reach 0.2-0.6")
-    return out
+    idle (:func:`idle_warning`); an MFU above :data:`MFU_BOUND` (:func:`mfu_warning`)."""
+    idle = idle_warning(r["gpus"], r.get("topology_gpus") or 0, r["topology"], detail=f"PP{r['pp']} x DP{r['dp']}")
+    high = mfu_warning(mfu, r["gemm_precision"], gemm_efficiency) if mfu is not None else None
+    return [w for w in (idle, high) if w]
 
 
-__all__ = ["MFU_BOUND", "recipe", "recipe_line", "recipe_warnings"]
+__all__ = ["MFU_BOUND", "idle_warning", "mfu_warning", "recipe", "recipe_line", "recipe_warnings"]

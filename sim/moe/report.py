@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..io import write_csv_atomic  # noqa: E402
+from ..io import shown, write_csv_atomic  # noqa: E402
 from ..metrics import events_frame  # noqa: E402
 from ..plots import FIGURE_WIDTH_IN, save_figure  # noqa: E402
 from .recipe import recipe_line, recipe_warnings  # noqa: E402
@@ -50,11 +50,6 @@ def model_sources(run) -> str:
     not_costed = load_model(run.model).not_costed
     return (f"model sources: {compute}; {load_kernels(run.kernels).provenance()}" +
             "".join(f"\nnot costed: {phrase}" for phrase in not_costed))
-
-
-def shown(x: float) -> float:
-    """``x`` with floating-point residue (``|x| < 1e-9``, e.g. ``1e-13`` of a fraction that is 0) as 0."""
-    return 0.0 if abs(x) < 1e-9 else x
 
 
 def _number(v: float) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import write_text_atomic
+from ..io import truthy, write_text_atomic
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
@@ -42,7 +42,7 @@ def conclusion(summary: pd.DataFrame, hbm_gb: float | None = None, skipped: dict
         text += (f", a speed-up of {worst['step_time_s'] / best['step_time_s']:.2f}x over the slowest, "
                  f"{worst['schedule']} ({worst['step_time_s']:.4g} s)")
     text += "."
-    unfit = df[~df["fits_hbm"].astype(str).isin(("True", "true", "1"))]
+    unfit = df[~truthy(df["fits_hbm"])]
     if len(unfit):
         limit = f" > {hbm_gb:g} GB HBM" if hbm_gb else " beyond HBM"
         text += " Does not fit: " + ", ".join(f"{r['schedule']} (peak {r['max_memory_gb']:.1f} GB{limit})"
