@@ -2,7 +2,7 @@
 that recomputes every flow's max-min rate with the numpy oracle whenever a flow starts or ends."""
 import numpy as np
 
-from sim.network.maxmin import max_min_rates
+from sim.network.fairshare import max_min_rates
 
 
 def reference_completions(links, transfers):

@@ -185,9 +185,9 @@ def test_a_bundles_min_seconds_is_its_speed_alone_and_frees_its_private_link():
     fab.transfer(0, 1, 0.6e9, on_done=lambda: ends.setdefault("f", env.now))
     env.run()
     assert ends["b"] == pytest.approx(0.0115, rel=1e-12) and ends["f"] == pytest.approx(0.0075, rel=1e-12)
-    private = len(fab._capacity)
+    private = fab.link_state.capacity.size
     env.run(fab.transfer_bundle(load, min_seconds=0.02))
-    assert env.now == pytest.approx(0.0315, rel=1e-12) and len(fab._capacity) == private
+    assert env.now == pytest.approx(0.0315, rel=1e-12) and fab.link_state.capacity.size == private
     assert fab.link_bytes.size == len(fab.links) and fab.link_bytes[load.links] == pytest.approx(2.6e9)
 
 
@@ -208,18 +208,18 @@ def test_concurrent_bundles_take_private_links_from_one_growth():
     (1 GB / 10 GB/s alone on a 1 TB/s link: 100 ms)."""
     env = simpy.Environment()
     fab = Fabric(env, gpu_chain("a", 1e12, "b"))
-    base = len(fab._capacity)
+    base = fab.link_state.capacity.size
     load = p2p_load(fab.links, [(0, 1)], 1e9)
     ends = []
     for _ in range(20):
         fab.transfer_bundle(load, min_seconds=0.1, on_done=lambda: ends.append(env.now))
     env.run()
-    assert len(fab._capacity) == base + 16 + max(16, (base + 16) // 2) == 34      # 2 links + 2 growths
+    assert fab.link_state.capacity.size == base + 16 + max(16, (base + 16) // 2) == 34      # 2 links + 2 growths
     assert ends == pytest.approx([0.1] * 20, rel=1e-12)
     fab = Fabric(env, gpu_chain("a", 1e12, "b"))
     for _ in range(16):                                         # exactly one growth's worth: every link of it
         fab.transfer_bundle(load, min_seconds=0.1, on_done=lambda: None)
-    assert len(fab._capacity) == base + 16 == 18
+    assert fab.link_state.capacity.size == base + 16 == 18
 
 
 @pytest.mark.parametrize("min_seconds,latency", [(1e9, 0.0), (-1e-9, 0.0), (0.0, 1e6), (0.0, -1e-9)])

@@ -165,16 +165,16 @@ def test_a_clock_at_infinity_is_an_error_not_a_hang():
 
 def test_a_completion_looks_for_finished_flows_once(monkeypatch):
     """1 MB and 2 MB over two 1 GB/s links: each completion timer drains the flows and removes those
-    due (``flowcore.drop_finished``), and the recomputation that follows at the same instant, with
+    due (``fairshare.drop_finished``), and the recomputation that follows at the same instant, with
     nothing drained or re-rated since, does not look again: two looks in all, one per completion."""
-    from sim.network import flowcore
+    from sim.network import flowloop
     calls = []
-    drop = flowcore.drop_finished
+    drop = flowloop.drop_finished
 
-    def counting(*args):
-        calls.append(args[0])
-        return drop(*args)
-    monkeypatch.setattr(flowcore, "drop_finished", counting)
+    def counting(flows, pairs, links, at, *args):
+        calls.append(at[0])                  # the Instant, as a plain tuple: its n
+        return drop(flows, pairs, links, at, *args)
+    monkeypatch.setattr(flowloop, "drop_finished", counting)
     env = simpy.Environment()
     fab = Fabric(env, gpu_chain("a", 1e9, "b", 1e9, "c"))
     ends = []

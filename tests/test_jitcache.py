@@ -7,32 +7,39 @@ from sim.network.jitcache import KERNEL_FILES, drop_stale
 
 
 def _package(tmp_path: Path, cache_ns: int, newest_source_ns: int) -> Path:
-    """A package folder with every kernel file at time 1 s but ``refill.py`` at ``newest_source_ns``,
-    and numba cache files (and a bytecode file) at ``cache_ns``."""
-    cache = tmp_path / "__pycache__"
-    cache.mkdir(parents=True)
+    """A package folder with every kernel file at time 1 s but ``fairshare/refill.py`` at
+    ``newest_source_ns``, and numba cache files (and a bytecode file) at ``cache_ns``: a step
+    kernel's in ``fairshare/__pycache__``, a traffic kernel's in ``__pycache__``."""
     for name in KERNEL_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
         os.utime(tmp_path / name, ns=(1_000_000_000, 1_000_000_000))
-    os.utime(tmp_path / "refill.py", ns=(newest_source_ns, newest_source_ns))
-    for name in ("flowcore.solve-1.py311.nbi", "flowcore.solve-1.py311.1.nbc", "flowcore.cpython-311.pyc"):
-        (cache / name).write_text("")
-        os.utime(cache / name, ns=(cache_ns, cache_ns))
+    os.utime(tmp_path / "fairshare/refill.py", ns=(newest_source_ns, newest_source_ns))
+    for cache, name in (("fairshare", "step.solve-1.py311.nbi"), ("fairshare", "step.solve-1.py311.1.nbc"),
+                        ("", "traffic.route-1.py311.nbi"), ("fairshare", "step.cpython-311.pyc")):
+        (tmp_path / cache / "__pycache__").mkdir(parents=True, exist_ok=True)
+        path = tmp_path / cache / "__pycache__" / name
+        path.write_text("")
+        os.utime(path, ns=(cache_ns, cache_ns))
     return tmp_path
 
 
+def _caches(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("**/__pycache__/*"))
+
+
 def test_caches_older_than_a_kernel_file_are_removed(tmp_path):
-    """refill.py edited after flowcore's kernels were cached: flowcore's cache goes (it holds
-    refill's old code), the bytecode stays."""
+    """fairshare/refill.py edited after the step kernels were cached: their caches go (they hold
+    refill's old code), in both folders; the bytecode stays."""
     folder = _package(tmp_path, cache_ns=2_000_000_000, newest_source_ns=3_000_000_000)
-    assert drop_stale(folder, ()) == 2
-    assert sorted(p.name for p in (folder / "__pycache__").iterdir()) == ["flowcore.cpython-311.pyc"]
+    assert drop_stale(folder, ()) == 3
+    assert _caches(folder) == ["step.cpython-311.pyc"]
 
 
 def test_caches_newer_than_every_kernel_file_are_kept(tmp_path):
     folder = _package(tmp_path, cache_ns=3_000_000_000, newest_source_ns=2_000_000_000)
     assert drop_stale(folder, ()) == 0
-    assert len(list((folder / "__pycache__").iterdir())) == 3
+    assert len(_caches(folder)) == 4
 
 
 def test_a_cache_as_new_as_the_newest_kernel_file_is_kept(tmp_path):
@@ -48,7 +55,7 @@ def test_a_kernel_file_dated_in_the_future_removes_nothing(tmp_path):
     future = time.time_ns() + 3600 * 10 ** 9
     folder = _package(tmp_path, cache_ns=2_000_000_000, newest_source_ns=future)
     assert drop_stale(folder, ()) == 0
-    assert len(list((folder / "__pycache__").iterdir())) == 3
+    assert len(_caches(folder)) == 4
 
 
 def test_a_folder_without_caches_or_kernel_files_is_left_alone(tmp_path):
@@ -59,7 +66,8 @@ def test_a_folder_without_caches_or_kernel_files_is_left_alone(tmp_path):
 
 def test_the_kernel_files_are_the_modules_that_compile_with_numba():
     folder = Path(sim.network.__file__).parent
-    compiled = {p.name for p in folder.glob("*.py") if "njit" in p.read_text() and p.name not in ("jitcache.py", "jit.py")}
+    compiled = {p.relative_to(folder).as_posix() for p in folder.glob("**/*.py")
+                if "njit" in p.read_text() and p.name not in ("jitcache.py", "jit.py")}
     assert compiled == set(KERNEL_FILES)
     from sim.network.jitcache import CALLED_KERNELS
     rng = Path(sim.network.__file__).parent.parent / "rng.py"
@@ -72,4 +80,4 @@ def test_a_called_kernel_elsewhere_edited_drops_the_caches(tmp_path):
     other = tmp_path / "rng.py"
     other.write_text("")
     os.utime(other, ns=(3_000_000_000, 3_000_000_000))
-    assert drop_stale(folder, ()) == 0 and drop_stale(folder, (other,)) == 2
+    assert drop_stale(folder, ()) == 0 and drop_stale(folder, (other,)) == 3

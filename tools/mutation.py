@@ -40,20 +40,24 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.mo
         "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
         "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
-KERNELS = ("sim.network.maxmin", "sim.network.fillscan", "sim.network.flowcore", "sim.network.refill",
-           "sim.network.tallies", "sim.network.traffic", "sim.network.links", "sim.network.jitcache")
+KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
+           "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",
+           "sim.network.fairshare.tallies", "sim.network.fairshare.records", "sim.network.traffic",
+           "sim.network.links", "sim.network.jitcache")
 KERNEL_TREE = Path(".mutation-kernels")
 KERNEL_CONFIG = """[tool.mutmut]
 # tools/mutation.py --kernels: the numba-compiled kernels, run as Python (NUMBA_DISABLE_JIT=1),
 # judged by their own tests (numpy oracles, hypothesis, hand-worked cases) and the fabric's.
 source_paths = ["sim/"]
-only_mutate = ["sim/network/maxmin.py", "sim/network/fillscan.py", "sim/network/flowcore.py", "sim/network/refill.py",
-               "sim/network/tallies.py", "sim/network/traffic.py", "sim/network/links.py", "sim/network/jitcache.py"]
+only_mutate = ["sim/network/fairshare/oracle.py", "sim/network/fairshare/heap.py", "sim/network/fairshare/filling.py",
+               "sim/network/fairshare/scan.py", "sim/network/fairshare/step.py", "sim/network/fairshare/refill.py",
+               "sim/network/fairshare/tallies.py", "sim/network/fairshare/records.py", "sim/network/traffic.py",
+               "sim/network/links.py", "sim/network/jitcache.py"]
 do_not_mutate = ["*/__init__.py"]
 also_copy = ["topologies/", "experiments/", "validation/", "examples/", "docs/", "tools/", "README.md"]
-pytest_add_cli_args_test_selection = ["tests/test_maxmin.py", "tests/test_fillscan.py", "tests/test_flowcore.py",
-                                      "tests/test_refill.py",
-                                      "tests/test_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
+pytest_add_cli_args_test_selection = ["tests/test_fairshare_filling.py", "tests/test_fairshare_scan.py",
+                                      "tests/test_fairshare_step.py", "tests/test_fairshare_refill.py",
+                                      "tests/test_fairshare_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
                                       "tests/test_flowloop.py", "tests/test_links.py", "tests/test_jitcache.py"]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
@@ -239,113 +243,112 @@ EQUIVALENT = {
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
     # The compiled kernels (--kernels).
-    "sim.network.flowcore.x_drop_finished__mutmut_98": "a done flow with exactly 0 bytes left credits 0 bytes "
+    "sim.network.fairshare.step.x_drop_finished__mutmut_89": "a done flow with exactly 0 bytes left credits 0 bytes "
                                                        "to its links: x + 0.0 == x",
-    "sim.network.maxmin.x__rates_compiled__mutmut_33": "a flow of exactly WIDE_FLOW links filled by the heap of flows "
-                                                       "instead of links: the same rounds (both equal the oracle)",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_18": "arg is set at a flow's first link (every flow has one) "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_21": "arg is set at a flow's first link (every flow has one) "
                                                         "before it is read",
-    "sim.network.maxmin.x__fill__mutmut_4": "pair counts held as floats: exact at these sizes",
-    "sim.network.maxmin.x__fill__mutmut_78": "frozen marks held as 0.0/1.0 instead of booleans",
-    "sim.network.maxmin.x__fill_flows__mutmut_53": "None stored in a boolean array is False",
-    "sim.network.maxmin.x__fill_flows__mutmut_67": "on a tie the later link is a flow's tightest: the same share, "
+    "sim.network.fairshare.filling.x_fill_links__mutmut_6": "pair counts held as floats: exact at these sizes",
+    "sim.network.fairshare.filling.x_fill_links__mutmut_64": "frozen marks held as 0.0/1.0 instead of booleans",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_55": "None stored in a boolean array is False",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_69": "on a tie the later link is a flow's tightest: the same share, "
                                                   "and both links fill in the round it freezes (all their other "
                                                   "unfrozen flows are as tight), so either is its bottleneck",
-    "sim.network.maxmin.x__fill_flows__mutmut_20": "a flow's tight share is set before it is read, for every flow "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_22": "a flow's tight share is set before it is read, for every flow "
                                                    "filled (the others are never read)",
-    "sim.network.maxmin.x__fill_flows__mutmut_26": "np.full infers int64 from the fill value -1",
-    "sim.network.maxmin.x__fill_flows__mutmut_29": "same as mutmut_26",
-    "sim.network.maxmin.x__fill_flows__mutmut_30": "argmin is set for every flow filled before it is read",
-    "sim.network.maxmin.x__fill_flows__mutmut_31": "same as mutmut_30",
-    "sim.network.maxmin.x__fill_flows__mutmut_34": "frozen marks held as 0.0/1.0 instead of booleans",
-    "sim.network.maxmin.x__fill_flows__mutmut_36": "same as mutmut_34",
-    "sim.network.maxmin.x__fill_flows__mutmut_45": "np.full infers int64 from the fill value -1",
-    "sim.network.maxmin.x__fill_flows__mutmut_48": "same as mutmut_45",
-    "sim.network.maxmin.x__fill_flows__mutmut_49": "pos is set for every flow put in the heap before it is read; the "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_28": "np.full infers int64 from the fill value -1",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_31": "same as mutmut_28",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_32": "argmin is set for every flow filled before it is read",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_33": "same as mutmut_32",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_36": "frozen marks held as 0.0/1.0 instead of booleans",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_38": "same as mutmut_36",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_47": "np.full infers int64 from the fill value -1",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_50": "same as mutmut_47",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_51": "pos is set for every flow put in the heap before it is read; the "
                                                    "others' is never read",
-    "sim.network.maxmin.x__fill_flows__mutmut_50": "same as mutmut_49",
-    "sim.network.maxmin.x__fill_flows__mutmut_56": "a flow's first link gives a finite share, which replaces the "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_52": "same as mutmut_51",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_58": "a flow's first link gives a finite share, which replaces the "
                                                    "initial link",
-    "sim.network.maxmin.x__fill_flows__mutmut_57": "same as mutmut_56",
-    "sim.network.maxmin.x__fill_flows__mutmut_111": "round stamps held as floats: exact at these counts",
-    "sim.network.maxmin.x__fill_flows__mutmut_113": "same as mutmut_111",
-    "sim.network.maxmin.x__fill_flows__mutmut_115": "the round stamps start at 2 instead of 1: still a new value each "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_59": "same as mutmut_58",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_97": "round stamps held as floats: exact at these counts",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_99": "same as mutmut_97",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_101": "the round stamps start at 2 instead of 1: still a new value each "
                                                     "round, never the initial 0",
-    "sim.network.maxmin.x__fill_flows__mutmut_119": "the round stamps go -1, -2, ...: still a new value each round, "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_105": "the round stamps go -1, -2, ...: still a new value each round, "
                                                     "never the initial 0",
-    "sim.network.maxmin.x__fill_flows__mutmut_120": "the round stamps go 2, 4, ...: still a new value each round",
-    "sim.network.maxmin.x__fill_flows__mutmut_124": "threshold minus 1e-300 instead of plus: differs only for a share "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_106": "the round stamps go 2, 4, ...: still a new value each round",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_110": "threshold minus 1e-300 instead of plus: differs only for a share "
                                                     "of 0, and shares are positive (capacities are)",
-    "sim.network.maxmin.x__fill_flows__mutmut_136": "< instead of <= against the threshold: the round's own share is "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_122": "< instead of <= against the threshold: the round's own share is "
                                                     "below it, another share equals it only by chance",
-    "sim.network.maxmin.x__fill_flows__mutmut_185": "scanning the pairs of every link up to l instead of l's: the "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_171": "scanning the pairs of every link up to l instead of l's: the "
                                                     "others are filtered out by argmin != l",
-    "sim.network.maxmin.x__fill_flows__mutmut_194": "same as mutmut_56 (a flow's recomputed tightest link)",
-    "sim.network.maxmin.x__fill_flows__mutmut_195": "same as mutmut_56",
-    "sim.network.maxmin.x__fill_flows__mutmut_205": "same as mutmut_67 (a tie when a flow's tightest link is "
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_180": "same as mutmut_58 (a flow's recomputed tightest link)",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_181": "same as mutmut_58",
+    "sim.network.fairshare.filling.x_fill_flows__mutmut_191": "same as mutmut_69 (a tie when a flow's tightest link is "
                                                     "recomputed)",
-    "sim.network.maxmin.x_rates__mutmut_33": "a copy of the capacities instead of the array itself: the same values",
-    "sim.network.maxmin.x__fill__mutmut_139": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
+    "sim.network.fairshare.filling.x_fill_links__mutmut_125": "the round stamps go 2, 4, ... instead of 1, 2, ...: still a new "
                                               "value each round",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_47": "ok = None instead of False: both falsy where read "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_50": "ok = None instead of False: both falsy where read "
                                                         "(not ok, and solve's test of the result)",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_85": "bott_count[arg] = 1 instead of += 1: a new flow takes only "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_80": "bott_count[arg] = 1 instead of += 1: a new flow takes only "
                                                         "a link that froze nobody (bott_count 0), so both give 1",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_19": "arg starts at +1 instead of -1: it is read only when r is "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_22": "arg starts at +1 instead of -1: it is read only when r is "
                                                         "finite, which a pair's spare set together with arg",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_20": "same as mutmut_19 (arg starts at -2)",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_27": "a link that froze a flow is full up to rounding (a "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_23": "same as mutmut_22 (arg starts at -2)",
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_30": "a link that froze a flow is full up to rounding (a "
                                                         "departure from it refills): an arrival crossing it gets at "
                                                         "most that rounding as its rate, and the flows on its tightest "
                                                         "link are faster, so the test fails either way",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_30": "r = -2.0 instead of -1.0: any negative r fails the test",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_41": "a spare of exactly 0 passing the first test: it is 0 only "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_33": "r = -2.0 instead of -1.0: any negative r fails the test",
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_44": "a spare of exactly 0 passing the first test: it is 0 only "
                                                         "on a full link, whose flows are faster than 0, so the second "
                                                         "fails (a link of no capacity would give a rate of 0, which "
                                                         "solve cannot time: the fabric routes no flow over one)",
-    "sim.network.flowcore.x_rate_unchanged__mutmut_78": "link_max raised on an equal rate too: the same value",
-    "sim.network.flowcore.x_solve__mutmut_59": "a larger scratch for the saved loads: only its first entries are used",
-    "sim.network.flowcore.x_solve__mutmut_64": "raising the peaks of the earlier flows' links too: a peak is raised "
+    "sim.network.fairshare.step.x_rate_unchanged__mutmut_73": "fastest raised on an equal rate too: the same value",
+    "sim.network.fairshare.step.x_solve__mutmut_33": "a larger scratch for the saved loads: only its first entries are used",
+    "sim.network.fairshare.step.x_solve__mutmut_38": "raising the peaks of the earlier flows' links too: a peak is raised "
                                                "whenever a link's rate rises, and only new flows raised any here",
-    "sim.network.flowcore.x_solve__mutmut_69": "a peak raised to an equal utilisation: the same value",
-    "sim.network.flowcore.x_solve__mutmut_126": "the nearest completion replaced by an equal one: the same value",
-    "sim.network.refill.x_refill_all__mutmut_84": "link_max raised on an equal rate too: the same value",
+    "sim.network.fairshare.step.x_solve__mutmut_43": "a peak raised to an equal utilisation: the same value",
+    "sim.network.fairshare.step.x_solve__mutmut_62": "the nearest completion replaced by an equal one: the same value",
+    "sim.network.fairshare.refill.x_refill_all__mutmut_69": "fastest raised on an equal rate too: the same value",
     "sim.network.jitcache.x_drop_stale__mutmut_14": "a kernel file dated at the very nanosecond the clock is read: "
                                                     "no run can make that instant",
-    "sim.network.refill.x_refill_affected__mutmut_300": "link_max raised on an equal rate too: the same value",
-    "sim.network.fillscan.x_fill_scan__mutmut_20": "np.full infers int64 from the fill value -1",
-    "sim.network.fillscan.x_fill_scan__mutmut_23": "same as mutmut_20",
-    "sim.network.fillscan.x_fill_scan__mutmut_44": "round stamps held as floats: exact at these counts",
-    "sim.network.fillscan.x_fill_scan__mutmut_46": "same as mutmut_44",
-    "sim.network.fillscan.x_fill_scan__mutmut_57": "every unfrozen flow looked at again each round, not only those whose tightest link changed: "
+    "sim.network.fairshare.refill.x_refill_affected__mutmut_287": "fastest raised on an equal rate too: the same value",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_24": "np.full infers int64 from the fill value -1",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_27": "same as mutmut_24",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_48": "round stamps held as floats: exact at these counts",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_50": "same as mutmut_48",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_61": "every unfrozen flow looked at again each round, not only those whose tightest link changed: "
              "the others' links' shares only rose since their last look (a frozen flow's share is the "
              "lowest), so the same minimum on the same link, but where rounding lowers a share by an ulp",
-    "sim.network.fillscan.x_fill_scan__mutmut_58": "same as mutmut_57",
-    "sim.network.fillscan.x_fill_scan__mutmut_59": "every flow looked at again at round 0: the first pass's shares, computed again the same way",
-    "sim.network.fillscan.x_fill_scan__mutmut_65": "a flow looked at again has links: its first link's finite share replaces the initial link",
-    "sim.network.fillscan.x_fill_scan__mutmut_66": "same as mutmut_65",
-    "sim.network.fillscan.x_fill_scan__mutmut_80": "<= instead of < when finding the lowest share: the same value",
-    "sim.network.fillscan.x_fill_scan__mutmut_96": "every round sorted (in_order starts None): a stable sort of a round already in order keeps it",
-    "sim.network.fillscan.x_fill_scan__mutmut_97": "same as mutmut_96 (in_order starts False)",
-    "sim.network.fillscan.x_fill_scan__mutmut_104": "equal shares counted out of order: the stable sort keeps them in flow order",
-    "sim.network.fillscan.x_fill_scan__mutmut_107": "None instead of False: both falsy, the round is sorted",
-    "sim.network.fillscan.x__in_heap_order__mutmut_7": "numpy reads the sort kind case-insensitively: the same "
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_62": "same as mutmut_61",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_63": "every flow looked at again at round 0: the first pass's shares, computed again the same way",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_69": "a flow looked at again has links: its first link's finite share replaces the initial link",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_70": "same as mutmut_69",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_84": "<= instead of < when finding the lowest share: the same value",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_100": "every round sorted (in_order starts None): a stable sort of a round already in order keeps it",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_101": "same as mutmut_100 (in_order starts False)",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_108": "equal shares counted out of order: the stable sort keeps them in flow order",
+    "sim.network.fairshare.scan.x_fill_scan__mutmut_111": "None instead of False: both falsy, the round is sorted",
+    "sim.network.fairshare.scan.x_in_heap_order__mutmut_7": "numpy reads the sort kind case-insensitively: the same "
                                                        "stable sort",
-    "sim.network.refill.x_refill__mutmut_5": "kept > 1 instead of > 0: with one earlier flow the refill set, when a "
+    "sim.network.fairshare.refill.x_refill__mutmut_5": "kept > 1 instead of > 0: with one earlier flow the refill set, when a "
                                              "refill is needed, always takes it in (the only flow a link of the "
                                              "change froze, or a faster one on the new flow's bottleneck): both refill "
                                              "the same two flows",
-    "sim.network.refill.x_refill_affected__mutmut_119": "-2 instead of -1 when the set passes half: refill reads only "
-                                                        "the sign",
-    "sim.network.refill.x_refill_affected__mutmut_211": ">= instead of > against the member's rate x (1 + 1e-12): an "
+    "sim.network.fairshare.refill.x_refill_affected__mutmut_25": "-2 instead of -1 when the set passes half: refill reads "
+                                                                  "only the sign",
+    "sim.network.fairshare.refill.x_refill_affected__mutmut_115": "same as mutmut_25 (another of its returns of -1)",
+    "sim.network.fairshare.refill.x_refill_affected__mutmut_119": "same as mutmut_25 (another of its returns of -1)",
+    "sim.network.fairshare.refill.x_refill_affected__mutmut_211": "same as mutmut_25 (another of its returns of -1)",
+    "sim.network.fairshare.refill.x_refill_affected__mutmut_203": ">= instead of > against the member's rate x (1 + 1e-12): an "
                                                         "outside rate equals that bound only by chance",
-    "sim.network.tallies.x_credit__mutmut_3": "crediting when dt == 0 too: adds 0 bytes and 0 s, sets since to now "
+    "sim.network.fairshare.tallies.x_credit__mutmut_3": "crediting when dt == 0 too: adds 0 bytes and 0 s, sets since to now "
                                               "(already its value)",
     "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "
                                                          "token index either",
     "sim.network.traffic.x__select_compiled__mutmut_24": "np.full(N, -1) is int64 without the dtype too",
     "sim.network.traffic.x__select_numpy__mutmut_77": "hits as floats instead of booleans: the same sums and any()",
-    "sim.network.maxmin.x_rates__mutmut_17": "astype(copy=None) and copy=False both copy only when the type differs",
     # Python >= 3.10 ignores format_exception_only's first argument when the exception is given.
     "sim.sweep.x_run_point__mutmut_22": "format_exception_only(None, exc) == format_exception_only(type(exc), exc)",
     "sim.sweep.x_run_point__mutmut_24": "format_exception_only(exc) is the one-argument form of the same call",

@@ -10,9 +10,9 @@ from .collectives import (
                           ring_reduce_scatter,
 )
 from .fabric import Fabric, RouteSet
+from .fairshare import max_min_rates
 from .links import LinkTable
 from .loads import LinkLoad, all_to_all_load, p2p_load, sum_loads
-from .maxmin import max_min_rates
 from .stats import busiest_links, link_stats
 from .timeline import LinkTimeline
 from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes

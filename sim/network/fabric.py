@@ -5,10 +5,10 @@ The model (SimGrid's "flow" fidelity, see docs/network.md, "Network model"):
 1. A transfer of N bytes from GPU a to GPU b follows one route (``LinkTable.route``).
 2. It first pays the route's latency (the sum of its links' latencies), which does not contend.
 3. Then it becomes an active flow. Active flows share every link's bandwidth max-min fairly
-   (:mod:`sim.network.maxmin`); rates are recomputed whenever a flow starts or ends (only those
-   that may change, :mod:`sim.network.refill`; none when a flow ends on links that froze no other
-   flow, or starts on spare capacity without slowing a faster flow:
-   :func:`~sim.network.flowcore.rate_unchanged`), and all starts and ends at the same instant are
+   (:mod:`sim.network.fairshare`); rates are recomputed whenever a flow starts or ends (only
+   those that may change, :mod:`sim.network.fairshare.refill`; none when a flow ends on links that
+   froze no other flow, or starts on spare capacity without slowing a faster flow:
+   :func:`~sim.network.fairshare.step.rate_unchanged`), and all starts and ends at the same instant are
    batched into one recomputation.
 4. It completes when its last byte has drained: ``t_end = t_start + latency + time to drain``.
 
@@ -24,12 +24,12 @@ control, PFC pauses and incast loss, switch buffers, NIC/PCIe message-rate limit
 routing; latency is paid once per transfer.
 
 This module turns transfers into flows; :mod:`sim.network.flowloop` (the base class) runs them:
-arrivals, batches, the recomputations and the completion timer.
+arrivals, batches, the recomputations and the completion timer, on the solver's state it owns.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -61,7 +61,7 @@ class Fabric(FlowLoop):
     def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, completion_window: float = 0.0,
                  incremental: bool = True, gpu_rate: float | None = None):
         """``incremental``: recompute only the rates that may change when flows start or end (the
-        bottleneck test, then the set of :mod:`sim.network.refill`); the others keep theirs.
+        bottleneck test, then the set of :mod:`sim.network.fairshare.refill`); the others keep theirs.
         ``False`` recomputes every rate each time.
 
         ``gpu_rate`` (bytes/s): the most a GPU's communication kernels move per direction, however
@@ -71,19 +71,16 @@ class Fabric(FlowLoop):
         number(completion_window, "completion_window", low=0, high=1, high_open=True)
         if gpu_rate is not None:
             number(gpu_rate, "gpu_rate (bytes/s)", low=0, low_open=True, high=1e18)
-        self.env = env
-        self.completion_window = completion_window
-        self.incremental = incremental
-        self._busy_since = None
         self.links = graph if isinstance(graph, LinkTable) else LinkTable(graph)
         self._n_links = len(self.links)
         self._n_gpus = len(self.links.gpus)
-        # Per-link arrays hold the topology's links, then the GPUs' engines (out, then in) when
-        # ``gpu_rate`` is set, then private links (bundles' rate limits).
-        self._capacity = self.links.capacity.astype(float).copy()
+        # The event loop's links: the topology's, then the GPUs' engines (out, then in) when
+        # ``gpu_rate`` is set; bundles' rate limits are added links (FlowLoop.add_link).
+        capacity = self.links.capacity.astype(float)
         self.gpu_rate = gpu_rate
         if gpu_rate is not None:
-            self._capacity = np.concatenate([self._capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
+            capacity = np.concatenate([capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
+        super().__init__(env, capacity, completion_window, incremental)
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}   # (links, engines too; latency)
         if gpu_rate is not None:
             # An engine that cannot bind is left out (the same rates, fewer pairs): a GPU's flows
@@ -93,49 +90,8 @@ class Fabric(FlowLoop):
             in_cap = np.bincount(self.links.dst, weights=self.links.capacity, minlength=len(self.links.names))
             self._engine_out = out_cap[gpu_nodes] > gpu_rate
             self._engine_in = in_cap[gpu_nodes] > gpu_rate
-        L = self._capacity.size
-        self._free_private: list[int] = []
-        self._link_bytes = np.zeros(L)
-        self._link_busy_s = np.zeros(L)
-        self._link_peak_util = np.zeros(L)
         self._sent = [0.0] * self._n_gpus
         self._received = [0.0] * self._n_gpus
-        self.recomputations = 0
-        self.observers: list[Callable[[float, np.ndarray], None]] = []  # (now, link rates) after each recompute
-        # Active flows in growable arrays (flowcore's kernels work on them in place): sizes, bytes
-        # left, rates and ids, and their (flow, link) pairs, contiguous per flow; callbacks by id.
-        self._n = 0
-        self._n_pairs = 0
-        self._size = np.zeros(64)
-        self._remaining = np.zeros(64)
-        self._rate = np.zeros(64)
-        self._flow_id = np.zeros(64, dtype=np.int64)
-        self._bottleneck = np.zeros(64, dtype=np.int64)  # the link that froze each flow (flowcore.solve)
-        self._pair_flow = np.zeros(256, dtype=np.int64)
-        self._pair_link = np.zeros(256, dtype=np.int64)
-        self._pair_weight = np.ones(256)
-        self._callbacks: dict[int, Callable] = {}
-        self._next_id = 0
-        self._link_rate = np.zeros(L)
-        self._link_users = np.zeros(L, dtype=np.int64)  # flows with a rate on each link
-        self._link_max = np.zeros(L)                    # at least the fastest of them (per unit of weight)
-        self._bott_count = np.zeros(L, dtype=np.int64)  # flows each link froze
-        self.unchanged_solves = 0                       # recomputations that left every earlier rate as it was
-        self.refilled_flows = 0                         # flows whose rates recomputations refilled, in all
-        self._since = np.zeros(L)                     # link tallies (bytes, busy) run up to this time
-        self._tick = 0                                # scratch marks compare against ever-increasing ticks
-        self._gen = np.zeros(L, dtype=np.int64)
-        self._local = np.zeros(L, dtype=np.int64)
-        self._dirty = np.zeros(256, dtype=np.int64)   # links left by flows that ended since the last solve
-        self._n_dirty = 0
-        self._done = np.zeros(64, dtype=np.int64)     # scratch: ids of the flows drop_finished removes
-        self._settled = False                         # no flow is due now that _complete_finished would remove
-        self._pending: list[Flow] = []
-        self._arrivals: dict[float, list[Flow]] = {}
-        self._last = env.now
-        self._batch_scheduled = False
-        self._timer_version = 0
-        self._timer_at = None                         # when the live timer fires (None: no live timer)
 
     @property
     def num_gpus(self) -> int:
@@ -144,17 +100,17 @@ class Fabric(FlowLoop):
     @property
     def link_bytes(self) -> np.ndarray:
         """Bytes each link of the topology has carried (up to the last update, see :meth:`sync`)."""
-        return self._link_bytes[:self._n_links]
+        return self.link_state.carried[:self._n_links]
 
     @property
     def link_busy_s(self) -> np.ndarray:
         """Seconds each link of the topology carried any traffic."""
-        return self._link_busy_s[:self._n_links]
+        return self.link_state.busy[:self._n_links]
 
     @property
     def link_peak_util(self) -> np.ndarray:
         """The highest carried rate / bandwidth each link of the topology has seen."""
-        return self._link_peak_util[:self._n_links]
+        return self.link_state.peak[:self._n_links]
 
     @property
     def bytes_sent(self) -> np.ndarray:
@@ -178,7 +134,7 @@ class Fabric(FlowLoop):
         if src == dst:
             on_done()
             return done
-        self._enqueue(*self._new_flow(src, dst, nbytes, on_done))
+        self.enqueue(*self._new_flow(src, dst, nbytes, on_done))
         return done
 
     def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done) -> None:
@@ -198,9 +154,9 @@ class Fabric(FlowLoop):
             return
         flow, latency = self._new_flow(src, dst, nbytes, on_done)
         if latency > 0:
-            self._enqueue(flow, latency, start + latency)
+            self.enqueue(flow, latency, start + latency)
         else:                                   # as transfer() then: pending at once, even with no bytes
-            event_at(self.env, start).callbacks.append(lambda _ev: self._start_now(flow))
+            event_at(self.env, start).callbacks.append(lambda _ev: self.start_now(flow))
 
     def route_bandwidth(self, src: int, dst: int) -> float:
         """Bytes/s a flow from GPU ``src`` to GPU ``dst`` gets alone: the least capacity on its route
@@ -209,7 +165,7 @@ class Fabric(FlowLoop):
         if src == dst:
             return math.inf
         links, _ = self._routes.get((src, dst)) or self._route(src, dst)
-        return float(self._capacity[links].min())
+        return float(self.link_state.capacity[links].min())
 
     def route_set(self, srcs: list[int], dsts: list[int]) -> RouteSet:
         """The routes of the GPU pairs ``srcs[i]`` to ``dsts[i]`` (two GPUs each), grouped by
@@ -239,7 +195,7 @@ class Fabric(FlowLoop):
             sent[src] += nbytes
             received[dst] += nbytes
         for latency, index, links, lengths in routes.groups:
-            self._enqueue(Flow(links, nbytes, [on_done[i] for i in index], lengths=lengths), latency)
+            self.enqueue(Flow(links, nbytes, [on_done[i] for i in index], lengths=lengths), latency)
 
     def _checked(self, src: int, dst: int, nbytes) -> float:
         """``nbytes`` as a float, once the GPUs and the size are known good (else one line naming them)."""
@@ -288,14 +244,14 @@ class Fabric(FlowLoop):
             return done
         links, weights = load.links, load.weights
         if min_seconds > 0:
-            private = self._private_link(load.size / min_seconds)
+            private = self.add_link(load.size / min_seconds)
             links, weights = _appended(links, private), _appended(weights, 1.0)
             inner = on_done
 
             def on_done(private=private, inner=inner):
-                self._free_private.append(private)
+                self.release_link(private)
                 inner()
-        self._enqueue(Flow(links, load.size, on_done, weights), latency)
+        self.enqueue(Flow(links, load.size, on_done, weights), latency)
         return done
 
     def _route(self, src: int, dst: int) -> tuple[np.ndarray, float]:
@@ -309,23 +265,6 @@ class Fabric(FlowLoop):
                 links = np.append(links, engines)          # int64: the route's links and ints
         route = self._routes[(src, dst)] = (links, latency)
         return route
-
-    def _private_link(self, capacity: float) -> int:
-        """A link of ``capacity`` bytes/s that only one bundle uses (its rate limit)."""
-        if self._free_private:
-            link = self._free_private.pop()
-        else:
-            link = self._capacity.size
-            grow = max(16, link // 2)
-            for name in ("_capacity", "_link_bytes", "_link_busy_s", "_link_peak_util", "_link_rate", "_link_max",
-                         "_since"):
-                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow)]))
-            for name in ("_gen", "_local", "_link_users", "_bott_count"):
-                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow, dtype=np.int64)]))
-            self._free_private.extend(range(link + grow - 1, link, -1))
-        self._capacity[link] = capacity
-        self._link_rate[link] = 0.0
-        return link
 
 
 def _appended(values: np.ndarray, last) -> np.ndarray:

@@ -3,24 +3,25 @@ and end, with one rate recomputation per instant.
 
 :class:`FlowLoop` is the half of :class:`~sim.network.Fabric` that moves time: it keeps the
 active flows in growable arrays (sizes, bytes left, rates, ids, and their (flow, link) pairs,
-contiguous per flow), hands them to the compiled kernels of :mod:`sim.network.flowcore` in place,
+contiguous per flow), hands them to the compiled kernels of :mod:`sim.network.fairshare` in place (as its named
+records, which this class builds and grows),
 and schedules SimPy events: a flow's arrival after its latency, one batch per instant (every start
 and end of that instant share one recomputation, run after the instant's other events), and a
 timer for the next completion. The fabric's other half (``fabric.py``) turns transfers, sets of
-routes and bundles into :class:`Flow` s for it and sets up the state both halves read (in
-``Fabric.__init__``: the per-link arrays hold the topology's links, the GPUs' engines and the
-bundles' private links).
+routes and bundles into :class:`Flow` s for it, and says which links there are (the topology's,
+the GPUs' engines; bundles' private links come and go through :meth:`FlowLoop.add_link`).
 """
 from __future__ import annotations
 
 import math
 from heapq import heappush
+from typing import Callable
 
 import numpy as np
 import simpy
 
 from ..limits import check_deadline
-from . import flowcore, tallies
+from .fairshare import advance, credit_all, drop_finished, grown, new_flows, new_links, new_pairs, new_scratch, solve
 
 _NORMAL_PRIORITY = 1  # SimPy's NORMAL: timeouts and succeeded events
 _BATCH_PRIORITY = 2  # after every NORMAL (1) event of the same instant
@@ -40,12 +41,70 @@ class Flow:
 
 
 class FlowLoop:
-    """The event loop of :class:`~sim.network.Fabric` (its base class; ``Fabric.__init__`` sets up
-    the state, see the module). A flow handed to :meth:`_enqueue` arrives after its latency, joins
-    the active flows at the next batch (:meth:`_recompute`), drains, and ends with its
-    ``on_done()``; :meth:`sync` brings the links' tallies up to now."""
+    """The event loop of :class:`~sim.network.Fabric` (its base class). A flow handed to
+    :meth:`enqueue` arrives after its latency, joins the active flows at the next batch
+    (:meth:`_recompute`), drains, and ends with its ``on_done()``; :meth:`sync` brings the links'
+    tallies up to now.
 
-    def _enqueue(self, flow: Flow, latency: float, at: float | None = None) -> None:
+    ``capacity`` (bytes/s): the links' (every link the flows may cross); ``completion_window``:
+    see :meth:`_complete_finished`; ``incremental``: recompute only the rates that may change
+    (:mod:`sim.network.fairshare.refill`), else every rate each time. ``link_state``: the links'
+    record (:class:`~sim.network.fairshare.Links`): rates, tallies, peak utilisation."""
+
+    def __init__(self, env: simpy.Environment, capacity: np.ndarray, completion_window: float = 0.0,
+                 incremental: bool = True):
+        self.env = env
+        self.completion_window = completion_window
+        self.incremental = incremental
+        self.link_state = new_links(capacity)
+        self._scratch = new_scratch(capacity.size)
+        # Active flows (fairshare's kernels work on them in place): sizes, bytes left, rates, ids,
+        # bottlenecks, and their (flow, link) pairs, contiguous per flow; callbacks by id.
+        self._flows = new_flows(64)
+        self._pairs = new_pairs(256)
+        self._n = 0
+        self._n_pairs = 0
+        self._n_dirty = 0                             # links left by flows that ended since the last solve
+        self._done = np.zeros(64, dtype=np.int64)     # scratch: ids of the flows drop_finished removes
+        self._callbacks: dict[int, Callable] = {}
+        self._next_id = 0
+        self._free_links: list[int] = []              # added links given back (add_link, release_link)
+        self.recomputations = 0
+        self.unchanged_solves = 0                     # recomputations that left every earlier rate as it was
+        self.refilled_flows = 0                       # flows whose rates recomputations refilled, in all
+        self.observers: list[Callable[[float, np.ndarray], None]] = []  # (now, link rates) after each recompute
+        self._observed = capacity.size                # the links observers see (the first ones)
+        self._tick = 0                                # scratch marks compare against ever-increasing ticks
+        self._busy_since = None
+        self._settled = False                         # no flow is due now that _complete_finished would remove
+        self._pending: list[Flow] = []
+        self._arrivals: dict[float, list[Flow]] = {}
+        self._last = env.now
+        self._batch_scheduled = False
+        self._timer_version = 0
+        self._timer_at = None                         # when the live timer fires (None: no live timer)
+
+    def add_link(self, capacity: float) -> int:
+        """A link of ``capacity`` bytes/s beyond the first ones (a bundle's rate limit), until
+        :meth:`release_link`; returns its number."""
+        if not self._free_links:
+            L = self.link_state.capacity.size
+            grow = max(16, L // 2)
+            self.link_state = grown(self.link_state, L, L + grow)
+            self._scratch = self._scratch._replace(gen=np.concatenate([self._scratch.gen, np.zeros(grow, dtype=np.int64)]),
+                                                   local=np.concatenate([self._scratch.local,
+                                                                         np.zeros(grow, dtype=np.int64)]))
+            self._free_links.extend(range(L + grow - 1, L - 1, -1))
+        link = self._free_links.pop()
+        self.link_state.capacity[link] = capacity
+        self.link_state.rate[link] = 0.0
+        return link
+
+    def release_link(self, link: int) -> None:
+        """Give back a link of :meth:`add_link` (its flows have ended)."""
+        self._free_links.append(link)
+
+    def enqueue(self, flow: Flow, latency: float, at: float | None = None) -> None:
         """``flow`` starts to send after ``latency`` (flows due at the same instant arrive together);
         ``at``: the instant it is due, when not ``now + latency`` (a transfer started ahead)."""
         if latency > 0:
@@ -61,8 +120,8 @@ class FlowLoop:
             self._pending.append(flow)
             self._request_batch()
 
-    def _start_now(self, flow: Flow) -> None:
-        """A flow of no latency whose start :meth:`transfer_at` scheduled: it starts now."""
+    def start_now(self, flow: Flow) -> None:
+        """A flow of no latency whose start ``Fabric.transfer_at`` scheduled: it starts now."""
         self._pending.append(flow)
         self._batch_or_now()
 
@@ -103,15 +162,14 @@ class FlowLoop:
         ``link_bytes`` or ``link_busy_s`` mid-run; each link's are otherwise brought up to date
         when its rate changes, and are complete once its flows have ended)."""
         self._advance()
-        tallies.credit_all(self.env.now, self._link_rate, self._link_users, self._link_bytes, self._link_busy_s,
-                           self._since)
+        credit_all(self.link_state, self.env.now)
 
     def _advance(self) -> None:
         """Drain the flows from the last update to now."""
         dt = self.env.now - self._last
         if dt > 0 and self._n:
             self._settled = False
-            flowcore.advance(dt, self._n, self._rate, self._remaining)
+            advance(tuple(self._flows), self._n, dt)
         self._last = self.env.now
 
     def _complete_finished(self) -> None:
@@ -128,12 +186,13 @@ class FlowLoop:
         now = self.env.now
         window = self.completion_window * (now - self._busy_since) + now * _CLOCK_RESOLUTION  # flows are active
         done = self._done
-        if self._n_dirty + self._n_pairs > self._dirty.size:
-            self._dirty = np.concatenate([self._dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
-        self._n, self._n_pairs, n_done, n_dirty = flowcore.drop_finished(
-            n, self._n_pairs, self._size, self._remaining, self._rate, self._flow_id, self._bottleneck, window,
-            self._pair_flow, self._pair_link, self._pair_weight, now, self._link_bytes, self._link_busy_s,
-            self._since, self._link_rate, self._link_users, self._bott_count, done, self._dirty[self._n_dirty:])
+        dirty = self._scratch.dirty
+        if self._n_dirty + self._n_pairs > dirty.size:
+            dirty = np.concatenate([dirty, np.zeros(self._n_dirty + 2 * self._n_pairs, dtype=np.int64)])
+            self._scratch = self._scratch._replace(dirty=dirty)
+        self._n, self._n_pairs, n_done, n_dirty = drop_finished(      # plain tuples: see fairshare.step
+            tuple(self._flows), tuple(self._pairs), tuple(self.link_state), self._instant(n, n, now), window, done,
+            dirty[self._n_dirty:])
         self._n_dirty += n_dirty
         pop = self._callbacks.pop
         for flow_id in done[:n_done].tolist():
@@ -142,51 +201,53 @@ class FlowLoop:
     def _activate_pending(self) -> None:
         """Append the pending flows to the active arrays (one by one when they are few: cheaper
         than building arrays for them)."""
-        flows, self._pending = self._pending, []
-        n, m, P = self._n, len(flows), self._n_pairs
-        if m <= 4 and all(f.lengths is None for f in flows):
-            self._grow(n + m, P + sum(f.links.size for f in flows))
-            for f in flows:
+        pending, self._pending = self._pending, []
+        n, m, P = self._n, len(pending), self._n_pairs
+        if m <= 4 and all(f.lengths is None for f in pending):
+            self._grow(n + m, P + sum(f.links.size for f in pending))
+            active, pairs = self._flows, self._pairs
+            for f in pending:
                 size, links = f.size, f.links
                 flow_id = self._next_id
                 self._next_id += 1
                 self._callbacks[flow_id] = f.on_done
-                self._flow_id[n] = flow_id
-                self._size[n] = size
-                self._remaining[n] = size
-                self._rate[n] = 0.0
+                active.flow_id[n] = flow_id
+                active.size[n] = size
+                active.remaining[n] = size
+                active.rate[n] = 0.0
                 end = P + links.size
-                self._pair_flow[P:end] = n
-                self._pair_link[P:end] = links
-                self._pair_weight[P:end] = 1.0 if f.weights is None else f.weights
+                pairs.flow[P:end] = n
+                pairs.link[P:end] = links
+                pairs.weight[P:end] = 1.0 if f.weights is None else f.weights
                 n, P = n + 1, end
             self._n, self._n_pairs = n, P
             return
-        if any(f.lengths is not None for f in flows):   # blocks: one entry per flow
-            counts = [1 if f.lengths is None else len(f.lengths) for f in flows]
-            lengths = np.array([k for f in flows for k in (f.lengths or (f.links.size,))], dtype=np.int64)
-            callbacks = [cb for f in flows for cb in (f.on_done if f.lengths is not None else (f.on_done,))]
-            sizes = np.repeat([f.size for f in flows], counts)
+        if any(f.lengths is not None for f in pending):   # blocks: one entry per flow
+            counts = [1 if f.lengths is None else len(f.lengths) for f in pending]
+            lengths = np.array([k for f in pending for k in (f.lengths or (f.links.size,))], dtype=np.int64)
+            callbacks = [cb for f in pending for cb in (f.on_done if f.lengths is not None else (f.on_done,))]
+            sizes = np.repeat([f.size for f in pending], counts)
             m = len(lengths)
         else:
-            lengths = np.array([f.links.size for f in flows], dtype=np.int64)
-            callbacks = [f.on_done for f in flows]
-            sizes = np.array([f.size for f in flows])
+            lengths = np.array([f.links.size for f in pending], dtype=np.int64)
+            callbacks = [f.on_done for f in pending]
+            sizes = np.array([f.size for f in pending])
         total = int(lengths.sum())
         self._grow(n + m, P + total)
+        active, pairs = self._flows, self._pairs
         first = self._next_id
         self._next_id += m
         self._callbacks.update(zip(range(first, first + m), callbacks))
-        self._flow_id[n:n + m] = np.arange(first, first + m)
-        self._size[n:n + m] = sizes
-        self._remaining[n:n + m] = sizes
-        self._rate[n:n + m] = 0.0
-        self._pair_flow[P:P + total] = n + np.repeat(np.arange(m), lengths)
-        self._pair_link[P:P + total] = np.concatenate([f.links for f in flows])
-        weights = self._pair_weight[P:P + total]
+        active.flow_id[n:n + m] = np.arange(first, first + m)
+        active.size[n:n + m] = sizes
+        active.remaining[n:n + m] = sizes
+        active.rate[n:n + m] = 0.0
+        pairs.flow[P:P + total] = n + np.repeat(np.arange(m), lengths)
+        pairs.link[P:P + total] = np.concatenate([f.links for f in pending])
+        weights = pairs.weight[P:P + total]
         weights[:] = 1.0
         at = 0
-        for f in flows:                             # bundles only; plain flows weigh 1
+        for f in pending:                             # bundles only; plain pending weigh 1
             size = f.links.size
             if f.weights is not None:
                 weights[at:at + size] = f.weights
@@ -195,20 +256,12 @@ class FlowLoop:
 
     def _grow(self, flows: int, pairs: int) -> None:
         """Make room for ``flows`` flows and ``pairs`` pairs (doubling)."""
-        if flows > self._size.size:
-            size = max(flows, 2 * self._size.size)
-            for name in ("_size", "_remaining", "_rate", "_flow_id", "_done", "_bottleneck"):
-                old = getattr(self, name)
-                new = np.zeros(size, dtype=old.dtype)
-                new[:self._n] = old[:self._n]
-                setattr(self, name, new)
-        if pairs > self._pair_flow.size:
-            size = max(pairs, 2 * self._pair_flow.size)
-            for name in ("_pair_flow", "_pair_link", "_pair_weight"):
-                old = getattr(self, name)
-                new = np.ones(size, dtype=old.dtype)
-                new[:self._n_pairs] = old[:self._n_pairs]
-                setattr(self, name, new)
+        if flows > self._done.size:
+            size = max(flows, 2 * self._done.size)
+            self._flows = grown(self._flows, self._n, size)
+            self._done = np.zeros(size, dtype=np.int64)
+        if pairs > self._pairs.flow.size:
+            self._pairs = grown(self._pairs, self._n_pairs, max(pairs, 2 * self._pairs.flow.size), fill=1)
 
     def _recompute(self, _event=None) -> None:
         if not self.recomputations & 255:
@@ -223,7 +276,7 @@ class FlowLoop:
         n = self._n
         if n == 0:
             self._busy_since = None
-            self._link_rate[:] = 0
+            self.link_state.rate[:] = 0
             self._n_dirty = 0
             self._timer_version += 1
             self._timer_at = None
@@ -232,11 +285,8 @@ class FlowLoop:
         if self._busy_since is None:
             self._busy_since = self.env.now
         self._tick += 1
-        nearest, refilled = flowcore.solve(
-            n, kept, self._n_pairs, self._pair_flow, self._pair_link, self._pair_weight, self._capacity, self._rate,
-            self._remaining, self._dirty, self._n_dirty, self._link_rate, self._link_peak_util, self.incremental,
-            self._gen, self._local, self._tick, self._bottleneck, self._link_users, self._link_max, self._bott_count,
-            self.env.now, self._link_bytes, self._link_busy_s, self._since)
+        nearest, refilled = solve(tuple(self._flows), tuple(self._pairs), tuple(self.link_state), tuple(self._scratch),
+                                  self._instant(n, kept, self.env.now))
         self.unchanged_solves += refilled == 0
         self.refilled_flows += refilled
         self._settled = False                   # new rates: a flow may now be due within the window
@@ -252,10 +302,15 @@ class FlowLoop:
             version = self._timer_version
             self.env.timeout(float(nearest)).callbacks.append(lambda _ev: self._on_timer(version))
 
+    def _instant(self, n: int, kept: int, now: float) -> tuple:
+        """The scalars of a kernel call (an :class:`~sim.network.fairshare.Instant` as a plain tuple):
+        ``n`` flows of which ``kept`` had a rate, at ``now``."""
+        return (n, kept, self._n_pairs, self._n_dirty, now, self._tick, self.incremental)
+
     def _notify(self) -> None:
         """Tell the observers the links' rates, which hold until the next recomputation."""
         for observe in self.observers:
-            observe(self.env.now, self._link_rate[:self._n_links])
+            observe(self.env.now, self.link_state.rate[:self._observed])
 
     def _on_timer(self, version: int) -> None:
         if version != self._timer_version:

@@ -1,11 +1,12 @@
-"""sim.network.maxmin: textbook cases, invariants, and the compiled version against the numpy oracle
-(the fabric's incremental solving is checked against full recomputation in test_fabric)."""
+"""sim.network.fairshare's oracle, heaps and fillings: textbook cases, invariants, and the compiled
+fillings against the numpy oracle (the fabric's incremental solving is checked against full
+recomputation in test_fabric)."""
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.network.maxmin import max_min_rates
+from sim.network.fairshare import max_min_rates
 
 
 def rates_for(routes, caps):
@@ -59,7 +60,7 @@ def arrays(routes, caps, integral):
 
 @given(instances)
 def test_compiled_rates_equal_the_numpy_oracle(instance):
-    from sim.network.maxmin import rates
+    from sim.network.fairshare import rates
     flow, link, cap = arrays(*instance)
     n = int(flow.max()) + 1
     assert rates(flow, link, cap, n) == pytest.approx(max_min_rates(flow, link, cap, n), rel=1e-9)
@@ -81,7 +82,7 @@ def test_a_flow_of_zero_weight_loads_nothing_and_is_unbounded_in_the_oracle():
 
 @given(instances, st.lists(st.floats(0.05, 20), min_size=300, max_size=300))
 def test_weighted_compiled_rates_equal_the_numpy_oracle_and_fit_the_links(instance, weights):
-    from sim.network.maxmin import rates
+    from sim.network.fairshare import rates
     flow, link, cap = arrays(*instance)
     w = np.array(weights[:flow.size])
     n = int(flow.max()) + 1
@@ -96,8 +97,8 @@ def test_weighted_compiled_rates_equal_the_numpy_oracle_and_fit_the_links(instan
        st.integers(0, 2 ** 32 - 1), st.booleans())
 def test_wide_flows_fill_by_a_heap_of_flows_equal_to_the_oracle(wide, narrow, seed, integral):
     """Bundles cross many links: a flow over more than WIDE_FLOW links switches the compiled fill to
-    the heap of flows; the rates equal the numpy oracle's (integral capacities and weights: ties)."""
-    from sim.network.maxmin import WIDE_FLOW, rates
+    the scans (then the heap of flows); the rates equal the numpy oracle's (integral capacities and weights: ties)."""
+    from sim.network.fairshare import WIDE_FLOW, rates
     rng = np.random.default_rng(seed)
     routes = [r for pair in zip(wide + narrow, narrow + wide) for r in pair][:len(wide) + len(narrow)]
     flow, link, cap = arrays(routes, list(rng.uniform(1, 100, 60)), integral)
@@ -111,11 +112,12 @@ def test_wide_flows_fill_by_a_heap_of_flows_equal_to_the_oracle(wide, narrow, se
 
 def _heap_of_flows(flow, link, cap, n, w):
     """Rates of the heap-of-flows filling itself (whatever the flows' widths)."""
-    from sim.network.maxmin import _csr, _fill_flows
-    by_link_ptr, by_link = _csr(link, cap.size)
-    by_flow_ptr, by_flow = _csr(flow, n)
+    from sim.network.fairshare import Index, Pairs
+    from sim.network.fairshare.filling import fill_flows
+    from sim.network.fairshare.heap import group_by
+    index = Index(*group_by(link, cap.size), *group_by(flow, n))
     rates, frozen_by = np.full(n, np.inf), np.empty(n, dtype=np.int64)
-    _fill_flows(flow, link, w, cap, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, np.arange(n), frozen_by)
+    fill_flows(Pairs(flow, link, w), index, cap, np.arange(n), rates, frozen_by)
     return rates
 
 
@@ -137,8 +139,8 @@ def test_the_heap_of_flows_starts_ordered_when_the_flows_come_tightest_last():
 
 def test_a_flow_over_no_link_beside_a_bundle_is_unbounded():
     """Flow 0 crosses no link (``rates`` gives it inf), flow 1 is a bundle over links 0..39 (the
-    heap of flows fills it), flow 2 shares link 5 with it: they split link 5's 10 B/s."""
-    from sim.network.maxmin import rates
+    scans fill it), flow 2 shares link 5 with it: they split link 5's 10 B/s."""
+    from sim.network.fairshare import rates
     flow = np.array([1] * 40 + [2], dtype=np.int64)
     link = np.array(list(range(40)) + [5], dtype=np.int64)
     cap = np.full(40, 100.0)
@@ -159,49 +161,51 @@ def test_the_heap_of_flows_equals_the_numpy_oracle_whatever_the_widths(instance,
 def test_indexed_heap_orders_links_by_share_then_link(keys, removed, changes):
     """The fill's heap, after removals and key changes (up and down), yields its links in
     (key, link) order: the order of (share, link) tuples, equal keys by the lower link."""
-    from sim.network.maxmin import _heap_down, _heap_remove, _heap_up
+    from sim.network.fairshare.heap import heap_down, heap_remove, heap_up, heapify
     key = np.array(keys, dtype=float)
     n = key.size
     heap, pos = np.arange(n), np.arange(n)
-    for i in range(n // 2 - 1, -1, -1):
-        _heap_down(heap, pos, key, i, n)
+    heapify(heap, pos, key, n)
     size, alive = n, set(range(n))
     for link in removed:
         if link in alive:
-            size = _heap_remove(heap, pos, key, link, size)
+            size = heap_remove(heap, pos, key, link, size)
             alive.discard(link)
             assert pos[link] == -1
     for link, value in changes:
         if link in alive:
             lower = value < key[link]
             key[link] = value
-            (_heap_up(heap, pos, key, pos[link]) if lower else _heap_down(heap, pos, key, pos[link], size))
+            (heap_up(heap, pos, key, pos[link]) if lower else heap_down(heap, pos, key, pos[link], size))
     order = []
     while size:
         order.append(int(heap[0]))
-        size = _heap_remove(heap, pos, key, int(heap[0]), size)
+        size = heap_remove(heap, pos, key, int(heap[0]), size)
     assert order == sorted(alive, key=lambda link: (key[link], link))
 
 
 def test_without_numba_rates_are_the_numpy_version(monkeypatch):
     """Where numba is missing, ``rates`` is :func:`max_min_rates` on the same arguments: the
     textbook case of two links (flow 0 on both, flows 1 and 2 on one each) with weights."""
-    from sim.network import maxmin
+    from sim.network.fairshare import filling
     flows, links = np.array([0, 0, 1, 2]), np.array([0, 1, 0, 1])
     capacity, weights = np.array([1.0, 2.0]), np.array([1.0, 1.0, 1.0, 2.0])
-    monkeypatch.setattr(maxmin, "COMPILED", False)
-    got = maxmin.rates(flows, links, capacity, 3, weights)
+    monkeypatch.setattr(filling, "COMPILED", False)
+    monkeypatch.setattr(filling, "fill", None)                  # not reached: the oracle answers
+    got = filling.rates(flows, links, capacity, 3, weights)
     assert got.tolist() == max_min_rates(flows, links, capacity, 3, weights).tolist() == [0.5, 0.5, 0.75]
 
 
 def test_inner_loop_helpers_are_compiled_without_reference_counting():
     """The helpers the kernels call per link, pair or heap move run without numba's reference
-    counting (``maxmin.LEAF``): counting every array argument around each call made a loop of
+    counting (``jit.LEAF``): counting every array argument around each call made a loop of
     ``credit`` calls up to 28x slower than the same code inline (numba/numba#2345)."""
-    from sim.network import links, maxmin, refill, tallies, traffic
-    if not maxmin.COMPILED or not hasattr(tallies.credit, "targetoptions"):
+    from sim.network import jit, links, traffic
+    from sim.network.fairshare import filling, heap, refill, step, tallies
+    if not filling.COMPILED or not hasattr(tallies.credit, "targetoptions"):
         pytest.skip("numba is not installed or compiles nothing (NUMBA_DISABLE_JIT)")
-    helpers = [maxmin._heap_less, maxmin._heap_up, maxmin._heap_down, maxmin._heap_remove, tallies.credit,
-               refill._settle, refill._take_frozen, traffic._keep_smallest, links._rank, links._walk]
-    assert maxmin.LEAF == {"cache": True, "_nrt": False}
+    helpers = [heap.heap_less, heap.heap_up, heap.heap_down, heap.heap_remove, heap.heapify, tallies.credit,
+               refill.settle, refill.take_frozen, refill.first_members, step.first_pair, step.move_pairs,
+               step.copy_up, traffic._keep_smallest, links._rank, links._walk]
+    assert jit.LEAF == {"cache": True, "_nrt": False}
     assert [h.targetoptions.get("_nrt") for h in helpers] == [False] * len(helpers)

@@ -1,5 +1,5 @@
 """Progressive filling by scans, for the fabric's refills of bundles: the rounds of
-:func:`sim.network.maxmin._fill_flows` (a heap of flows, each keyed by its tightest link share)
+:func:`~sim.network.fairshare.filling.fill_flows` (a heap of flows, each keyed by its tightest link share)
 with each round's lowest share found by one pass over the unfrozen flows instead of a heap.
 
 Why. A refill of the live DeepSeek-V3 step holds a few hundred flows: each pipeline send once per
@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import njit
+from ..jit import njit
 
 SCAN_ROUNDS = 32   # rounds a filling by scans runs before handing over to the heap of flows
 
 
-def fill_scan(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_flow_ptr, n, frozen_by):
-    """Progressive filling of the flows 0..n-1 (a closed set: every flow on their links is one of
-    them) whose pairs are grouped by flow (flow f's: ``by_flow_ptr[f]``..``by_flow_ptr[f + 1]``-1,
-    from ``by_flow_ptr[0]`` = 0), on links of bytes/s ``capacity``: writes ``rates`` and
+def fill_scan(pairs, by_flow_ptr, capacity, rates, frozen_by):
+    """Progressive filling of the flows 0..n-1 (n = ``by_flow_ptr.size - 1``; a closed set: every
+    flow on their links is one of them) whose ``pairs`` are grouped by flow (flow f's:
+    ``by_flow_ptr[f]``..``by_flow_ptr[f + 1]``-1, from ``by_flow_ptr[0]`` = 0), on links of bytes/s
+    ``capacity``: writes ``rates`` and
     ``frozen_by`` (the link that froze each flow: its tightest when it froze) as
-    :func:`sim.network.maxmin._fill_flows` does, and returns
+    :func:`~sim.network.fairshare.filling.fill_flows` does, and returns
     True; or returns False after ``SCAN_ROUNDS`` rounds with flows left (``rates`` then partly
     written: the caller fills again). O(pairs + rounds x flows)."""
+    flow_of_pair, link_of_pair, weight_of_pair = pairs
+    n = by_flow_ptr.size - 1
     L = capacity.size
     users = np.zeros(L)
     remaining = np.zeros(L)
@@ -92,7 +95,7 @@ def fill_scan(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_fl
                 n_kept += 1
         n_live = n_kept
         if not in_order:
-            _in_heap_order(newly, n_new, tight)
+            in_heap_order(newly, n_new, tight)
         for j in range(n_new):
             g = newly[j]
             rates[g] = step
@@ -105,7 +108,7 @@ def fill_scan(flow_of_pair, link_of_pair, weight_of_pair, capacity, rates, by_fl
     return True
 
 
-def _in_heap_order(newly, n_new, tight):
+def in_heap_order(newly, n_new, tight):
     """Put a round's flows ``newly[:n_new]`` (in increasing order) in the order the heap of flows
     pops them: by share (``tight``), then by flow, which is a stable sort by share."""
     order = np.argsort(tight[newly[:n_new]], kind="mergesort")
@@ -113,5 +116,7 @@ def _in_heap_order(newly, n_new, tight):
 
 
 if njit is not None:
-    _in_heap_order = njit(cache=True)(_in_heap_order)
+    in_heap_order = njit(cache=True)(in_heap_order)
     fill_scan = njit(cache=True)(fill_scan)
+
+__all__ = ["SCAN_ROUNDS", "fill_scan"]

@@ -1,29 +1,30 @@
-"""sim.network.fillscan: the filling by scans gives the heap of flows' rates and bottlenecks bit
+"""sim.network.fairshare.scan: the filling by scans gives the heap of flows' rates and bottlenecks bit
 for bit (cases worked by hand, the heap's freezing order within a round, random systems), gives
 up after SCAN_ROUNDS rounds, and the fabric's refills fall back to the heap then."""
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_flowcore import ActiveFlows
+from test_fairshare_step import ActiveFlows
 
-from sim.network.fillscan import SCAN_ROUNDS, fill_scan
-from sim.network.maxmin import _csr, _fill_flows, max_min_rates
+from sim.network.fairshare import Index, Pairs, max_min_rates
+from sim.network.fairshare.filling import fill_flows
+from sim.network.fairshare.heap import group_by
+from sim.network.fairshare.scan import SCAN_ROUNDS, fill_scan
 
 
 def _by_scan(flow, link, w, cap, n):
     """(finished, rates, frozen_by) of :func:`fill_scan` on pairs grouped by flow."""
-    by_flow_ptr, _ = _csr(flow, n)
+    by_flow_ptr, _ = group_by(flow, n)
     rates, frozen_by = np.full(n, np.inf), np.full(n, -7, dtype=np.int64)
-    return fill_scan(flow, link, w, cap, rates, by_flow_ptr, n, frozen_by), rates, frozen_by
+    return fill_scan(Pairs(flow, link, w), by_flow_ptr, cap, rates, frozen_by), rates, frozen_by
 
 
 def _by_heap(flow, link, w, cap, n):
-    """(rates, frozen_by) of the heap of flows (:func:`sim.network.maxmin._fill_flows`)."""
-    by_link_ptr, by_link = _csr(link, cap.size)
-    by_flow_ptr, by_flow = _csr(flow, n)
+    """(rates, frozen_by) of the heap of flows (:func:`sim.network.fairshare.filling.fill_flows`)."""
+    index = Index(*group_by(link, cap.size), *group_by(flow, n))
     rates, frozen_by = np.full(n, np.inf), np.full(n, -7, dtype=np.int64)
-    _fill_flows(flow, link, w, cap, rates, by_link_ptr, by_link, by_flow_ptr, by_flow, np.arange(n), frozen_by)
+    fill_flows(Pairs(flow, link, w), index, cap, np.arange(n), rates, frozen_by)
     return rates, frozen_by
 
 
@@ -69,9 +70,9 @@ def test_a_later_round_out_of_order_sorts_only_its_own_flows():
 def test_a_round_out_of_order_is_sorted_by_share_then_flow():
     """40 flows in a round, shares 2, 1, 2, 1, ...: the heap's order is the 20 flows of share 1 in
     increasing order, then the 20 of share 2 (a stable sort; quicksort would mix equal shares)."""
-    from sim.network.fillscan import _in_heap_order
+    from sim.network.fairshare.scan import in_heap_order
     newly, tight = np.arange(40), np.tile([2.0, 1.0], 20)
-    _in_heap_order(newly, 40, tight)
+    in_heap_order(newly, 40, tight)
     assert newly.tolist() == list(range(1, 40, 2)) + list(range(0, 40, 2))
 
 

@@ -1,12 +1,24 @@
-"""sim.network.flowcore: the fabric's kernels on flows worked by hand, and the fast path of its solve
-(rates left as they are) against the numpy max-min oracle on random arrivals and departures."""
+"""sim.network.fairshare.step: the fabric's kernels on flows worked by hand, and the fast path of
+its solve (rates left as they are) against the numpy max-min oracle on random arrivals and
+departures. The tests keep the arrays in dicts by their old names; the records are views of them."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import flowcore, tallies
-from sim.network.maxmin import WIDE_FLOW, max_min_rates
+from sim.network.fairshare import (
+    WIDE_FLOW,
+    Flows,
+    Instant,
+    Links,
+    Pairs,
+    Scratch,
+    advance,
+    drop_finished,
+    max_min_rates,
+)
+from sim.network.fairshare import credit_all as credit_links
+from sim.network.fairshare import solve as solve_kernel
 
 
 def table():
@@ -25,29 +37,41 @@ def link_state(n_links):
                 link_max=np.zeros(n_links), bott_count=np.zeros(n_links, dtype=np.int64))
 
 
+def flows_of(t):
+    return Flows(t["size"], t["remaining"], t["rate"], t["flow_id"], t["bottleneck"])
+
+
+def pairs_of(t):
+    return Pairs(t["pair_flow"], t["pair_link"], t["pair_weight"])
+
+
+def links_of(k, capacity=None):
+    """The link record over a link state's arrays (``capacity`` 1 B/s each when not needed)."""
+    capacity = np.ones(k["link_rate"].size) if capacity is None else np.asarray(capacity, dtype=float)
+    return Links(capacity, k["link_rate"], k["link_users"], k["link_max"], k["bott_count"], k["peak"],
+                 k["link_bytes"], k["link_busy"], k["since"])
+
+
 def solve(t, k, capacity, n, kept, n_pairs, dirty=np.zeros(1, dtype=np.int64), n_dirty=0, tick=1, incremental=True,
           now=0.0):
-    """flowcore.solve on a table and a link state: (seconds to the next completion, rates unchanged);
+    """step.solve on a table and a link state: (seconds to the next completion, rates unchanged);
     ``k["refilled"]`` gets the number of flows it refilled."""
-    nearest, k["refilled"] = flowcore.solve(
-        n, kept, n_pairs, t["pair_flow"], t["pair_link"], t["pair_weight"], capacity, t["rate"], t["remaining"], dirty,
-        n_dirty, k["link_rate"], k["peak"], incremental, k["gen"], k["local"], tick, t["bottleneck"], k["link_users"],
-        k["link_max"], k["bott_count"], now, k["link_bytes"], k["link_busy"], k["since"])
+    nearest, k["refilled"] = solve_kernel(flows_of(t), pairs_of(t), links_of(k, capacity),
+                                          Scratch(k["gen"], k["local"], dirty),
+                                          Instant(n, kept, n_pairs, n_dirty, now, tick, incremental))
     return nearest, k["refilled"] == 0
 
 
 def drop(t, k, n, n_pairs, now=0.0, window=0.0):
-    """flowcore.drop_finished at ``now``: (flows left, pairs left, done ids, links they left)."""
+    """step.drop_finished at ``now``: (flows left, pairs left, done ids, links they left)."""
     done, dirty = np.empty(n, dtype=np.int64), np.empty(n_pairs, dtype=np.int64)
-    n, n_pairs, n_done, n_dirty = flowcore.drop_finished(
-        n, n_pairs, t["size"], t["remaining"], t["rate"], t["flow_id"], t["bottleneck"], window, t["pair_flow"],
-        t["pair_link"], t["pair_weight"], now, k["link_bytes"], k["link_busy"], k["since"], k["link_rate"],
-        k["link_users"], k["bott_count"], done, dirty)
+    n, n_pairs, n_done, n_dirty = drop_finished(flows_of(t), pairs_of(t), links_of(k), Instant(n, n, n_pairs, 0, now, 0, True),
+                                                window, done, dirty)
     return n, n_pairs, done[:n_done], dirty[:n_dirty]
 
 
 def credit_all(k, now):
-    tallies.credit_all(now, k["link_rate"], k["link_users"], k["link_bytes"], k["link_busy"], k["since"])
+    credit_links(links_of(k), now)
 
 
 def test_solve_then_advance_then_drop():
@@ -60,7 +84,7 @@ def test_solve_then_advance_then_drop():
     assert t["bottleneck"].tolist() == [1, 1, 2] and k["bott_count"].tolist() == [0, 2, 1]
     assert k["link_users"].tolist() == [1, 2, 1] and k["link_max"].tolist() == [5.0, 5.0, 5.0]
     assert nearest == pytest.approx(30.0 / 5.0)                      # flow 2 first
-    flowcore.advance(6.0, 3, t["rate"], t["remaining"])
+    advance(flows_of(t), 3, 6.0)
     assert t["remaining"].tolist() == [70.0, 20.0, 0.0]
     n, pairs, done, dirty = drop(t, k, 3, 4, now=6.0)
     assert (n, pairs, done.tolist(), dirty.tolist()) == (2, 3, [9], [2])
@@ -315,7 +339,7 @@ class ActiveFlows:
         self.want_bytes += np.bincount(links, weights=t["rate"][flows] * t["pair_weight"][:P], minlength=self.L)
         self.want_busy += np.bincount(links, minlength=self.L) > 0
         self.now += 1.0
-        flowcore.advance(1.0, n, t["rate"], t["remaining"])
+        advance(flows_of(t), n, 1.0)
         t["remaining"][:min(ends, n)] = 0.0
         dirty, n_dirty = np.zeros(1, dtype=np.int64), 0
         if ends and n:
@@ -400,7 +424,7 @@ def test_the_fast_path_is_taken_and_right_on_a_long_random_run():
 
 def test_a_flow_over_many_links_is_refilled_by_the_heap_of_flows():
     """A flow over 34 links (wider than WIDE_FLOW: a bundle, weight 2 on each) among narrow flows:
-    the refill takes the heap of flows (maxmin._fill_flows); rates and bottlenecks are the oracle's
+    the refill takes the scans or the heap of flows (filling.fill); rates and bottlenecks are the oracle's
     as flows arrive across it and as it ends."""
     rng = np.random.default_rng(3)
     capacity = rng.choice([4.0, 5.0, 8.0, 10.0], 40)

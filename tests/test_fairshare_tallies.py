@@ -1,8 +1,8 @@
-"""sim.network.tallies: a link's bytes and busy time, brought up to date only when asked, worked by
+"""sim.network.fairshare.tallies: a link's bytes and busy time, brought up to date only when asked, worked by
 hand."""
 import numpy as np
 
-from sim.network import tallies
+from sim.network.fairshare import Links, tallies
 
 
 def test_a_link_is_credited_its_rate_while_it_has_flows_and_nothing_while_idle():
@@ -11,9 +11,11 @@ def test_a_link_is_credited_its_rate_while_it_has_flows_and_nothing_while_idle()
     2 B/s: at 10 s it has 30 + 2 x 4 = 38 B over 10 s. Crediting twice at one instant adds nothing."""
     link_rate, link_users = np.array([5.0, 0.0]), np.array([1, 0])
     link_bytes, link_busy, since = np.zeros(2), np.zeros(2), np.zeros(2)
-    tallies.credit_all(6.0, link_rate, link_users, link_bytes, link_busy, since)
+    links = Links(np.ones(2), link_rate, link_users, np.zeros(2), np.zeros(2, dtype=np.int64), np.zeros(2), link_bytes,
+                  link_busy, since)
+    tallies.credit_all(links, 6.0)
     assert link_bytes.tolist() == [30.0, 0.0] and link_busy.tolist() == [6.0, 0.0] and since.tolist() == [6.0, 6.0]
     link_rate[0] = 2.0
-    tallies.credit(0, 10.0, link_rate, link_users, link_bytes, link_busy, since)
-    tallies.credit(0, 10.0, link_rate, link_users, link_bytes, link_busy, since)
+    tallies.credit(links, 0, 10.0)
+    tallies.credit(links, 0, 10.0)
     assert link_bytes[0] == 38.0 and link_busy[0] == 10.0 and since.tolist() == [10.0, 6.0]

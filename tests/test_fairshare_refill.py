@@ -1,11 +1,11 @@
-"""sim.network.refill: which flows a refill recomputes (the refill set) and that the others keep
+"""sim.network.fairshare.refill: which flows a refill recomputes (the refill set) and that the others keep
 their rates, on cases worked by hand and on random arrivals and departures (flows driven as the
-fabric drives them, :class:`test_flowcore.ActiveFlows`)."""
+fabric drives them, :class:`test_fairshare_step.ActiveFlows`)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_flowcore import ActiveFlows
+from test_fairshare_step import ActiveFlows
 
 
 def test_a_departure_refills_only_the_flows_its_links_froze():
@@ -63,7 +63,7 @@ def test_a_set_that_keeps_growing_gives_way_to_a_whole_refill():
     own at 6, 7, 8 and 9 B/s (six more flows share link 8 apart). Filled alone, x gets the 1 B/s
     link 3 leaves, and g_3 is faster there; with g_3, x takes link 2's 2 B/s and g_2 joins; and so on,
     one link a filling. After MAX_FILLINGS fillings every flow is refilled: x and every g_i at 5."""
-    from sim.network.refill import MAX_FILLINGS
+    from sim.network.fairshare.refill import MAX_FILLINGS
     assert MAX_FILLINGS == 3
     active = ActiveFlows([10.0] * 4 + [6.0, 7.0, 8.0, 9.0, 100.0])
     active.step(0, [([i, 4 + i], [1.0, 1.0]) for i in range(4)] + [([8], [1.0])] * 6)
@@ -79,7 +79,7 @@ def test_a_bundle_with_a_faster_flow_on_its_bottleneck_refills_every_flow():
     W gets the 4 B/s g leaves on link 0, and g is faster there: a bundle would take its links'
     faster flows in one filling at a time, so every flow is refilled at once (7, not the 2 of a
     second filling): W and g split link 0, 5 each."""
-    from sim.network.maxmin import WIDE_FLOW
+    from sim.network.fairshare import WIDE_FLOW
     active = ActiveFlows([10.0] * 40 + [6.0, 100.0])
     active.step(0, [([0, 40], [1.0, 1.0])] + [([41], [1.0])] * 4)
     assert active.t["rate"][:5].tolist() == [6.0, 25.0, 25.0, 25.0, 25.0]
@@ -89,15 +89,18 @@ def test_a_bundle_with_a_faster_flow_on_its_bottleneck_refills_every_flow():
 
 
 def test_the_set_before_any_filling_counts_each_link_once():
-    """_first_members: two new flows cross link 2 (it froze 3 flows) and link 7 (none), and flows
+    """first_members: two new flows cross link 2 (it froze 3 flows) and link 7 (none), and flows
     left links 5 (it froze 1) and 2 again: the set holds at least 2 + 3 + 1 flows, and the links
     counted are marked."""
-    from sim.network.refill import _first_members
+    from sim.network.fairshare import Instant, Pairs, Scratch
+    from sim.network.fairshare.refill import first_members
     bott_count = np.zeros(10, dtype=np.int64)
     bott_count[[2, 5]] = [3, 1]
     pair_link = np.array([9, 9, 2, 7, 2])            # pairs 2..4 are the new flows'
     gen = np.zeros(10, dtype=np.int64)
-    count = _first_members(2, 2, 5, pair_link, np.array([5, 2, 0]), 2, bott_count, gen, -4)
+    pairs = Pairs(np.array([0, 1, 2, 2, 3]), pair_link, np.ones(5))
+    scratch = Scratch(gen, np.zeros(10, dtype=np.int64), np.array([5, 2, 0]))
+    count = first_members(pairs, bott_count, scratch, Instant(4, 2, 5, 2, 0.0, 1, True), 2, -4)
     assert count == 6 and np.flatnonzero(gen == -4).tolist() == [2, 5, 7]
 
 
@@ -117,8 +120,8 @@ def test_a_flow_outside_the_set_as_fast_as_a_member_does_not_join_it():
 def test_a_set_holding_a_flow_over_many_links_is_filled_by_scans():
     """A flow W over links 0-33 (wider than WIDE_FLOW) shares link 0 (4 B/s) with a, which leaves;
     four flows share link 40 apart. Link 0 froze W: the set is W alone, filled by scans
-    (fillscan.fill_scan, the heap of flows' rounds): W now has link 0 to itself, 4 B/s."""
-    from sim.network.maxmin import WIDE_FLOW
+    (scan.fill_scan, the heap of flows' rounds): W now has link 0 to itself, 4 B/s."""
+    from sim.network.fairshare import WIDE_FLOW
     active = ActiveFlows([4.0] + [10.0] * 40 + [100.0])
     active.step(0, [([0], [1.0]), (list(range(34)), [1.0] * 34)] + [([41], [1.0])] * 4)
     assert 34 > WIDE_FLOW and active.t["rate"][:2].tolist() == [2.0, 2.0]
@@ -128,14 +131,15 @@ def test_a_set_holding_a_flow_over_many_links_is_filled_by_scans():
 
 
 def test_flows_are_grouped_by_the_link_that_froze_them_in_increasing_order():
-    """_frozen_by on flows 0..5 frozen by links 7, 2, 7, 9, 2, 7 (counts kept per link, as the
+    """group_by_bottleneck on flows 0..5 frozen by links 7, 2, 7, 9, 2, 7 (counts kept per link, as the
     fabric keeps them): link 7's group is 0, 2, 5, link 2's 1, 4, link 9's 3; each link that froze
     a flow is marked, the others are not."""
-    from sim.network.refill import _frozen_by
+    from sim.network.fairshare import Scratch
+    from sim.network.fairshare.refill import group_by_bottleneck
     bottleneck = np.array([7, 2, 7, 9, 2, 7])
     counts = np.bincount(bottleneck, minlength=12)
     gen, local = np.zeros(12, dtype=np.int64), np.zeros(12, dtype=np.int64)
-    start, frozen = _frozen_by(6, bottleneck, counts, gen, local, -5)
+    start, frozen = group_by_bottleneck(bottleneck, counts, Scratch(gen, local, local), 6, -5)
     groups = {l: frozen[start[local[l]]:start[local[l]] + counts[l]].tolist() for l in (7, 2, 9)}
     assert groups == {7: [0, 2, 5], 2: [1, 4], 9: [3]}
     assert np.flatnonzero(gen == -5).tolist() == [2, 7, 9]
@@ -146,11 +150,12 @@ def test_flows_are_grouped_by_the_link_that_froze_them_in_increasing_order():
 def test_grouping_by_bottleneck_is_a_stable_sort(bottlenecks):
     """Any bottleneck links: the groups, read in the order their links first come up, are the
     flows sorted by link in that order, each group in increasing flow order (a stable sort)."""
-    from sim.network.refill import _frozen_by
+    from sim.network.fairshare import Scratch
+    from sim.network.fairshare.refill import group_by_bottleneck
     bottleneck = np.array(bottlenecks, dtype=np.int64)
     counts = np.bincount(bottleneck, minlength=10)
     gen, local = np.full(10, 3, dtype=np.int64), np.zeros(10, dtype=np.int64)
-    start, frozen = _frozen_by(bottleneck.size, bottleneck, counts, gen, local, -1)
+    start, frozen = group_by_bottleneck(bottleneck, counts, Scratch(gen, local, local), bottleneck.size, -1)
     firsts = list(dict.fromkeys(bottlenecks))
     assert frozen.tolist() == [g for l in firsts for g in np.flatnonzero(bottleneck == l)]
     assert [local[l] for l in firsts] == list(range(len(firsts)))
@@ -160,6 +165,6 @@ def test_grouping_by_bottleneck_is_a_stable_sort(bottlenecks):
 def test_flow_starts_point_each_flow_at_its_first_pair():
     """Pairs of flows 0, 0, 2, 2, 2 among four flows: flow 1 and flow 3 have none (they start where
     the next flow does, or at the end)."""
-    from sim.network.refill import flow_starts
+    from sim.network.fairshare.refill import flow_starts
     assert flow_starts(4, 5, np.array([0, 0, 2, 2, 2])).tolist() == [0, 2, 2, 5, 5]
     assert flow_starts(2, 0, np.zeros(0, dtype=np.int64)).tolist() == [0, 0, 0]
