@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from sim.moe.calibrate import CalibrationError, Collectives, Measurement, fit, identifiable, read_profile, write_preset
-from sim.moe.kernels import load_kernels
+from sim.moe.comm_kernels import load_kernels
 from sim.moe.scenario import Scenario, named_topology
 from sim.moe.specs import load_model, load_scenario
 from sim.moe.step import MoEStep

@@ -11,7 +11,7 @@ from sim.moe.specs import SpecError, load_scenario
 
 def comm_of(**over):
     sc = Scenario(load_scenario("tiny", **over))
-    return sc, CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes())
+    return sc, CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives)
 
 
 def test_balanced_time_is_one_measurement_of_every_group_of_a_stage():
@@ -39,7 +39,7 @@ def test_measurements_serve_the_same_run_under_another_schedule_only():
     assert not comm.serves(sc.run.with_(microbatches=16), "stage")
     assert not comm.serves(sc.run, "cluster")
     with pytest.raises(SpecError, match="comm scope"):
-        CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes(), scope="rack")
+        CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives, scope="rack")
 
 
 def same_flow_system(links, a: list, b: list) -> bool:
@@ -83,7 +83,7 @@ def test_balanced_stages_placed_differently_are_measured_each():
             "planes": 1, "name": "one-plane"}
     for graph, topology in ((build_from_spec(spec), "one-plane"), (None, "h800-64")):
         sc = Scenario(load_scenario("tiny", topology=topology, pp=4, dp=16, ep=16), graph=graph)
-        comm = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes())
+        comm = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives)
         times = [comm.time("dispatch", s, 0) for s in range(4)]
         twins = [comm._twin_stage(s) for s in range(4)]
         if graph is None:
@@ -103,7 +103,7 @@ def test_a_twin_stage_s_loads_are_its_twin_s_renamed_bit_for_bit():
             "planes": 1, "name": "one-plane"}
     for graph, topology in ((None, "h800-64"), (build_from_spec(spec), "one-plane")):
         sc = Scenario(load_scenario("tiny", topology=topology, pp=4, dp=16, ep=16), graph=graph)
-        comm = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes())
+        comm = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives)
         for shape in ("dispatch", "combine"):
             for stage in range(4):
                 for g in range(sc.layout.groups_per_rank):
@@ -127,8 +127,8 @@ def test_cluster_scope_batches_scattered_completions_within_the_window():
             "nic_bandwidth_GBps": 50, "switch_radix": 16, "oversubscription": 3, "rail_optimized": False,
             "planes": 1, "name": "one-plane"}
     sc = Scenario(load_scenario("tiny", topology="one-plane", pp=4, dp=16, ep=16), graph=build_from_spec(spec))
-    cluster = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes(), scope="cluster")
-    stage = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.token_bytes())
+    cluster = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives, scope="cluster")
+    stage = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives)
     assert cluster.completion_window == SCATTERED_WINDOW == 1e-3 and stage.completion_window == 0.0
     groups = [(sc.layout.ep_group(s, g), cluster.traffic(s, g)) for s in range(4)
               for g in range(sc.layout.groups_per_rank)]
@@ -137,3 +137,16 @@ def test_cluster_scope_batches_scattered_completions_within_the_window():
     got = [cluster.data_time("combine", s, g) for s in range(4) for g in range(sc.layout.groups_per_rank)]
     assert got != exact                                       # the window moved a time ...
     assert np.allclose(got, exact, rtol=1e-3, atol=0)         # ... by less than its width
+
+
+def test_the_comm_model_measures_the_scenarios_all_to_all_shapes_only():
+    """It reads the shapes from the scenario: dispatch and combine are its to measure; a collective
+    of another kind (a tensor-parallel all-reduce, say) is not, and is left to whoever models it."""
+    from sim.moe.collective_shapes import CollectiveShape
+    sc = Scenario(load_scenario("tiny"))
+    extra = CollectiveShape("tp_all_reduce", "tp", "ring", 2.0)
+    comm = CommModel(sc.run, sc.model, sc.links, sc.layout, (*sc.collectives, extra))
+    assert comm.measures("dispatch") and comm.measures("combine") and not comm.measures("tp_all_reduce")
+    assert comm.token_bytes == sc.token_bytes() == {"dispatch": 256 + 4 * 2, "combine": 2 * 256}
+    comm.measure_all()                                  # the extra shape is not measured (nor refused)
+    assert comm.time("dispatch", 0, 0) > 0 and comm.time("combine", 0, 0) > 0

@@ -209,3 +209,30 @@ def test_inner_loop_helpers_are_compiled_without_reference_counting():
                step.copy_up, traffic._keep_smallest, links._rank, links._walk]
     assert jit.LEAF == {"cache": True, "_nrt": False}
     assert [h.targetoptions.get("_nrt") for h in helpers] == [False] * len(helpers)
+
+
+def test_a_removal_that_must_move_up_keeps_the_heap_in_order():
+    """Keys by place: 0 at the root; 10 (place 1) over 11 and 12; 1 (place 2) over 2 and 3. Taking
+    out place 3's item moves the last (key 3) there, below 10: it must go up to place 1 (its parent
+    is place 1, not the root). The heap then yields 0, 1, 2, 3, 10, 12."""
+    from sim.network.fairshare.heap import heap_remove
+    key = np.array([0.0, 10.0, 1.0, 11.0, 12.0, 2.0, 3.0])
+    heap, pos = np.arange(7), np.arange(7)
+    size = heap_remove(heap, pos, key, 3, 7)
+    assert heap[:size].tolist() == [0, 6, 2, 1, 4, 5] and pos[3] == -1
+    order = []
+    while size:
+        order.append(int(heap[0]))
+        size = heap_remove(heap, pos, key, int(heap[0]), size)
+    assert key[order].tolist() == [0.0, 1.0, 2.0, 3.0, 10.0, 12.0]
+
+
+def test_the_oracle_warns_of_nothing_when_a_link_is_left_without_flows():
+    """Flows 0 and 1 share link 0 (2 B/s) and freeze at 1 each; flow 1 also crosses link 1 (10 B/s),
+    left then with 9 B/s and no flow; flow 2 (link 2, 100 B/s) goes on. The next round divides
+    link 1's 9 B/s by its 0 flows: inf, silently (no RuntimeWarning)."""
+    import warnings
+    flow, link = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert max_min_rates(flow, link, np.array([2.0, 10.0, 100.0]), 3).tolist() == [1.0, 1.0, 100.0]

@@ -36,6 +36,17 @@ def test_a_flow_outside_the_set_faster_on_a_members_bottleneck_joins_it():
 
 
 
+
+def test_a_faster_flow_joins_the_set_through_any_of_its_links():
+    """The same as above with x over a spare link first (4, 100 B/s, then 0): x's bottleneck, link
+    0, is the set's second link, not its first; g and h still join through it: three refilled."""
+    active = ActiveFlows([10.0, 4.0, 4.0, 100.0, 100.0])
+    active.step(0, [([0, 1], [1.0, 1.0]), ([0, 2], [1.0, 1.0])] + [([3], [1.0])] * 4)
+    active.step(0, [([4, 0], [1.0, 1.0])])
+    active.check()
+    assert active.t["rate"][:7] == pytest.approx([10 / 3, 10 / 3, 25, 25, 25, 25, 10 / 3], rel=1e-12)
+    assert active.k["refilled"] == 3
+
 routes = st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)
 events = st.lists(st.tuples(st.integers(0, 3), st.lists(routes, max_size=3)), min_size=1, max_size=25)
 

@@ -133,8 +133,9 @@ def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_change
     assert [f.removesuffix(".py").replace("/", ".") for f in config["tool"]["mutmut"]["only_mutate"]] == list(KERNELS)
     assert config["tool"]["mutmut"]["pytest_add_cli_args_test_selection"] == \
         ["tests/test_fairshare_filling.py", "tests/test_fairshare_scan.py", "tests/test_fairshare_step.py",
-         "tests/test_fairshare_refill.py", "tests/test_fairshare_tallies.py", "tests/test_traffic.py",
-         "tests/test_fabric.py", "tests/test_flowloop.py", "tests/test_links.py", "tests/test_jitcache.py"]
+         "tests/test_fairshare_refill.py", "tests/test_fairshare_tallies.py", "tests/test_fairshare_records.py",
+         "tests/test_traffic.py", "tests/test_fabric.py", "tests/test_flowloop.py", "tests/test_links.py",
+         "tests/test_jitcache.py"]
     assert (tree / "topologies/presets/a.yaml").read_text() == "topologies/presets/a.yaml"
     assert not (tree / "sim/__pycache__").exists()
     copied = tree / "sim/network/fairshare/filling.py"

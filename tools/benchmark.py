@@ -117,7 +117,7 @@ def _cli_case() -> dict:
 def _calibrate_case() -> dict:
     """``python -m sim calibrate`` on DeepEP's published table (8 rows, up to 64 GPUs), in-process."""
     from sim.moe.calibrate import Collectives, fit, read_profile
-    from sim.moe.kernels import load_kernels
+    from sim.moe.comm_kernels import load_kernels
     from sim.moe.scenario import named_topology
     from sim.moe.specs import load_model, load_scenario
     t0 = time.perf_counter()

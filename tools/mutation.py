@@ -37,8 +37,8 @@ from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
-        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
-        "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows")
+        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.comm_kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
+        "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
            "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",
@@ -57,7 +57,8 @@ do_not_mutate = ["*/__init__.py"]
 also_copy = ["topologies/", "experiments/", "validation/", "examples/", "docs/", "tools/", "README.md"]
 pytest_add_cli_args_test_selection = ["tests/test_fairshare_filling.py", "tests/test_fairshare_scan.py",
                                       "tests/test_fairshare_step.py", "tests/test_fairshare_refill.py",
-                                      "tests/test_fairshare_tallies.py", "tests/test_traffic.py", "tests/test_fabric.py",
+                                      "tests/test_fairshare_tallies.py", "tests/test_fairshare_records.py",
+                                      "tests/test_traffic.py", "tests/test_fabric.py",
                                       "tests/test_flowloop.py", "tests/test_links.py", "tests/test_jitcache.py"]
 pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
@@ -311,7 +312,7 @@ EQUIVALENT = {
     "sim.network.fairshare.step.x_solve__mutmut_43": "a peak raised to an equal utilisation: the same value",
     "sim.network.fairshare.step.x_solve__mutmut_62": "the nearest completion replaced by an equal one: the same value",
     "sim.network.fairshare.refill.x_refill_all__mutmut_69": "fastest raised on an equal rate too: the same value",
-    "sim.network.jitcache.x_drop_stale__mutmut_14": "a kernel file dated at the very nanosecond the clock is read: "
+    "sim.network.jitcache.x_drop_stale__mutmut_16": "a kernel file dated at the very nanosecond the clock is read: "
                                                     "no run can make that instant",
     "sim.network.fairshare.refill.x_refill_affected__mutmut_287": "fastest raised on an equal rate too: the same value",
     "sim.network.fairshare.scan.x_fill_scan__mutmut_24": "np.full infers int64 from the fill value -1",
@@ -343,6 +344,21 @@ EQUIVALENT = {
     "sim.network.fairshare.refill.x_refill_affected__mutmut_211": "same as mutmut_25 (another of its returns of -1)",
     "sim.network.fairshare.refill.x_refill_affected__mutmut_203": ">= instead of > against the member's rate x (1 + 1e-12): an "
                                                         "outside rate equals that bound only by chance",
+    "sim.network.fairshare.filling.x_fill_links__mutmut_219": "a remaining below 0 is rounding on a link whose every "
+                                                              "flow froze in that round (its share was the round's): "
+                                                              "never read again",
+    "sim.network.fairshare.filling.x_fill_links__mutmut_26": "np.full infers int64 from the fill value -1",
+    "sim.network.fairshare.filling.x_fill_links__mutmut_66": "same as mutmut_64 (frozen marks held as 0.0/1.0)",
+    "sim.network.fairshare.heap.x_heap_remove__mutmut_14": "the item moved to place 1 is never below the root (the "
+                                                          "least of all in a heap in order): not moving it up there "
+                                                          "changes nothing",
+    "sim.network.fairshare.oracle.x_max_min_rates__mutmut_114": "the clipped links are those whose every flow froze "
+                                                               "(their users set to 0, their share inf): never read",
+    "sim.network.fairshare.oracle.x_max_min_rates__mutmut_27": "astype(None) is float64",
+    "sim.network.fairshare.oracle.x_max_min_rates__mutmut_36": "weights given as ints: every use (bincount's weights, "
+                                                              "products with floats) turns them to floats exactly",
+    "sim.network.fairshare.records.x_new_scratch__mutmut_1": "room for 257 dirty links instead of 256: the loop grows "
+                                                            "it when it needs more",
     "sim.network.fairshare.tallies.x_credit__mutmut_3": "crediting when dt == 0 too: adds 0 bytes and 0 s, sets since to now "
                                               "(already its value)",
     "sim.network.traffic.x__select_compiled__mutmut_17": "a GPU's seen-mark starting at -2 instead of -1: never a "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sim.io import write_csv_atomic
 from sim.moe.calibrate import Collectives, Measurement, fit
-from sim.moe.kernels import KernelSpec, load_kernels
+from sim.moe.comm_kernels import KernelSpec, load_kernels
 from sim.moe.scenario import Scenario, named_topology
 from sim.moe.specs import RunSpec, load_model
 from sim.moe.step import MoEStep

@@ -8,7 +8,7 @@ from ..checks import InputError
 def cmd_calibrate(args) -> int:
     from ..io import check_output, overwriting
     from ..moe.calibrate import Collectives, fit, read_profile, write_preset
-    from ..moe.kernels import load_kernels
+    from ..moe.comm_kernels import load_kernels
     from ..moe.scenario import named_topology
     from ..moe.specs import load_model, load_scenario
     run = load_scenario(args.scenario, topology=args.topology)

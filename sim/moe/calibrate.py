@@ -1,4 +1,4 @@
-"""Calibrate the communication kernels (:mod:`sim.moe.kernels`) of a topology and GPU to measured
+"""Calibrate the communication kernels (:mod:`sim.moe.comm_kernels`) of a topology and GPU to measured
 collectives: the communication counterpart of the compute profile.
 
 A communication profile is a CSV, one measured collective per row, as a user gets from nccl-tests
@@ -49,7 +49,7 @@ from ..network import (
     token_bytes,
 )
 from .comm import group_latency, measure_all_to_alls
-from .kernels import FITTABLE, MIN_LINK_EFFICIENCY, MIN_SM_GBPS, KernelSpec
+from .comm_kernels import FITTABLE, MIN_LINK_EFFICIENCY, MIN_SM_GBPS, KernelSpec
 from .specs import PRECISION_BYTES, ModelSpec, RunSpec
 
 MOE_KINDS = ("dispatch", "combine")

@@ -23,7 +23,8 @@ import simpy
 
 from ..network import Fabric, LinkLoad, LinkTable, MoERouting, all_to_all, all_to_all_load, link_stats, route_tokens
 from ..perf import gc_paused
-from .kernels import KernelSpec
+from .collective_shapes import CollectiveShape, shape_named
+from .comm_kernels import KernelSpec
 from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
 
@@ -43,13 +44,15 @@ SCATTERED_WINDOW = 1e-3
 
 
 class CommModel:
-    """All-to-all seconds per (shape, pipeline rank, EP group), and each GPU's expert load."""
+    """All-to-all seconds per (shape, pipeline rank, EP group), and each GPU's expert load, for the
+    scenario's all-to-all shapes (:mod:`sim.moe.collective_shapes`)."""
 
     def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, layout: Layout,
-                 token_bytes: dict[str, float], scope: str = "stage", workers: int = 1,
+                 shapes: tuple[CollectiveShape, ...], scope: str = "stage", workers: int = 1,
                  kernels: KernelSpec | None = None):
-        """``kernels``: the all-to-all kernels' launch and notify costs and SM throughput
-        (:mod:`sim.moe.kernels`; ``None``: pure link time). ``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
+        """``shapes``: the run's collectives (those that are all-to-alls are measured here).
+        ``kernels``: the all-to-all kernels' launch and notify costs and SM throughput
+        (:mod:`sim.moe.comm_kernels`; ``None``: pure link time). ``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
         topology where stages sit differently) in that many processes when the work is large enough
         to pay for starting them (``PARALLEL_MIN_TOKENS``, ``PARALLEL_MIN_FLOWS``), the processes that
         sampled the routing measuring next; the same numbers as one process."""
@@ -58,7 +61,8 @@ class CommModel:
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
             raise SpecError(f"workers must be a positive integer up to 1024, got {workers!r}")
         self.run, self.model, self.links, self.layout, self.scope = run, model, links, layout, scope
-        self.token_bytes = token_bytes  # {"dispatch": bytes, "combine": bytes}
+        self.shapes = tuple(s for s in shapes if s.is_all_to_all)
+        self.token_bytes = {s.name: s.bytes_per_token for s in self.shapes}   # by shape name
         self.workers = workers      # balanced routing uses them only when stages differ (several units)
         self.kernels = kernels
         self._gpu_rate = kernels.a2a_gpu_rate(run.comm_sms) if kernels is not None else None
@@ -112,7 +116,7 @@ class CommModel:
         else:
             self._loads[key] = all_to_all_load(self.links, self.layout.ep_group(stage, group),
                                                self.traffic(stage, group), self.token_bytes[shape],
-                                               self.run.a2a_algorithm, shape)
+                                               shape_named(self.shapes, shape).algorithm, shape)
         return self._loads[key]
 
     def _load_factors(self) -> np.ndarray:
@@ -137,7 +141,7 @@ class CommModel:
 
     def overhead(self, stage: int, group: int) -> float:
         """Seconds before an all-to-all's data phase: launch, notify and the count exchange's round
-        trip over the group's longest route (:meth:`~sim.moe.kernels.KernelSpec.a2a_overhead_s`;
+        trip over the group's longest route (:meth:`~sim.moe.comm_kernels.KernelSpec.a2a_overhead_s`;
         0 without kernels)."""
         if self.kernels is None:
             return 0.0
@@ -199,7 +203,7 @@ class CommModel:
         """The arguments of :func:`measure_all_to_alls` after ``links``."""
         groups = [(self.layout.ep_group(s, g), self.traffic(s, g)) for s in stages
                   for g in range(self.layout.groups_per_rank)]
-        return (groups, self.token_bytes[shape], self.run.a2a_algorithm, shape, self.run.a2a_chunks,
+        return (groups, self.token_bytes[shape], shape_named(self.shapes, shape).algorithm, shape, self.run.a2a_chunks,
                 self.completion_window, self._gpu_rate)
 
     @property
@@ -219,13 +223,17 @@ class CommModel:
         return scope == self.scope and dataclasses.replace(self.run, schedule=run.schedule,
                                                            zb_memory_limit=run.zb_memory_limit) == run
 
+    def measures(self, shape: str) -> bool:
+        """Whether the collective ``shape`` (a name) is one of the all-to-alls measured here."""
+        return shape in self.token_bytes
+
     def measure_all(self, progress: bool = False) -> None:
         """Measure now what :meth:`time` would measure on first use, in ``workers`` processes;
         with ``progress``, a bar when there are more than two (skewed routing: 2 x PP fabric runs,
         minutes at scale)."""
         todo = {}
         if self.model.is_moe:
-            for shape in ("dispatch", "combine"):
+            for shape in self.token_bytes:
                 for stage in range(self.run.pp):
                     unit, stages = self._unit(stage)
                     if (shape, unit) not in self._times:

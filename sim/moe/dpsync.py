@@ -169,7 +169,7 @@ class GradientSync:
 
     def collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
         """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups,
-        after an NCCL kernel launch (:mod:`sim.moe.kernels`), then call ``then()``."""
+        after an NCCL kernel launch (:mod:`sim.moe.comm_kernels`), then call ``then()``."""
         op = hierarchical_all_gather if gather else hierarchical_reduce_scatter
         gpn = self.sc.layout.gpus_per_node
         jobs = [(gpus, (count.dense if kind == "dense" else count.expert) * per_param)

@@ -42,8 +42,8 @@ def breakdown_frame(results: list[StepResult]) -> pd.DataFrame:
 def model_sources(run) -> str:
     """One line: which parts of the model are calibrated from measurements and which are
     first-principles defaults (compute: a profile CSV or the FLOPs model; communication kernels:
-    a calibrated preset or the defaults, :mod:`sim.moe.kernels`)."""
-    from .kernels import load_kernels
+    a calibrated preset or the defaults, :mod:`sim.moe.comm_kernels`)."""
+    from .comm_kernels import load_kernels
     from .specs import load_model
     compute = f"compute: measured profile {run.profile}" if run.profile else \
         "compute: FLOPs model (first-principles defaults)"

@@ -71,7 +71,7 @@ class GroupRunner:
     the all-to-alls (and, for a representative pipeline, every replica's sends) on ``fabric``
     among the other traffic, instead of charging their measured times; ``None``: measured.
     ``send_launch_s``: each pipeline send starts that long after its producer ends (the launch of
-    its NCCL kernel, :mod:`sim.moe.kernels`). ``compute_factors`` (per GPU) and ``faults``
+    its NCCL kernel, :mod:`sim.moe.comm_kernels`). ``compute_factors`` (per GPU) and ``faults``
     (:class:`~sim.moe.faults.FaultSpec`: its jitter) make compute parts of slow GPUs longer and
     every compute part noisy."""
 
@@ -174,7 +174,7 @@ class GroupRunner:
             k, at = next(walk)
             while True:
                 shape = plan.comm[k].shape
-                if shape not in ("dispatch", "combine"):
+                if not self.comm.measures(shape):
                     k, at = walk.send(at + comm_times[k])
                     continue
                 if at > env.now:
@@ -270,7 +270,7 @@ class GroupRunner:
         return cached
 
     def _comm_time(self, shape: str, rank: int) -> float:
-        if shape in ("dispatch", "combine"):
+        if self.comm.measures(shape):
             return self.comm.time(shape, rank, self.group)
         return self._layer_collectives.time(shape)
 

@@ -23,13 +23,12 @@ from ..network import Fabric, LinkTable
 from ..schedules import Schedule, make_schedule, validate
 from ..schedules.registry import SEARCHED
 from .chunk import ChunkModel
-from .kernels import KernelSpec, load_kernels
+from .collective_shapes import CollectiveShape, op_collectives
+from .comm_kernels import KernelSpec, load_kernels
 from .layout import Layout
 from .memory import RankMemory, memory_per_rank
 from .specs import RunSpec, SpecError, load_gpu, load_model, topology_gpu
 from .stagecosts import stage_costs
-
-SHAPES = ("dispatch", "combine")
 
 
 class Topology:
@@ -134,10 +133,15 @@ class Scenario:
         sms, comm_sms = self.gpu.sms, self.run.comm_sms
         return sms / (sms - comm_sms) if comm_sms else 1.0
 
+    @cached_property
+    def collectives(self) -> tuple[CollectiveShape, ...]:
+        """The collectives inside this run's ops (:func:`~sim.moe.collective_shapes.op_collectives`:
+        an MoE model's dispatch and combine all-to-alls)."""
+        return op_collectives(self.model, self.run)
+
     def token_bytes(self) -> dict[str, float]:
-        """Bytes of one token copy for each all-to-all shape (dispatch, combine)."""
-        return {"dispatch": self.chunk.token_bytes(self.run.dispatch_precision),
-                "combine": self.chunk.token_bytes(self.run.combine_precision)}
+        """Bytes of one token copy for each collective shape, by name."""
+        return {shape.name: shape.bytes_per_token for shape in self.collectives}
 
     def with_order(self, schedule: Schedule) -> "Scenario":
         """This scenario with ``schedule`` (an order of the same shape: ranks, stages, micro-batches
@@ -167,4 +171,4 @@ class Scenario:
         return f.compute_factors(len(self.graph.graph["gpus"]))
 
 
-__all__ = ["SHAPES", "Scenario"]
+__all__ = ["Scenario"]

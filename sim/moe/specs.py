@@ -207,7 +207,7 @@ class RunSpec:
     a mapping in YAML); any makes the step simulate every rank.
 
     ``kernels``: the communication kernels' launch and notify costs, SM throughput and link
-    efficiencies (:mod:`sim.moe.kernels`): a preset name or a YAML file, such as the one
+    efficiencies (:mod:`sim.moe.comm_kernels`): a preset name or a YAML file, such as the one
     ``python -m sim calibrate`` writes."""
 
     model: str
@@ -246,7 +246,7 @@ class RunSpec:
     optimizer_sync: str = "global"               # the global norm / overflow all-reduce before the optimizer
     zb_memory_limit: Optional[float] = None      # zb-auto: micro-batches of activations per stage
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
-    kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.kernels)
+    kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.comm_kernels)
     faults: Optional[object] = None              # slow GPUs, jitter, degraded/failed links (sim.moe.faults)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
     description: str = ""

@@ -241,7 +241,7 @@ class MoEStep:
         pipelines = sc.layout.groups_per_rank if self.full else 1
         limits.check("max_parts", limits.step_parts(pipelines, run.microbatches, sc.model.layers + sc.model.mtp_modules),
                      f"a {self.mode} step of {run.model} with M={run.microbatches:,} over {pipelines:,} pipeline(s)")
-        self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.token_bytes(), comm_scope, workers,
+        self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.collectives, comm_scope, workers,
                                       sc.kernels)
         self.layer_collectives = LayerCollectives(sc) if run.zero_stage == 3 else None
         self._live: LiveComm | None = None

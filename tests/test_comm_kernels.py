@@ -1,11 +1,11 @@
-"""sim.moe.kernels: launch and notify costs, SM-bounded throughput and link efficiencies, worked by hand."""
+"""sim.moe.comm_kernels: launch and notify costs, SM-bounded throughput and link efficiencies, worked by hand."""
 import re
 
 import pytest
 import simpy
 
 from sim.moe.comm import CommModel
-from sim.moe.kernels import FITTABLE, KernelSpec, load_kernels
+from sim.moe.comm_kernels import FITTABLE, KernelSpec, load_kernels
 from sim.moe.scenario import Scenario
 from sim.moe.specs import SpecError, load_scenario
 from sim.moe.step import MoEStep
