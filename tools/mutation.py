@@ -200,17 +200,17 @@ EQUIVALENT = {
     "sim.network.collectives.x__ring__mutmut_24": "a rank's route to itself has no link and 0 s of latency",
     "sim.network.collectives.x_hierarchical_reduce_scatter__mutmut_5": "gather=None and gather=False are both the "
                                                                        "reduce-scatter",
-    "sim.network.fabric.xǁFabricǁ_private_link__mutmut_10": "private links grown by a third instead of a half: more "
+    "sim.network.flowloop.xǁFlowLoopǁadd_link__mutmut_10": "private links grown by a third instead of a half: more "
                                                             "growths, the same links and rates",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_4": "4 new flows appended as arrays instead of one by "
                                                                    "one: the same arrays (the threshold is only speed)",
     "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_5": "5 new flows appended one by one instead of "
                                                                    "as arrays: the same arrays (the threshold is only "
                                                                    "speed)",
-    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_48": "np.array of Python ints is int64 by default",
-    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_50": "the same as mutmut_48",
-    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_64": "the same as mutmut_48",
-    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_66": "the same as mutmut_48",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_49": "np.array of Python ints is int64 by default",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_51": "the same as mutmut_49",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_65": "the same as mutmut_49",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_67": "the same as mutmut_49",
     "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_5": "np.full of a Python int is int64 by default",
     "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_8": "the same as mutmut_5",
     "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_19": "the renaming array one entry longer when every link is 0: "
@@ -224,22 +224,31 @@ EQUIVALENT = {
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_18": "a route not found in the fabric's cache is found by "
                                                         "_route, which caches it: the same links and latency",
     "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_8": "flow arrays grown threefold instead of doubled: larger "
-                                                       "arrays, the same flows (as _grow__mutmut_45 for pairs)",
+                                                       "arrays, the same flows (as _grow__mutmut_36 for pairs)",
     "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_7": "flow arrays grown to exactly what is needed instead of "
                                                        "doubled: more growths, the same flows",
     "sim.network.fabric.xǁFabricǁ_route__mutmut_14": "an engine that cannot bind (its GPU's links take in at most "
                                                      "gpu_rate) added anyway: the same rates; engines are not reported",
     "sim.network.fabric.xǁFabricǁ__init____mutmut_33": "1e18 and 1e+18 are the same number",
-    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_38": "growing when the pair arrays are exactly full rather than "
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_21": "growing when the pair arrays are exactly full rather than "
                                                         "over: larger arrays, the same flows and rates",
-    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_45": "pair arrays grown threefold instead of doubled: larger "
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_36": "pair arrays grown threefold instead of doubled: larger "
                                                         "arrays, the same flows and rates",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_78": "an engine exactly as fast as its GPU's links can only tie "
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_80": "an engine exactly as fast as its GPU's links can only tie "
                                                        "with them: the same rates",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_158": "the scratch marks start at 0 and the tick is raised before "
+    "sim.network.flowloop.xǁFlowLoopǁ__init____mutmut_41": "the scratch marks start at 0 and the tick is raised before "
                                                         "each use: starting it at 1 skips a value, nothing else",
-    "sim.network.fabric.xǁFabricǁ__init____mutmut_183": "_settled is only read when flows are active, and the "
+    "sim.network.flowloop.xǁFlowLoopǁ__init____mutmut_44": "_settled is only read when flows are active, and the "
                                                         "first solve sets it",
+    "sim.network.flowloop.xǁFlowLoopǁ__init____mutmut_43": "_settled starting None: as falsy as False where read",
+    "sim.network.flowloop.xǁFlowLoopǁ__init____mutmut_2": "incremental defaulting to False: Fabric, the loop's only "
+                                                          "maker, always passes it",
+    "sim.network.flowloop.xǁFlowLoopǁ_activate_pending__mutmut_25": "a new flow's first rate is written by the solve "
+                                                                    "that follows before anything reads it",
+    "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_35": "pair arrays grown to exactly what is needed instead of "
+                                                        "doubled: more growths, the same flows",
+    "sim.network.fabric.xǁFabricǁ_new_flow__mutmut_2": "a route cache that never hits: _route finds the route "
+                                                       "again and caches it, the same links and latency",
     "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_10": "LinkLoad makes its links int64 whatever it is given",
     "sim.network.loads.xǁLinkLoadǁempty__mutmut_12": "same as mutmut_10",
