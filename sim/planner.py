@@ -133,13 +133,15 @@ def _stages(schedule: str, pp: int) -> int:
     return pp if spec.placement == "bidirectional" else pp * (spec.stages_per_rank or 1)
 
 
-def candidates(req: PlanRequest) -> tuple[list[dict], list[dict]]:
-    """(points that fit HBM, rows of refused or non-fitting candidates with the reason)."""
+def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:
+    """(points that fit HBM, rows of refused or non-fitting candidates with the reason); ``graph``:
+    the request's topology when the caller has loaded it already."""
     from topologies import load_topology
 
     from .moe.chunk import split_layers
     from .moe.scenario import Scenario
-    graph = load_topology(req.topology)
+    if graph is None:
+        graph = load_topology(req.topology)
     gpu_name = gpu_of(req, graph)
     model, gpu = load_model(req.model), load_gpu(gpu_name)
     have = len(graph.graph["gpus"])

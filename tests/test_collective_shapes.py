@@ -49,3 +49,8 @@ def test_a_bad_record_is_one_line_naming_the_field(field, value, message):
 def test_the_axes_are_megatrons_names_and_only_all_to_alls_are_measured_as_such():
     assert AXES == ("ep", "tp", "cp", "dp")
     assert not CollectiveShape("tp_all_reduce", "tp", "ring", 2.0).is_all_to_all
+
+
+def test_any_positive_size_is_a_size():
+    """Half a byte a token (a compressed format, say) is allowed: only 0, negatives and inf are not."""
+    assert CollectiveShape("x", "ep", "hierarchical", 0.5).bytes_per_token == 0.5

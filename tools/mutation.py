@@ -247,6 +247,7 @@ EQUIVALENT = {
                                                                     "that follows before anything reads it",
     "sim.network.flowloop.xǁFlowLoopǁ_grow__mutmut_35": "pair arrays grown to exactly what is needed instead of "
                                                         "doubled: more growths, the same flows",
+    "sim.network.fabric.xǁFabricǁ__init____mutmut_41": "astype(None) is float64",
     "sim.network.fabric.xǁFabricǁ_new_flow__mutmut_2": "a route cache that never hits: _route finds the route "
                                                        "again and caches it, the same links and latency",
     "sim.network.loads.xǁLinkLoadǁ__post_init____mutmut_37": "1e18 and 1e+18 are the same number",

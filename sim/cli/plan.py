@@ -56,7 +56,7 @@ def _plan(args, req: PlanRequest) -> int:
     warnings = [idle] if idle else []
     with overwriting(args.force):
         check_output(args.out)                      # before the search, not after it
-    ok, refused = candidates(req)
+    ok, refused = candidates(req, graph)
     recipe = recipe_text(req, gpu)
     if not args.json:
         print(recipe)
