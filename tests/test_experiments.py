@@ -143,3 +143,10 @@ def test_the_bubble_caption_holds_every_schedules_bubble_falls_as_m_grows():
                 except Exception:          # noqa: BLE001 - a shape the schedule refuses is no point of the figure
                     continue
             assert all(b <= a + 1e-12 for a, b in zip(bubbles, bubbles[1:])), (schedule, p, bubbles)
+
+
+def test_the_benchmarks_calibration_input_is_where_it_reads_it():
+    """The calibrate case reads DeepEP's table from the research scripts' profiles (it looked next
+    to tools/benchmark.py after the move from experiments/, and failed there)."""
+    from tools.benchmark import DEEPEP_PROFILE
+    assert DEEPEP_PROFILE.is_file() and DEEPEP_PROFILE.parent.name == "profiles"

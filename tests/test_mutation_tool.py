@@ -251,3 +251,74 @@ def test_bad_arguments_are_refused_before_mutmut_runs(argv, needle, tmp_path, mo
         status = stop.code
     err = capsys.readouterr().err
     assert status == 2 and needle in err and err.count("\n") == 1
+
+
+def test_copies_of_removed_files_leave_mutmuts_tree(tmp_path, monkeypatch):
+    """sim/old.py and tests/test_old.py were removed (renamed) here: their copies and the old
+    module's mutant records go; what the checkout still has stays, records included."""
+    from tools.mutation import drop_removed
+    monkeypatch.chdir(tmp_path)
+    for name in ("sim/new.py", "tests/test_new.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    root = tmp_path / "mutants"
+    for name in ("sim/new.py", "sim/new.py.meta", "sim/old.py", "sim/old.py.meta", "sim/old.py.spans",
+                 "tests/test_new.py", "tests/test_old.py", "sim/__pycache__/old.cpython-311.pyc"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    assert drop_removed(root) == ["sim/old.py", "sim/old.py.meta", "sim/old.py.spans", "tests/test_old.py"]
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert left == ["sim/__pycache__/old.cpython-311.pyc", "sim/new.py", "sim/new.py.meta", "tests/test_new.py"]
+
+
+def test_a_test_map_older_than_a_renamed_function_is_stale(tmp_path, monkeypatch):
+    """mutmut's map names sim.a's function f; sim/a.py now has g (renamed after the map was built):
+    stale. Once the map is newer than the source, a function missing from it (no test reaches it) is
+    not a reason to rebuild; nor is a module not asked about."""
+    import os
+    monkeypatch.chdir(tmp_path)
+    from tools.mutation import stale_test_map
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim/a.py").write_text("")
+    root = tmp_path / "mutants"
+    (root / "sim").mkdir(parents=True)
+    (root / "sim/a.py.meta").write_text(json.dumps({"exit_code_by_key": {"sim.a.x_g__mutmut_1": None}}))
+    stats = root / "mutmut-stats.json"
+    stats.write_text(json.dumps({"tests_by_mangled_function_name": {"sim.a.x_f": ["tests/test_a.py::t"]}}))
+    os.utime(stats, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(tmp_path / "sim/a.py", ns=(2_000_000_000, 2_000_000_000))
+    assert stale_test_map(["sim.a"], root) and stale_test_map([], root)
+    assert not stale_test_map(["sim.b"], root)
+    os.utime(stats, ns=(3_000_000_000, 3_000_000_000))
+    assert not stale_test_map(["sim.a"], root)
+    stats.unlink()
+    assert not stale_test_map(["sim.a"], root)                  # no map yet: mutmut builds one anyway
+
+
+def test_a_run_clears_removed_copies_and_a_stale_test_map_first(tmp_path, monkeypatch):
+    """Before mutmut starts: the copy of a removed module goes, and a map of tests by function that
+    predates sim/a.py's renamed function is removed (mutmut builds it anew)."""
+    import argparse
+    import os
+
+    import tools.mutation as mutation
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim/a.py").write_text("def g(): pass\n")
+    root = tmp_path / "mutants"
+    (root / "sim").mkdir(parents=True)
+    (root / "sim/a.py").write_text("def g(): pass\n")
+    (root / "sim/gone.py").write_text("")
+    (root / "sim/a.py.meta").write_text(json.dumps({"exit_code_by_key": {"sim.a.x_g__mutmut_1": None}}))
+    stats = root / "mutmut-stats.json"
+    stats.write_text(json.dumps({"tests_by_mangled_function_name": {"sim.a.x_f": []}}))
+    os.utime(stats, ns=(1_000_000_000, 1_000_000_000))
+    monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, **kw: 0)
+    monkeypatch.setattr(mutation, "sample", lambda modules, n, seed: [])
+    monkeypatch.setattr(mutation, "scores", lambda roots=None: mutation.pd.DataFrame(
+        [{"module": "m", "mutants": 1, "checked": 1, "killed": 1, "survived": 0, "equivalent": 0, "score": 1.0,
+          "survivors": ""}]))
+    parser = argparse.ArgumentParser()
+    mutation.add_arguments(parser)
+    assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "sim.a"])) == 0
+    assert not (root / "sim/gone.py").exists() and (root / "sim/a.py").exists() and not stats.exists()

@@ -38,6 +38,9 @@ from experiments.common import script_main
 from sim.checks import InputError
 from sim.io import check_output, write_csv_atomic
 
+# DeepEP's published table, the calibrate case's input (a file of the research scripts).
+DEEPEP_PROFILE = Path(__file__).resolve().parents[1] / "experiments" / "profiles" / "deepep-h800.csv"
+
 
 def _schedule_case(name: str, P: int, M: int) -> dict:
     from sim.engine import ZeroCommRunner, run_schedule
@@ -123,7 +126,7 @@ def _calibrate_case() -> dict:
     t0 = time.perf_counter()
     run = load_scenario("deepseek-v3", topology="h800-64")
     sim = Collectives(named_topology("h800-64").links, run, load_model(run.model))
-    rows = read_profile(Path(__file__).parent / "profiles" / "deepep-h800.csv", sim)
+    rows = read_profile(DEEPEP_PROFILE, sim)
     fit(rows, sim, load_kernels("deepep"))
     return {"case": "calibrate: fit 3 kernel parameters to DeepEP's table (8 rows)", "gpus": 64,
             "wall_s": time.perf_counter() - t0}

@@ -424,6 +424,7 @@ def kernel_tree(tree: Path = KERNEL_TREE) -> Path:
     import re
     for src in _tree_files():
         _write_if_changed(tree / src, src.read_bytes())
+    drop_removed(tree)                                  # the tree's copies of files removed here
     project = Path("pyproject.toml").read_text()
     project = re.sub(r"\[tool\.mutmut\].*?(?=^\[)", lambda _m: KERNEL_CONFIG + "\n", project, flags=re.S | re.M)
     _write_if_changed(tree / "pyproject.toml", project.encode())
@@ -477,6 +478,49 @@ def sync_data_files(root: Path = Path("mutants")) -> list[str]:
         return []
     return [str(src) for src in _tree_files() if src.suffix not in (".py", ".pyc", ".meta", ".spans")
             and _write_if_changed(root / src, src.read_bytes())]
+
+
+def drop_removed(root: Path = Path("mutants")) -> list[str]:
+    """Remove from a mutmut tree (``root``) the copies of files this checkout no longer has (a
+    module or test removed or renamed), with their mutants' ``.meta`` and ``.spans``: mutmut copies
+    files but never removes one, and a stale copy runs in its clean test run (a removed module's
+    test fails there) or reports the old module's score. Returns the files removed."""
+    removed = []
+    for top in ("sim", "topologies", "experiments", "tools", "validation", "examples", "docs", "tests"):
+        for copy in sorted((root / top).rglob("*")) if (root / top).is_dir() else []:
+            if not copy.is_file() or "__pycache__" in copy.parts:
+                continue
+            source = copy.relative_to(root)
+            if source.suffix in (".meta", ".spans"):
+                source = source.with_suffix("")
+            if not source.exists():
+                copy.unlink()
+                removed.append(str(copy.relative_to(root)))
+    return removed
+
+
+def stale_test_map(modules, root: Path = Path("mutants")) -> bool:
+    """Whether mutmut's map of which tests reach each function (``mutmut-stats.json``) is older than
+    a source of ``modules`` (dotted) and lacks one of its mutated functions: mutmut adds to the map
+    only the tests it has not seen, so a function renamed since is run against no test (its mutants
+    survive falsely) until the map is built anew. A function no test reaches is absent from a fresh
+    map too; the age check keeps that from rebuilding it every run."""
+    stats = root / "mutmut-stats.json"
+    if not stats.is_file():
+        return False
+    known = json.loads(stats.read_text())["tests_by_mangled_function_name"]
+    built = stats.stat().st_mtime_ns
+    for meta in sorted(root.glob("**/*.py.meta")):
+        module = str(meta.relative_to(root)).removesuffix(".py.meta").replace("/", ".")
+        if modules and not any(module == m or module.startswith(m + ".") for m in modules):
+            continue
+        source = Path(module.replace(".", "/") + ".py")
+        if not source.is_file() or source.stat().st_mtime_ns <= built:
+            continue
+        functions = {name.rsplit("__mutmut_", 1)[0] for name in json.loads(meta.read_text())["exit_code_by_key"]}
+        if functions - set(known):
+            return True
+    return False
 
 
 def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = "timeout",
@@ -605,9 +649,14 @@ def run(args) -> int:
         if args.recheck_survivors:
             recheck(status="survived", modules=args.modules)
     elif not args.report:
+        for name in drop_removed():
+            print(f"removed mutants/{name} (no longer in this checkout)")
         for name in sync_data_files():
             print(f"refreshed mutants/{name}")
         modules = args.modules or CORE
+        if stale_test_map(modules):
+            print("mutmut's map of tests by function predates a renamed function: building it anew")
+            Path("mutants/mutmut-stats.json").unlink()
         stale = stale_modules(modules) if args.sample is not None else []
         if stale:
             print(f"refreshing the mutants of {', '.join(stale)} (changed since mutmut's last run)")
