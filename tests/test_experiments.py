@@ -150,3 +150,10 @@ def test_the_benchmarks_calibration_input_is_where_it_reads_it():
     to tools/benchmark.py after the move from experiments/, and failed there)."""
     from tools.benchmark import DEEPEP_PROFILE
     assert DEEPEP_PROFILE.is_file() and DEEPEP_PROFILE.parent.name == "profiles"
+
+
+def test_a_failing_benchmark_case_is_none_not_a_hang():
+    """A case that raises in its process (here int('x')) leaves no row: run_case says so (None)
+    instead of waiting forever for one (the calibrate case's missing file hung the whole run)."""
+    from tools.benchmark import run_case
+    assert run_case(int, ("x",)) is None

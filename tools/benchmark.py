@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -183,12 +184,26 @@ def _worker(fn, args, queue):
     queue.put(row)
 
 
-def run_case(fn, args) -> dict:
+def run_case(fn, args) -> dict | None:
+    """One case in a process of its own: its row, or None when the process ended without one (the
+    case raised: its traceback is on stderr). The queue is polled while the process lives, so a
+    case that fails cannot hang the run."""
+    import queue as queues
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_worker, args=(fn, args, queue))
     proc.start()
-    row = queue.get()
+    while True:
+        try:
+            row = queue.get(timeout=1.0)
+            break
+        except queues.Empty:
+            if not proc.is_alive():
+                try:
+                    row = queue.get(timeout=1.0)        # put just before it ended
+                except queues.Empty:
+                    row = None
+                break
     proc.join()
     return row
 
@@ -256,14 +271,22 @@ def run(args) -> int:
     rows = []
     if args.only and Path(args.out).exists():          # keep the other groups' rows
         rows = [r for r in pd.read_csv(args.out).to_dict("records") if r.get("group") not in args.only]
+    failed = []
     for group in args.only or sorted(CASES):
         for fn, fargs in CASES[group]:
             row = run_case(fn, fargs)
+            if row is None:
+                failed.append(f"{fn.__name__}{fargs}")
+                print(f"benchmark case {fn.__name__}{fargs} failed (its traceback is above); going on", file=sys.stderr)
+                continue
             row["group"] = group
             rows.append(row)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     write_csv_atomic(pd.DataFrame(rows), args.out)
     print(f"wrote {args.out} and {plot_scaling(args.out, figure)}")
+    if failed:
+        print(f"{len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

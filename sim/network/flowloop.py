@@ -3,11 +3,11 @@ and end, with one rate recomputation per instant.
 
 :class:`FlowLoop` is the half of :class:`~sim.network.Fabric` that moves time: it keeps the
 active flows in growable arrays (sizes, bytes left, rates, ids, and their (flow, link) pairs,
-contiguous per flow), hands them to the compiled kernels of :mod:`sim.network.fairshare` in place (as its named
-records, which this class builds and grows),
-and schedules SimPy events: a flow's arrival after its latency, one batch per instant (every start
-and end of that instant share one recomputation, run after the instant's other events), and a
-timer for the next completion. The fabric's other half (``fabric.py``) turns transfers, sets of
+contiguous per flow) as the named records of :mod:`sim.network.fairshare`, which it builds and
+grows, hands them to that package's compiled kernels to change in place, and schedules SimPy
+events: a flow's arrival after its latency, one batch per instant (every start and end of that
+instant share one recomputation, run after the instant's other events), and a timer for the next
+completion. The fabric's other half (``fabric.py``) turns transfers, sets of
 routes and bundles into :class:`Flow` s for it, and says which links there are (the topology's,
 the GPUs' engines; bundles' private links come and go through :meth:`FlowLoop.add_link`).
 """
