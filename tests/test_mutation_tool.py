@@ -107,9 +107,9 @@ def test_scores_read_every_tree(tmp_path):
     """The core modules' results and the kernels' (their own tree) make one table, by module."""
     pytest.importorskip("mutmut")
     _meta(tmp_path / "a", "sim.sweep", {"sim.sweep.x_a__mutmut_1": 1})
-    _meta(tmp_path / "b", "sim.network.maxmin", {"sim.network.maxmin.x_f__mutmut_1": 0})
+    _meta(tmp_path / "b", "sim.network.fairshare.filling", {"sim.network.fairshare.filling.x_f__mutmut_1": 0})
     df = scores([tmp_path / "b", tmp_path / "a", tmp_path / "none"])
-    assert list(df["module"]) == ["sim.network.maxmin", "sim.sweep"] and list(df["score"]) == [0.0, 1.0]
+    assert list(df["module"]) == ["sim.network.fairshare.filling", "sim.sweep"] and list(df["score"]) == [0.0, 1.0]
 
 
 def test_the_kernels_tree_mutates_only_the_kernels_and_rewrites_only_what_changed(tmp_path, monkeypatch):
