@@ -202,7 +202,6 @@ def test_kernels_forward_every_option_to_their_tree_and_recheck_nothing_here(tmp
 def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch):
     """A source newer than mutmut's copy of it makes its module stale; a sampled run then has mutmut
     mutate it again (a run stopped at a name that matches nothing) before drawing the sample."""
-    import argparse
     import os
 
     import tools.mutation as mutation
@@ -219,12 +218,7 @@ def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch)
     assert mutation.stale_modules(["fresh.c", "fresh"]) == ["fresh.c", "fresh"]
     calls = []
     monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
-    monkeypatch.setattr(mutation, "sample", lambda modules, n, seed: [])
-    monkeypatch.setattr(mutation, "scores", lambda roots=None: mutation.pd.DataFrame(
-        [{"module": "m", "mutants": 1, "checked": 1, "killed": 1, "survived": 0, "equivalent": 0, "score": 1.0,
-          "survivors": ""}]))
-    parser = argparse.ArgumentParser()
-    mutation.add_arguments(parser)
+    parser = _parser_with_an_empty_sample(mutation, monkeypatch)
     assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "pkg.a"])) == 0
     assert calls == [[mutation.sys.executable, "-m", "mutmut", "run", "refresh-only.no-such-mutant"]]
     calls.clear()
@@ -298,7 +292,6 @@ def test_a_test_map_older_than_a_renamed_function_is_stale(tmp_path, monkeypatch
 def test_a_run_clears_removed_copies_and_a_stale_test_map_first(tmp_path, monkeypatch):
     """Before mutmut starts: the copy of a removed module goes, and a map of tests by function that
     predates sim/a.py's renamed function is removed (mutmut builds it anew)."""
-    import argparse
     import os
 
     import tools.mutation as mutation
@@ -314,11 +307,19 @@ def test_a_run_clears_removed_copies_and_a_stale_test_map_first(tmp_path, monkey
     stats.write_text(json.dumps({"tests_by_mangled_function_name": {"sim.a.x_f": []}}))
     os.utime(stats, ns=(1_000_000_000, 1_000_000_000))
     monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, **kw: 0)
+    parser = _parser_with_an_empty_sample(mutation, monkeypatch)
+    assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "sim.a"])) == 0
+    assert not (root / "sim/gone.py").exists() and (root / "sim/a.py").exists() and not stats.exists()
+
+
+def _parser_with_an_empty_sample(mutation, monkeypatch):
+    """tools.mutation's argument parser, with sampling finding nothing to run and a one-row table
+    (what a run does before and after mutmut, without mutmut)."""
+    import argparse
     monkeypatch.setattr(mutation, "sample", lambda modules, n, seed: [])
     monkeypatch.setattr(mutation, "scores", lambda roots=None: mutation.pd.DataFrame(
         [{"module": "m", "mutants": 1, "checked": 1, "killed": 1, "survived": 0, "equivalent": 0, "score": 1.0,
           "survivors": ""}]))
     parser = argparse.ArgumentParser()
     mutation.add_arguments(parser)
-    assert mutation.run(parser.parse_args(["--sample", "3", "--out", str(tmp_path / "out"), "sim.a"])) == 0
-    assert not (root / "sim/gone.py").exists() and (root / "sim/a.py").exists() and not stats.exists()
+    return parser

@@ -46,11 +46,11 @@ from ..network import (
     hierarchical_all_gather,
     hierarchical_reduce_scatter,
     route_tokens,
-    token_bytes,
 )
+from .collective_shapes import all_to_all_shapes
 from .comm import group_latency, measure_all_to_alls
 from .comm_kernels import FITTABLE, MIN_LINK_EFFICIENCY, MIN_SM_GBPS, KernelSpec
-from .specs import PRECISION_BYTES, ModelSpec, RunSpec
+from .specs import ModelSpec, RunSpec
 
 MOE_KINDS = ("dispatch", "combine")
 NCCL_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "send")
@@ -92,8 +92,7 @@ class Collectives:
 
     def __init__(self, links: LinkTable, run: RunSpec, model: ModelSpec):
         self.links, self.run, self.model = links, run, model
-        self.token_bytes = {"dispatch": token_bytes(model.hidden, PRECISION_BYTES[run.dispatch_precision]),
-                            "combine": token_bytes(model.hidden, PRECISION_BYTES[run.combine_precision])}
+        self.token_bytes = {shape.name: shape.bytes_per_token for shape in all_to_all_shapes(model, run)}
         self.gpus_per_node = int(links.graph.graph.get("gpus_per_node", len(links.gpus)))
         self._traffic: dict[tuple, object] = {}
 

@@ -54,10 +54,14 @@ class CollectiveShape:
 
 def op_collectives(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:
     """The collectives an op of ``run`` issues: an MoE model's dispatch and combine all-to-alls
-    over ``ep`` (bytes per token from :func:`sim.network.token_bytes` at each direction's
-    precision); none for a dense model."""
-    if not model.is_moe:
-        return ()
+    (:func:`all_to_all_shapes`); none for a dense model."""
+    return all_to_all_shapes(model, run) if model.is_moe else ()
+
+
+def all_to_all_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:
+    """The dispatch and combine all-to-alls over ``ep`` of ``model``'s tokens under ``run``: bytes
+    per token from :func:`sim.network.token_bytes` at each direction's precision, the run's
+    all-to-all algorithm (what calibration measures too, whatever the model)."""
     return (CollectiveShape("dispatch", "ep", run.a2a_algorithm,
                             token_bytes(model.hidden, PRECISION_BYTES[run.dispatch_precision])),
             CollectiveShape("combine", "ep", run.a2a_algorithm,
@@ -72,4 +76,4 @@ def shape_named(shapes, name: str) -> CollectiveShape:
     raise SpecError(f"no collective shape {name!r}; this run's are: {', '.join(s.name for s in shapes) or 'none'}")
 
 
-__all__ = ["ALL_TO_ALL_ALGORITHMS", "AXES", "CollectiveShape", "op_collectives", "shape_named"]
+__all__ = ["ALL_TO_ALL_ALGORITHMS", "AXES", "CollectiveShape", "all_to_all_shapes", "op_collectives", "shape_named"]
