@@ -98,7 +98,7 @@ def test_a_slow_gpu_under_jitter_lasts_its_slowdown_times_each_draw():
     sc = step.scenario
     [runner] = step.runners(sc.step_fabric(simpy.Environment()))
     op = sc.schedule.ranks[0][0]
-    _, durations, _, stacked = runner._plan(0, op)
+    _, durations, _, stacked, _ = runner._plan(0, op)
     draws = run.faults.jitter(0, 0, runner.replicas, len(durations))
     slow = np.where(sc.layout.gpus_of(0, runner.replicas) == 2, 1.5, 1.0)
     faulty = runner._faulty(0, 0, durations, stacked)

@@ -1,8 +1,10 @@
 """sim.moe.layout: which GPU holds what, by formula; every layout rule refused with its reason."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sim.moe.layout import Layout
+from sim.moe.layout import GROUP_AXES, Coordinates, Layout
 from sim.moe.specs import SpecError
 
 DS = Layout.check(16, 128, 64, 8, 2048, "h800-2048", 256)       # DeepSeek-V3: PP16, DP128, EP64
@@ -39,3 +41,57 @@ def test_refusals(args, pattern):
 
 def test_dense_model_has_no_expert_rule():
     assert Layout.check(4, 4, 4, 8, 16, "t", 0).ep == 4
+
+
+# --- tensor and context parallelism (Megatron-Core's tp-cp-ep-dp-pp order) -------------------------
+def test_megatron_order_by_formula():
+    """GPU(t, c, d, r) = t + tp (c + cp (d + dp r)): TP fastest, then CP, DP, PP."""
+    lay = Layout.check(2, 4, 1, 8, 64, "t", 0, tp=4, cp=2)
+    assert lay.gpus == 64 and lay.model_parallel == 8
+    assert lay.gpu(1, 3) == (1 * 4 + 3) * 8 == lay.gpu_at(Coordinates(0, 0, 3, 1))
+    assert lay.tp_group(0, 1) == [8, 9, 10, 11] and lay.tp_group(0, 1, cp=1) == [12, 13, 14, 15]
+    assert lay.cp_group(0, 1, tp=2) == [10, 14]
+    assert lay.dense_dp_group(1) == [32, 40, 48, 56]           # leads of the rank's replicas
+    assert lay.coordinates(45) == Coordinates(1, 1, 1, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2, 3]), pp=st.integers(1, 4),
+       groups=st.integers(1, 3), ep=st.sampled_from([1, 2]))
+def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, groups, ep):
+    dp = groups * ep
+    lay = Layout(pp, dp, ep, 8, tp, cp)
+    coords = [lay.coordinates(g) for g in range(lay.gpus)]
+    assert len(set(coords)) == lay.gpus and all(lay.gpu_at(c) == g for g, c in enumerate(coords))
+    sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
+    for axis in GROUP_AXES:
+        groups_ = lay.groups(axis)
+        members = sorted(g for group in groups_ for g in group)
+        assert members == list(range(lay.gpus)) and {len(g) for g in groups_} == {sizes[axis]}
+    for r in range(pp):
+        for d in range(dp):
+            assert lay.coordinates(lay.gpu(r, d)) == Coordinates(0, 0, d, r)
+            assert lay.tp_group(r, d) in lay.groups("tp") and lay.cp_group(r, d) in lay.groups("cp")
+    assert sorted(map(sorted, lay.groups("ep"))) == sorted(
+        sorted(lay.gpu(r, d) + t + tp * c for d in lay.group_replicas(g))
+        for r in range(pp) for g in range(lay.groups_per_rank) for t in range(tp) for c in range(cp))
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(tp=3, heads=12), r"tp \(3\) must divide the 8 GPUs of a node of 't' \(a TP group inside one NVLink "
+                           r"domain\): allowed 1, 2, 4, 8, or set tp_across_nodes: true"),
+    (dict(tp=8, heads=12), r"tp \(8\) must divide the model's 12 attention heads: allowed 1, 2, 3, 4, 6, 12"),
+    (dict(tp=4, heads=8, kv_heads=6), r"tp \(4\) and the model's 6 key/value heads must divide one another"),
+    (dict(tp=2, routed_experts=8), r"tp \(2\) and cp \(1\) must be 1 for an MoE model"),
+    (dict(tp=8, cp=2), r"tp x cp x pp x dp = 8 x 2 x 1 x 8 = 128 GPUs, but topology 't' has 64"),
+])
+def test_tp_and_cp_refusals(kwargs, pattern):
+    with pytest.raises(SpecError, match=pattern) as info:
+        Layout.check(1, 8, 1, 8, 64, "t", **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_tp_across_nodes_is_allowed_when_asked():
+    lay = Layout.check(1, 2, 1, 4, 16, "t", 0, tp=8, heads=8, tp_across_nodes=True)
+    assert lay.tp_spans_nodes and lay.tp_group(0, 1) == list(range(8, 16))
+    assert not Layout.check(1, 2, 1, 8, 16, "t", 0, tp=8).tp_spans_nodes

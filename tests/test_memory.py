@@ -170,3 +170,46 @@ def test_each_stage_starts_at_the_layers_the_stages_before_it_hold():
     m = dataclasses.replace(load_model(run.model), dense_layers=2)
     out = stage_activation_bytes(m, run, [1, 1, 1, 1, 1])
     assert out[1] != out[2] and out[2] == out[3]
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+@pytest.mark.parametrize("h,a,s", [(12288, 96, 2048), (4096, 32, 4096)])
+def test_korthikanti_per_layer_activations_under_tensor_and_sequence_parallelism(h, a, s, t):
+    """Korthikanti et al. 2022, Table 2: with TP over t GPUs sbh(10 + 24/t + 5as/ht); with sequence
+    parallelism too sbh(34 + 5as/h)/t; with selective recomputation and both, 34sbh/t."""
+    m = gpt(h, a)
+    tensors = layer_tensors(m, False, "none", s, 0)
+    assert bytes_per_token(tensors, t) * s == pytest.approx(s * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert bytes_per_token(tensors, t, True) * s == pytest.approx(s * h * (34 + 5 * a * s / h) / t)
+    selective = layer_tensors(m, False, "selective", s, 0)
+    assert bytes_per_token(selective, t, True) * s == pytest.approx(34 * s * h / t)
+    assert bytes_per_token(layer_tensors(m, False, "full", s, 0), t) * s == pytest.approx(2 * s * h)
+
+
+def test_a_deferred_weight_gradient_under_tensor_parallelism_by_hand():
+    """A GPT layer's W keeps each Linear's input and output gradient (BF16): column-parallel (qkv 3h,
+    MLP up 4h) inputs h wide, outputs split; row-parallel (attention out h, MLP down 4h) inputs split,
+    outputs h wide. Without SP: 2h + 2h wide + (3h + h + 4h + 4h) / t split, times 2 bytes."""
+    m, t = gpt(4096, 32), 4
+    h = 4096
+    assert weight_grad_bytes(m, False, "none", 0, t) == pytest.approx(2 * (4 * h + 12 * h / t))
+    assert weight_grad_bytes(m, False, "none", 0, t, True) == pytest.approx(2 * 16 * h / t)
+    assert weight_grad_bytes(m, False, "none", 0) == pytest.approx(2 * 16 * h)
+
+
+def test_tensor_and_context_parallelism_divide_a_gpus_model_states_and_activations():
+    """Llama 3 8B at TP 2, CP 2: a GPU holds 1/2 of the parameters; ZeRO-1 shards optimizer states
+    over DP x CP; activations: T / 2 tokens at their TP share (under sequence parallelism exactly
+    1/4 of the layers' bytes, the token ids and the head's input aside)."""
+    from sim.moe.memory import stage_activation_bytes
+    from sim.moe.specs import RunSpec
+    base = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=2, ep=1, schedule="1f1b",
+                   microbatches=4, seq_len=4096, memory_policy="selective")
+    split = base.with_(tp=2, cp=2, sequence_parallel=True)
+    one, two = Scenario(base), Scenario(split)
+    assert two.memory[0].params_gb == pytest.approx(one.memory[0].params_gb / 2)
+    assert two.memory[0].optimizer_gb == pytest.approx(one.memory[0].optimizer_gb / 4)
+    m = load_model("llama3-8b")
+    (held, _), _ = stage_activation_bytes(m, base, [16, 16])
+    (held_split, _), _ = stage_activation_bytes(m, split, [16, 16])
+    assert held_split == pytest.approx(held / 4, rel=1e-3) and held_split > held / 4

@@ -13,8 +13,9 @@ def test_a_few_runs_end_to_end(tmp_path, capsys):
     assert len(df) == 6 and (df["status"] == "ok").all()
     zb_runs = df[df["id"].str.startswith("zb-")]
     assert zb_runs["predicted_first_principles"].gt(0).all() and zb_runs["predicted_profile_fed"].gt(0).all()
-    needs_tp = df[df["id"] == "mt-t1-3.6b"].iloc[0]
-    assert needs_tp["role"] == "needs-tp" and pd.isna(needs_tp["predicted_first_principles"])
+    tp_row = df[df["id"] == "mt-t1-3.6b"].iloc[0]                      # TP 2: scored, first principles only
+    assert tp_row["role"] == "scored" and tp_row["predicted_first_principles"] > 0
+    assert pd.isna(tp_row["predicted_profile_fed"])
     summary = pd.read_csv(tmp_path / "validation_summary.csv")
     assert set(summary["mode"]) == {"first_principles", "profile_fed"}
     zb = summary[(summary["source"] == "zero-bubble") & (summary["mode"] == "first_principles")]
@@ -23,7 +24,7 @@ def test_a_few_runs_end_to_end(tmp_path, capsys):
     assert ranking["measured_order"].item() == "ZB-2p > 1F1B-I > ZB-1p > 1F1B"    # Table 4, 6.2B, m = 24
     assert (tmp_path / "figures" / "validation.png").stat().st_size > 20_000
     out = capsys.readouterr().out
-    assert "speed error = predicted speed / measured speed - 1" in out and "runs: 1 needs-tp, 5 scored" in out
+    assert "speed error = predicted speed / measured speed - 1" in out and "runs: 6 scored" in out
 
 
 def frame():

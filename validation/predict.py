@@ -66,7 +66,8 @@ def step_figure(run: Run, step_s: float) -> float:
 def run_spec(run: Run, profile: str | None = None) -> RunSpec:
     """The :class:`RunSpec` of a training-step row (``profile``: a compute-profile CSV)."""
     return RunSpec(model=resolve(run.model), gpu=run.gpu, topology=resolve(run.topology), pp=run.pp, ep=run.ep,
-                   dp=run.dp, schedule=run.sim_schedule, microbatches=run.microbatches, seq_len=run.seq_len,
+                   dp=run.dp, tp=run.tp, cp=run.cp, sequence_parallel=bool(run.sequence_parallel),
+                   schedule=run.sim_schedule, microbatches=run.microbatches, seq_len=run.seq_len,
                    microbatch_size=run.microbatch_size, chunks=run.vp, comm_sms=20 if run.comm_sms is None else
                    run.comm_sms, dispatch_precision=run.dispatch_precision or "bf16", combine_precision="bf16",
                    gemm_precision=run.precision or "bf16", node_limit=run.node_limit,

@@ -79,6 +79,7 @@ class Run:
     tokens: int | None = None
     profile: str | None = None
     note: str = ""
+    sequence_parallel: int = 0            # 1: Megatron's sequence parallelism with TP (the source says or implies it)
 
     @property
     def is_kernel(self) -> bool:
@@ -96,7 +97,7 @@ class Run:
 
 
 INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
-                  "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens")
+                  "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel")
 STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
 
 
@@ -122,7 +123,8 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
             except ValueError:
                 raise ValidationDataError(f"{where}: {key} must be a whole number, got {raw!r}") from None
             cell = number(cell, f"{where}: {key}", integer=True, low=0 if key in ("zero", "node_limit",
-                          "comm_sms") else 1, high=100_000_000, error=ValidationDataError)
+                          "comm_sms", "sequence_parallel") else 1, high=1 if key == "sequence_parallel" else 100_000_000,
+                          error=ValidationDataError)
         elif key == "measured":
             try:
                 cell = float(cell)
@@ -166,9 +168,6 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
                                   f"microbatch_size ({run.dp} x {run.microbatch_size})")
     if run.simulated:
-        if run.tp > 1 or run.cp > 1:
-            raise ValidationDataError(f"{where}: role {run.role} with tp={run.tp}, cp={run.cp}: rows with tensor "
-                                      "or context parallelism are needs-tp or needs-cp until the simulator has them")
         if not run.sim_schedule or not run.topology:
             raise ValidationDataError(f"{where}: role {run.role} needs sim_schedule and topology")
     return run

@@ -30,6 +30,16 @@ the expert's h-wide output; the cross-entropy keeps the logits' softmax in FP32 
 (Megatron's fused vocab-parallel cross-entropy does); a token's dispatched copy is counted once per
 routed expert it reaches (``topk`` copies per token under balanced routing).
 
+Tensor parallelism (t GPUs, :mod:`sim.moe.layout`): each tensor is tagged by how a TP group holds
+it. ``tp``: split over the t GPUs (inside the attention heads and the MLP's columns: q, k, v, the
+scores, the attention output, the MLP's intermediate activations, the vocabulary-parallel softmax);
+``sp``: h wide and replicated on every GPU of the group unless the run uses sequence parallelism,
+which splits it over the sequence (the layer inputs, normalisations' inputs and outputs, dropout
+masks); untagged: replicated always (token ids). So a GPT layer keeps ``sbh(10 + 24/t + 5as/ht)``
+bytes without sequence parallelism and ``sbh(34 + 5as/h)/t`` with it (Korthikanti et al. 2022,
+equations 2 and 4 and Table 2). Context parallelism (c GPUs) divides the tokens a GPU holds by c
+(:mod:`sim.moe.memory`).
+
 A deferred weight gradient (``W`` after ``I``) keeps each Linear's input (at the policy's Linear
 precision: BF16, or FP8 / E5M6 under ``deepseek-v3``) and its output gradient (BF16) from ``I`` until
 ``W``: :func:`weight_grad_bytes` (under ``deepseek-v3`` the output gradient in FP8: the weight
@@ -53,15 +63,33 @@ class SavedTensor:
     name: str
     elements: float
     bytes_per_element: float
+    split: str = ""          # "tp": split by tensor parallelism; "sp": only with sequence parallelism; "": never
 
     @property
     def bytes_per_token(self) -> float:
         return self.elements * self.bytes_per_element
 
+    def share(self, tp: int = 1, sequence_parallel: bool = False) -> float:
+        """The fraction of the tensor one GPU of a TP group of ``tp`` holds."""
+        return 1 / tp if self.split == "tp" or (self.split == "sp" and sequence_parallel) else 1.0
+
+
+SPLITS = ("tp", "sp", "")
+TP_SPLIT = ("attn.q", "attn.k", "attn.v", "attn.softmax", "attn.softmax_dropout_mask", "attn.softmax_dropout",
+            "attn.logsumexp", "attn.out_proj_input", "mlp.gelu_input", "mlp.down_input", "mlp.swiglu_input",
+            "shared.swiglu_input", "shared.down_input", "routed.swiglu_input", "routed.down_input", "head.softmax")
+NEVER_SPLIT = ("embed.token_ids",)
+ROW_PARALLEL = ("out_proj", "mlp_down", "shared_down", "routed_down")    # input split, output h wide
+
+
+def split_of(name: str) -> str:
+    """How a TP group holds the saved tensor ``name`` (see the module)."""
+    return "tp" if name in TP_SPLIT else "" if name in NEVER_SPLIT else "sp"
+
 
 def _keep(out: list, name: str, elements: float, precision: float) -> None:
     if elements > 0 and precision > 0:
-        out.append(SavedTensor(name, elements, precision))
+        out.append(SavedTensor(name, elements, precision, split_of(name)))
 
 
 def attention_tensors(m: ModelSpec, policy: str, seq_len: int) -> list[SavedTensor]:
@@ -166,7 +194,7 @@ def mtp_extra_tensors(m: ModelSpec, policy: str) -> list[SavedTensor]:
 
 def embedding_tensors() -> list[SavedTensor]:
     """The first stage keeps the token ids for the embedding's weight gradient."""
-    return [SavedTensor("embed.token_ids", 1, IDS)]
+    return [SavedTensor("embed.token_ids", 1, IDS, split_of("embed.token_ids"))]
 
 
 def linear_shapes(m: ModelSpec, moe: bool, routed_pairs: float) -> list[tuple[str, float, float, bool]]:
@@ -200,19 +228,27 @@ def _linear_input_precision(policy: str, after_attention: bool = False) -> float
     return (E5M6 if after_attention else FP8) if policy == "deepseek-v3" else BF16
 
 
-def weight_grad_bytes(m: ModelSpec, moe: bool, policy: str, routed_pairs: float) -> float:
-    """Bytes per token a layer keeps from its ``I`` to its deferred ``W``: each Linear's input (at
-    the policy's precision) and its output gradient (BF16; FP8 under ``deepseek-v3``, whose weight
-    gradients are FP8 GEMMs: report section 3.3.1)."""
+def weight_grad_bytes(m: ModelSpec, moe: bool, policy: str, routed_pairs: float, tp: int = 1,
+                      sequence_parallel: bool = False) -> float:
+    """Bytes per token a layer keeps on one GPU from its ``I`` to its deferred ``W``: each Linear's
+    input (at the policy's precision) and its output gradient (BF16; FP8 under ``deepseek-v3``, whose
+    weight gradients are FP8 GEMMs: report section 3.3.1). Under TP a column-parallel Linear's input
+    is h wide (split only with sequence parallelism) and its output split; a row-parallel one's
+    (:data:`ROW_PARALLEL`) the other way round."""
     grad = FP8 if policy == "deepseek-v3" else BF16
-    return sum(inputs * _linear_input_precision(policy, after_attention) + outputs * grad
-               for _, inputs, outputs, after_attention in linear_shapes(m, moe, routed_pairs))
+    wide = 1 / tp if sequence_parallel else 1.0
+    total = 0.0
+    for name, inputs, outputs, after_attention in linear_shapes(m, moe, routed_pairs):
+        share_in, share_out = (1 / tp, wide) if name in ROW_PARALLEL else (wide, 1 / tp)
+        total += inputs * share_in * _linear_input_precision(policy, after_attention) + outputs * share_out * grad
+    return total
 
 
-def head_weight_grad_bytes(m: ModelSpec) -> float:
-    """The output head's deferred ``W``: its input (BF16: the head keeps its original precision) and
-    the logits' gradient (BF16)."""
-    return m.hidden * BF16 + m.vocab * BF16
+def head_weight_grad_bytes(m: ModelSpec, tp: int = 1, sequence_parallel: bool = False) -> float:
+    """The output head's deferred ``W`` on one GPU: its input (BF16: the head keeps its original
+    precision; split over TP only with sequence parallelism) and the logits' gradient (BF16,
+    vocabulary-parallel)."""
+    return m.hidden * BF16 / (tp if sequence_parallel else 1) + m.vocab * BF16 / tp
 
 
 def mtp_weight_grad_bytes(m: ModelSpec, policy: str) -> float:
@@ -220,10 +256,11 @@ def mtp_weight_grad_bytes(m: ModelSpec, policy: str) -> float:
     return 2 * m.hidden * _linear_input_precision(policy) + m.hidden * (FP8 if policy == "deepseek-v3" else BF16)
 
 
-def bytes_per_token(tensors: list[SavedTensor]) -> float:
-    return sum(t.bytes_per_token for t in tensors)
+def bytes_per_token(tensors: list[SavedTensor], tp: int = 1, sequence_parallel: bool = False) -> float:
+    """Bytes per token of ``tensors`` on one GPU of a TP group of ``tp`` (:meth:`SavedTensor.share`)."""
+    return sum(t.bytes_per_token * t.share(tp, sequence_parallel) for t in tensors)
 
 
-__all__ = ["BF16", "E5M6", "FP32", "FP8", "SavedTensor", "attention_tensors", "bytes_per_token",
+__all__ = ["BF16", "E5M6", "FP32", "FP8", "ROW_PARALLEL", "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token",
            "embedding_tensors", "head_tensors", "head_weight_grad_bytes", "layer_tensors", "linear_shapes",
            "mlp_tensors", "mtp_extra_tensors", "mtp_weight_grad_bytes", "weight_grad_bytes"]

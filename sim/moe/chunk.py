@@ -32,6 +32,16 @@ write their softmax: 8 V bytes per token forward, 6 V backward) and the embeddin
 weight gradient). Other elementwise work (normalisations, activations, residual adds, RoPE) is not
 costed, in the forward or when recomputed: the efficiency factors stand for it.
 
+Tensor and context parallelism (``RunSpec.tp`` = t, ``cp`` = c): each GPU of a replica runs the
+GEMMs of its 1/t of the heads and of the MLP's columns (Megatron's column- and row-parallel
+Linears, Shoeybi et al. 2019) over its 1/c of the sequence, and the attention core of its heads for
+its query chunks against the keys before them (load-balanced causal chunks: 1/(t c) of the core),
+so every FLOP term above is divided by t c on a GPU; the output head is vocabulary-parallel (1/t of
+its GEMMs and of the loss's bytes, on 1/c of the tokens). GEMM efficiency does not change with the
+smaller GEMMs (our simplification). The collectives that TP and CP add are communication parts
+(:mod:`sim.moe.parts`, :mod:`sim.moe.model_parallel`). ``flops`` counts the whole micro-batch (all
+t c GPUs), what MFU counts.
+
 Communication per MoE layer: dispatch-shaped all-to-alls (forward dispatch, and the backward of
 combine, sending output gradients to the experts) in ``dispatch_precision``; combine-shaped ones
 (forward combine, backward of dispatch) in ``combine_precision`` (DeepSeek-V3: FP8 for dispatch
@@ -63,6 +73,7 @@ class LayerCost:
     flops: float         # useful FLOPs of F + I + W of this layer
     attn_r: float = 0.0  # recomputation before the attention's input gradient (part of I)
     mlp_r: float = 0.0   # recomputation before the MLP's input gradient (part of I)
+    core_f: float = 0.0  # the attention core's forward on this GPU (part of attn_f): what a CP ring hides behind
 
     @property
     def forward(self) -> float:
@@ -207,7 +218,9 @@ class ChunkModel:
     def __init__(self, model: ModelSpec, gpu: GPUSpec, run: RunSpec, num_stages: int):
         self.model, self.gpu, self.run = model, gpu, run
         self.profile = read_profile(run.profile) if run.profile else {}
-        self.tokens = run.tokens_per_microbatch
+        self.microbatch_tokens = run.tokens_per_microbatch      # all TP x CP GPUs of a replica
+        self.tokens = run.tokens_per_microbatch // run.cp        # on one GPU: its share of the sequence
+        self.split = run.tp * run.cp                             # a GPU's share of the FLOPs: 1 / split
         self.gemm_rate = gpu.peak_flops(run.gemm_precision) * run.gemm_efficiency
         self.bf16_gemm_rate = gpu.peak_flops("bf16") * run.gemm_efficiency
         self.attn_rate = gpu.peak_flops("bf16") * run.attention_efficiency
@@ -246,19 +259,19 @@ class ChunkModel:
         return self.tokens * bytes_per_token / self.hbm_rate
 
     def _head(self) -> StageEnds:
-        m, T = self.model, self.tokens
+        m, T, t = self.model, self.tokens, self.run.tp
         heads = 1 + m.mtp_modules
-        gemm = 2 * T * m.hidden * m.vocab / self.bf16_gemm_rate
-        f, i, w = heads * (gemm + self._memory_bound(8 * m.vocab)), heads * (gemm + self._memory_bound(6 * m.vocab)), \
-            heads * gemm
+        gemm = 2 * T * m.hidden * m.vocab / t / self.bf16_gemm_rate
+        f, i = heads * (gemm + self._memory_bound(8 * m.vocab / t)), heads * (gemm + self._memory_bound(6 * m.vocab / t))
+        w = heads * gemm
         measured = self.profile.get("head", {}).get("head")
         if measured is not None:                       # the profile's head is the forward; keep our ratios
             f, i, w = heads * measured, heads * measured * i / f, heads * measured * w / f
         return StageEnds(head_f=f, head_i=i, head_w=w)
 
     def layer_cost(self, moe: bool, extra_gemm: float = 0.0) -> LayerCost:
-        m, T = self.model, self.tokens
-        proj = 2 * T * (attention_params(m) + extra_gemm)
+        m, T, split = self.model, self.microbatch_tokens, self.split
+        proj = 2 * T * (attention_params(m) + extra_gemm)       # the whole micro-batch; a GPU does 1/split
         core = attention_core_flops(m, T, self.run.seq_len)
         if moe:
             routed = 2 * T * m.topk * expert_params(m)
@@ -266,10 +279,11 @@ class ChunkModel:
         else:
             routed, other = 0.0, 2 * T * dense_mlp_params(m)
         mlp = routed + other
-        attn_f = self._gemm(proj) + core / self.attn_rate
-        parts = dict(attn_f=attn_f, attn_i=self._gemm(proj) + 2 * core / self.attn_rate, attn_w=self._gemm(proj),
-                     mlp_f=self._gemm(mlp), mlp_i=self._gemm(mlp), mlp_w=self._gemm(mlp))
-        parts.update(self._recompute(attn_f, self._gemm(mlp), core))
+        gemm_proj, gemm_mlp, core_s = self._gemm(proj / split), self._gemm(mlp / split), core / split / self.attn_rate
+        attn_f = gemm_proj + core_s
+        parts = dict(attn_f=attn_f, attn_i=gemm_proj + 2 * core_s, attn_w=gemm_proj,
+                     mlp_f=gemm_mlp, mlp_i=gemm_mlp, mlp_w=gemm_mlp)
+        parts.update(self._recompute(attn_f, gemm_mlp, core_s))
         measured = self.profile.get("moe" if moe else "dense", {})
         for whole, (attn, mlp_part) in WHOLE_LAYER_PARTS.items():
             if whole in measured:                      # a whole layer's time, split as the FLOPs model splits it
@@ -277,25 +291,26 @@ class ChunkModel:
                 parts[attn], parts[mlp_part] = measured[whole] * share, measured[whole] * (1 - share)
         parts.update({k: v for k, v in measured.items() if k in PROFILE_PARTS})
         return LayerCost(**parts, moe=moe, routed_share=routed / mlp if mlp else 0.0,
-                         flops=3 * (proj + mlp) + 3 * core)
+                         flops=3 * (proj + mlp) + 3 * core, core_f=core_s)
 
-    def _recompute(self, attn_f: float, mlp_f: float, core: float) -> dict[str, float]:
-        """Seconds recomputed in the backward under the run's memory policy (see the module docstring)."""
+    def _recompute(self, attn_f: float, mlp_f: float, core_s: float) -> dict[str, float]:
+        """Seconds recomputed in the backward under the run's memory policy (see the module
+        docstring); ``core_s``: the attention core's forward seconds on one GPU."""
         policy, m = self.run.memory_policy, self.model
         if policy == "selective":
-            return {"attn_r": core / self.attn_rate, "mlp_r": 0.0}
+            return {"attn_r": core_s, "mlp_r": 0.0}
         if policy == "full":
             return {"attn_r": attn_f, "mlp_r": mlp_f}
         if policy == "deepseek-v3":
-            up = self._gemm(2 * self.tokens * mla_up_projection_params(m))
-            return {"attn_r": up + scores_share(m) * core / self.attn_rate, "mlp_r": 0.0}
+            up = self._gemm(2 * self.microbatch_tokens * mla_up_projection_params(m) / self.split)
+            return {"attn_r": up + scores_share(m) * core_s, "mlp_r": 0.0}
         return {"attn_r": 0.0, "mlp_r": 0.0}
 
     def model_flops_per_microbatch(self) -> float:
         """Useful FLOPs (forward, input and weight gradients) of one micro-batch through every
         stage, output head included: what MFU counts (recomputation is not useful work)."""
         layers = sum(c.flops for stage in self.stage_layers for c in stage)
-        head = 3 * 2 * self.tokens * self.model.hidden * self.model.vocab * (1 + self.model.mtp_modules)
+        head = 3 * 2 * self.microbatch_tokens * self.model.hidden * self.model.vocab * (1 + self.model.mtp_modules)
         return layers + head
 
     def token_bytes(self, precision: str) -> float:
@@ -304,6 +319,8 @@ class ChunkModel:
         return token_bytes(self.model.hidden, PRECISION_BYTES[precision])
 
     def activation_bytes(self) -> float:
-        """Pipeline send of one micro-batch between stages: T x hidden in BF16 (a float: the fabric
-        checks anything else it is given on every transfer)."""
-        return float(self.tokens * self.model.hidden * 2)
+        """Pipeline send of one micro-batch between stages, from one GPU: its T / cp tokens x hidden
+        in BF16, of which each of the tp GPUs of a TP group sends 1/tp (Megatron's scatter-gather
+        of the send, or sequence parallelism's shard; the all-gather after it inside the node is not
+        costed). A float: the fabric checks anything else it is given on every transfer."""
+        return float(self.tokens * self.model.hidden * 2 / self.run.tp)

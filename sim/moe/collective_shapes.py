@@ -9,10 +9,15 @@ the wire. The comm model (:class:`~sim.moe.comm.CommModel`), live communication 
 the scenario's shapes (:func:`op_collectives`) instead of naming them, so a new kind (tensor- or
 context-parallel collectives) joins by adding a record here.
 
-Today's shapes: an MoE model's ``dispatch`` and ``combine`` all-to-alls over ``ep``, with the run's
+The shapes: an MoE model's ``dispatch`` and ``combine`` all-to-alls over ``ep``, with the run's
 all-to-all algorithm (``hierarchical``: through a GPU of the destination node, DeepEP's normal
 kernels; ``flat``: straight to each expert's GPU) and each direction's precision (dispatch FP8 with
-its scales, combine BF16 in DeepSeek-V3's recipe: report section 3.3). A dense model has none.
+its scales, combine BF16 in DeepSeek-V3's recipe: report section 3.3); with tensor parallelism
+(``tp`` > 1) the ring collectives Megatron issues around each attention and MLP block on the
+block's BF16 activations (``h`` x 2 bytes a token): ``tp_all_reduce`` without sequence
+parallelism, ``tp_all_gather`` and ``tp_reduce_scatter`` with it (Korthikanti et al. 2022,
+section 4.2.2); with context parallelism (``cp`` > 1) the ring that passes each GPU's keys and
+values round the CP group, ``cp_kv`` (2 x key/value heads on the GPU x head_dim x 2 bytes a token).
 """
 from __future__ import annotations
 
@@ -52,10 +57,37 @@ class CollectiveShape:
         return self.algorithm in ALL_TO_ALL_ALGORITHMS
 
 
+RING = "ring"
+TP_SHAPES = ("tp_all_reduce", "tp_all_gather", "tp_reduce_scatter")
+CP_SHAPE = "cp_kv"
+
+
 def op_collectives(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:
     """The collectives an op of ``run`` issues: an MoE model's dispatch and combine all-to-alls
-    (:func:`all_to_all_shapes`); none for a dense model."""
-    return all_to_all_shapes(model, run) if model.is_moe else ()
+    (:func:`all_to_all_shapes`), then the tensor- and context-parallel ones
+    (:func:`model_parallel_shapes`)."""
+    return (all_to_all_shapes(model, run) if model.is_moe else ()) + model_parallel_shapes(model, run)
+
+
+def model_parallel_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:
+    """The TP collectives of a run with ``tp`` > 1 (all-reduce; all-gather and reduce-scatter under
+    sequence parallelism) and the CP key/value ring with ``cp`` > 1; none otherwise."""
+    out = []
+    activation = model.hidden * 2.0                       # BF16
+    if run.tp > 1:
+        names = ("tp_all_gather", "tp_reduce_scatter") if run.sequence_parallel else ("tp_all_reduce",)
+        out += [CollectiveShape(name, "tp", RING, activation) for name in names]
+    if run.cp > 1:
+        out.append(CollectiveShape(CP_SHAPE, "cp", RING, 2 * kv_heads_per_gpu(model, run.tp) * model.head_dim * 2.0))
+    return tuple(out)
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: int) -> float:
+    """Key/value heads one GPU of a TP group holds: ``kv_heads / tp``, at least one (a head copied to
+    several GPUs when there are fewer heads than GPUs). MLA's latent counts as its heads' keys and
+    values (an upper bound: the latent is smaller)."""
+    heads = (model.kv_heads or model.heads) if model.attention == "gqa" else model.heads
+    return max(1.0, heads / tp)
 
 
 def all_to_all_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:
@@ -76,4 +108,5 @@ def shape_named(shapes, name: str) -> CollectiveShape:
     raise SpecError(f"no collective shape {name!r}; this run's are: {', '.join(s.name for s in shapes) or 'none'}")
 
 
-__all__ = ["ALL_TO_ALL_ALGORITHMS", "AXES", "CollectiveShape", "all_to_all_shapes", "op_collectives", "shape_named"]
+__all__ = ["ALL_TO_ALL_ALGORITHMS", "AXES", "CP_SHAPE", "CollectiveShape", "RING", "TP_SHAPES", "all_to_all_shapes",
+           "kv_heads_per_gpu", "model_parallel_shapes", "op_collectives", "shape_named"]

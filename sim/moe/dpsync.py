@@ -1,7 +1,7 @@
 """The data-parallel end of a step: gradient synchronisation on the fabric and the optimizer step.
 
-Per pipeline rank, the gradients of each stage it holds are synchronised over their data-parallel
-groups (:mod:`sim.moe.layout`: dense parameters over the rank's ``dp`` replicas, routed experts
+Per pipeline rank, the gradients of each stage it holds (a GPU's 1/tp share under tensor
+parallelism) are synchronised over their data-parallel groups (:mod:`sim.moe.layout`: dense parameters over the rank's ``dp`` replicas, routed experts
 over the ``dp / ep`` GPUs holding the same experts), as collectives on the fabric
 (:func:`~sim.network.hierarchical_reduce_scatter`, a ring inside each node then one per rail):
 
@@ -34,6 +34,7 @@ import simpy
 
 from ..network import Fabric, hierarchical_all_gather, hierarchical_reduce_scatter
 from ..perf import gc_paused
+from .memory import sharding_groups, stages_held
 from .params import ParamCount, layer_params, stage_params
 from .scenario import Scenario
 
@@ -50,9 +51,8 @@ class RankSync:
 
 
 def stage_param_counts(sc: Scenario) -> dict[int, dict[int, ParamCount]]:
-    """Per rank, the parameters of each stage it holds; a tensor shared by two stages of the rank
-    (the embedding and head under DualPipe) is counted with the first of them."""
-    from .memory import stages_held
+    """Per rank, the parameters of each stage it holds on one GPU (its TP share); a tensor shared by
+    two stages of the rank (the embedding and head under DualPipe) is counted with the first of them."""
     m, layers = sc.model, sc.chunk.layers_per_stage
     out: dict[int, dict[int, ParamCount]] = {}
     for rank, stages in stages_held(sc.schedule).items():
@@ -62,7 +62,7 @@ def stage_param_counts(sc: Scenario) -> dict[int, dict[int, ParamCount]]:
             count, shared = stage_params(m, layers, s, sc.run.ep)
             new = shared - seen
             seen |= shared
-            out[rank][s] = count + ParamCount(len(new) * m.vocab * m.hidden, 0.0)
+            out[rank][s] = (count + ParamCount(len(new) * m.vocab * m.hidden, 0.0)).split(sc.run.tp)
     return out
 
 
@@ -73,7 +73,7 @@ def stage_layer_params(sc: Scenario, stage: int) -> ParamCount:
     total = ParamCount(0.0, 0.0)
     for c in sc.chunk.stage_layers[stage]:
         total = total + layer_params(m, c.moe, sc.run.ep)
-    return total
+    return total.split(sc.run.tp)
 
 
 class LayerCollectives:
@@ -89,7 +89,7 @@ class LayerCollectives:
     def time(self, shape: str) -> float:
         if shape not in self._times:
             kind, layer = shape.split(":")
-            count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep)
+            count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep).split(self.sc.run.tp)
             per_param = self.sc.run.weight_bytes if kind == "gather" else self.sc.run.grad_bytes
             self._times[shape] = self._measure(count, per_param, gather=kind == "gather")
         return self._times[shape]
@@ -107,8 +107,8 @@ class LayerCollectives:
 def optimizer_seconds(sc: Scenario, count: ParamCount) -> float:
     """The optimizer step over the GPU's shard of ``count`` (all of it under ZeRO-0)."""
     run = sc.run
-    expert_dp = max(1, run.dp // run.ep)
-    params = count.total if run.zero_stage == 0 else count.dense / run.dp + count.expert / expert_dp
+    dense_dp, expert_dp = sharding_groups(run)
+    params = count.total if run.zero_stage == 0 else count.dense / dense_dp + count.expert / expert_dp
     per_param = run.grad_bytes + 2 * run.optimizer_bytes + run.weight_bytes
     return params * per_param / (sc.gpu.hbm_tbps * 1e12 * run.hbm_efficiency)
 

@@ -1,27 +1,53 @@
-"""Where every piece of a run sits: which GPU holds pipeline rank r of data-parallel replica d, which
-GPUs form an expert-parallel (EP) group, which GPUs hold copies of the same parameter shard.
+"""Where every piece of a run sits: which GPUs hold pipeline rank r of data-parallel replica d, which
+GPUs form a tensor-parallel (TP), context-parallel (CP), expert-parallel (EP) or data-parallel
+group.
 
 GPU ids are global and node-major (``node * gpus_per_node + local``, as the topology builders
-number them). The layout is rank-major:
+number them). The layout follows Megatron-Core's default order, ``tp-cp-ep-dp-pp``: the TP
+coordinate varies fastest, then CP, then the data-parallel replica (whose lowest digits are the
+EP coordinate), then the pipeline rank, so that
 
-* pipeline rank r of replica d is GPU ``r * dp + d`` (a rank holds one stage, or two for
-  DualPipe, DualPipeV, ZB-V and Chimera; the stages follow the schedule's placement);
-* EP group g of rank r is replicas ``g * ep .. g * ep + ep - 1`` of that rank, i.e. GPUs
-  ``r * dp + g * ep ..`` (whole nodes when ``ep >= gpus_per_node``);
-* the data-parallel group of a rank's dense parameters is every replica of the rank (``dp`` GPUs);
-  its expert parameters are replicated only over the GPUs at the same position of every EP group
-  of the rank (``dp / ep`` GPUs): for DeepSeek-V3, 2,048 / (16 x 64) = 2.
+    GPU(t, c, d, r) = t + tp * (c + cp * (d + dp * r)).
+
+* a replica of pipeline rank r is the ``tp x cp`` GPUs starting at its *lead* GPU
+  ``GPU(0, 0, d, r)`` (:meth:`Layout.gpu`); the TP group of a replica is ``tp`` consecutive GPUs
+  (one NVLink domain when ``tp`` divides the GPUs of a node), its CP group the GPUs at the same TP
+  coordinate, ``tp`` apart;
+* EP group g of rank r is replicas ``g * ep .. g * ep + ep - 1`` of that rank;
+* the data-parallel group of a rank's dense parameters is every replica of the rank at one
+  (t, c) coordinate (``dp`` GPUs); its expert parameters are replicated only over the GPUs at the
+  same position of every EP group of the rank (``dp / ep`` GPUs): for DeepSeek-V3,
+  2,048 / (16 x 64) = 2.
+
+The step plays each replica on its lead GPU: the other ``tp x cp - 1`` GPUs of the replica do the
+same work at the same time on links of their own (each GPU has its own NIC on every preset), so a
+lead's pipeline sends and data-parallel rings carry its own share of the bytes (``1 / tp``) and
+stand for its peers'. The TP and CP collectives inside the replica run on the fabric among the
+replica's own GPUs (:mod:`sim.moe.model_parallel`).
 
 Every layout rule is checked here, once, when the layout is built (:meth:`Layout.check`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..network import ep_group_error
 from .specs import SpecError
+
+ORDER = ("tp", "cp", "dp", "pp")       # fastest first; EP is the low digits of dp (Megatron's tp-cp-ep-dp-pp)
+GROUP_AXES = ("tp", "cp", "ep", "dp", "pp")
+
+
+class Coordinates(NamedTuple):
+    """A GPU's place in the layout: TP and CP coordinates, data-parallel replica, pipeline rank."""
+
+    tp: int
+    cp: int
+    dp: int
+    pp: int
 
 
 @dataclass(frozen=True)
@@ -30,26 +56,56 @@ class Layout:
     dp: int
     ep: int
     gpus_per_node: int
+    tp: int = 1
+    cp: int = 1
 
     @classmethod
     def check(cls, pp: int, dp: int, ep: int, gpus_per_node: int, topology_gpus: int, topology: str,
-              routed_experts: int = 0) -> "Layout":
-        """The layout of PP x DP GPUs with EP groups of ``ep``, or a :class:`SpecError` naming the
-        rule: EP groups are made of data-parallel replicas (``ep`` divides ``dp``), fit the nodes
-        and divide the routed experts; the topology has the GPUs."""
+              routed_experts: int = 0, tp: int = 1, cp: int = 1, heads: int = 0, kv_heads: int = 0,
+              tp_across_nodes: bool = False) -> "Layout":
+        """The layout of ``tp x cp x pp x dp`` GPUs with EP groups of ``ep``, or a :class:`SpecError`
+        naming the rule: EP groups are made of data-parallel replicas (``ep`` divides ``dp``), fit the
+        nodes and divide the routed experts; TP divides the attention heads (and key/value heads)
+        and, unless ``tp_across_nodes``, the GPUs of a node; the topology has the GPUs."""
         if dp % ep:
             raise SpecError(f"RunSpec.ep ({ep}) must divide dp ({dp}): an EP group is made of "
                             f"{ep} data-parallel replicas of one stage")
-        if pp * dp > topology_gpus:
-            raise SpecError(f"pp x dp = {pp} x {dp} = {pp * dp} GPUs, but topology {topology!r} has {topology_gpus}")
+        gpus = tp * cp * pp * dp
+        if gpus > topology_gpus:
+            raise SpecError(f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp} = {gpus} GPUs, but topology "
+                            f"{topology!r} has {topology_gpus}")
+        if heads and heads % tp:
+            raise SpecError(f"RunSpec.tp ({tp}) must divide the model's {heads} attention heads: allowed "
+                            f"{', '.join(str(t) for t in divisors(heads) if t <= 1024)}")
+        if kv_heads and kv_heads % tp and tp % kv_heads:
+            raise SpecError(f"RunSpec.tp ({tp}) and the model's {kv_heads} key/value heads must divide one "
+                            "another (each TP GPU holds whole key/value heads, or a head is copied to several)")
+        if not tp_across_nodes and gpus_per_node % tp:
+            raise SpecError(f"RunSpec.tp ({tp}) must divide the {gpus_per_node} GPUs of a node of {topology!r} "
+                            f"(a TP group inside one NVLink domain): allowed "
+                            f"{', '.join(str(t) for t in divisors(gpus_per_node))}, or set tp_across_nodes: true")
+        if routed_experts and tp * cp > 1:
+            raise SpecError(f"RunSpec.tp ({tp}) and cp ({cp}) must be 1 for an MoE model: tensor and context "
+                            "parallelism are modelled for dense layers only (expert tensor parallelism and "
+                            "Megatron-Core's parallel folding are not modelled)")
         problem = ep_group_error(ep, gpus_per_node, routed_experts or None)
         if problem:
             raise SpecError(problem)
-        return cls(pp, dp, ep, gpus_per_node)
+        return cls(pp, dp, ep, gpus_per_node, tp, cp)
 
     @property
     def gpus(self) -> int:
-        return self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs of one replica of a pipeline rank: ``tp x cp``."""
+        return self.tp * self.cp
+
+    @property
+    def tp_spans_nodes(self) -> bool:
+        """Whether a TP group leaves its node (allowed only with ``tp_across_nodes``)."""
+        return self.tp > self.gpus_per_node or self.gpus_per_node % self.tp != 0
 
     @property
     def groups_per_rank(self) -> int:
@@ -62,12 +118,25 @@ class Layout:
         return self.pp // 2
 
     def gpu(self, rank: int, replica: int) -> int:
-        """The GPU holding pipeline rank ``rank`` of data-parallel replica ``replica``."""
-        return rank * self.dp + replica
+        """The lead GPU (TP and CP coordinate 0) of pipeline rank ``rank`` of replica ``replica``."""
+        return (rank * self.dp + replica) * self.model_parallel
 
     def gpus_of(self, rank: int, replicas: np.ndarray) -> np.ndarray:
         """:meth:`gpu` for a vector of replicas."""
-        return rank * self.dp + np.asarray(replicas)
+        return (rank * self.dp + np.asarray(replicas)) * self.model_parallel
+
+    def gpu_at(self, c: Coordinates) -> int:
+        """The GPU at coordinates ``c``: ``t + tp (c + cp (d + dp r))``."""
+        return c.tp + self.tp * (c.cp + self.cp * (c.dp + self.dp * c.pp))
+
+    def coordinates(self, gpu: int) -> Coordinates:
+        """The coordinates of ``gpu`` (the inverse of :meth:`gpu_at`)."""
+        if not 0 <= gpu < self.gpus:
+            raise ValueError(f"GPU {gpu} is not in this layout of {self.gpus} GPUs")
+        rest, t = divmod(gpu, self.tp)
+        rest, c = divmod(rest, self.cp)
+        r, d = divmod(rest, self.dp)
+        return Coordinates(t, c, d, r)
 
     def group_of_replica(self, replica: int) -> int:
         return replica // self.ep
@@ -77,18 +146,46 @@ class Layout:
         return list(range(group * self.ep, (group + 1) * self.ep))
 
     def ep_group(self, rank: int, group: int) -> list[int]:
-        """GPUs of EP group ``group`` at pipeline rank ``rank``."""
-        start = self.gpu(rank, group * self.ep)
-        return list(range(start, start + self.ep))
+        """Lead GPUs of EP group ``group`` at pipeline rank ``rank``."""
+        return [self.gpu(rank, d) for d in self.group_replicas(group)]
+
+    def tp_group(self, rank: int, replica: int, cp: int = 0) -> list[int]:
+        """GPUs of the TP group at CP coordinate ``cp`` of replica ``replica`` of rank ``rank``."""
+        first = self.gpu(rank, replica) + cp * self.tp
+        return list(range(first, first + self.tp))
+
+    def cp_group(self, rank: int, replica: int, tp: int = 0) -> list[int]:
+        """GPUs of the CP group at TP coordinate ``tp`` of replica ``replica`` of rank ``rank`` (the
+        ring the attention's keys and values travel)."""
+        return [self.gpu(rank, replica) + tp + c * self.tp for c in range(self.cp)]
 
     def dense_dp_group(self, rank: int) -> list[int]:
-        """GPUs holding copies of rank ``rank``'s dense parameters (attention, shared experts, ...)."""
-        return list(range(self.gpu(rank, 0), self.gpu(rank, self.dp)))
+        """Lead GPUs holding copies of rank ``rank``'s dense parameters (attention, shared experts, ...)."""
+        return [self.gpu(rank, d) for d in range(self.dp)]
 
     def expert_dp_group(self, rank: int, position: int) -> list[int]:
-        """GPUs holding copies of the routed experts at ``position`` (0..ep-1) of rank ``rank``'s EP
-        groups: one GPU per EP group."""
+        """Lead GPUs holding copies of the routed experts at ``position`` (0..ep-1) of rank ``rank``'s
+        EP groups: one GPU per EP group."""
         return [self.gpu(rank, g * self.ep + position) for g in range(self.groups_per_rank)]
 
+    def groups(self, axis: str) -> list[list[int]]:
+        """Every group of ``axis`` (:data:`GROUP_AXES`) over all GPUs: the GPUs that differ only in
+        that coordinate (``ep``: in the EP digits of the replica). The groups of an axis partition
+        the GPUs."""
+        if axis not in GROUP_AXES:
+            raise ValueError(f"axis must be one of {', '.join(GROUP_AXES)}, got {axis!r}")
+        out: dict[tuple, list[int]] = {}
+        for gpu in range(self.gpus):
+            c = self.coordinates(gpu)
+            key = {"tp": (c.cp, c.dp, c.pp), "cp": (c.tp, c.dp, c.pp), "dp": (c.tp, c.cp, c.pp),
+                   "pp": (c.tp, c.cp, c.dp), "ep": (c.tp, c.cp, c.dp // self.ep, c.pp)}[axis]
+            out.setdefault(key, []).append(gpu)
+        return list(out.values())
 
-__all__ = ["Layout"]
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+__all__ = ["Coordinates", "GROUP_AXES", "Layout", "ORDER", "divisors"]

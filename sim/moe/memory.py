@@ -15,7 +15,9 @@ ZeRO       weights    gradients  optimizer
 3 (FSDP)   w Psi / N  g Psi / N  o Psi / N
 =========  =========  =========  =========
 
-(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB); ZeRO-3
+(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB). Under
+tensor parallelism a GPU holds 1/tp of every parameter (:meth:`~sim.moe.params.ParamCount.split`);
+under context parallelism ``N`` is DP x CP (:func:`sharding_groups`). ZeRO-3
 adds the whole weights of two layers (the one running and the one prefetched). The
 parameters a rank holds come from :mod:`sim.moe.params` (two stages under DualPipe, DualPipeV,
 ZB-V and Chimera; the embedding and head shared once per rank).
@@ -87,28 +89,40 @@ def model_state_bytes(count: ParamCount, dense_dp: int, expert_dp: int, zero_sta
     return sharded(weight_bytes, 3), sharded(grad_bytes, 2), sharded(optimizer_bytes, 1)
 
 
+def sharding_groups(run: RunSpec) -> tuple[int, int]:
+    """(GPUs a dense parameter's ZeRO shards spread over, GPUs an expert parameter's do): the
+    data-parallel replicas times the CP GPUs (which hold the same weights: Megatron-Core shards
+    its distributed optimizer over DP x CP), and ``dp / ep`` times CP for routed experts."""
+    return run.dp * run.cp, max(1, run.dp // run.ep) * run.cp
+
+
 def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
-    """Per stage, bytes of one micro-batch: (kept from ``F`` to the backward, kept from ``I`` to a
-    deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced routing)."""
-    T, policy, pairs = run.tokens_per_microbatch, run.memory_policy, float(m.topk)
+    """Per stage, bytes of one micro-batch on one GPU: (kept from ``F`` to the backward, kept from
+    ``I`` to a deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced
+    routing). A GPU holds ``T / cp`` tokens, each tensor's TP share (:mod:`sim.moe.activations`)."""
+    T, policy, pairs = run.tokens_per_microbatch // run.cp, run.memory_policy, float(m.topk)
+    tp, sp = run.tp, run.sequence_parallel
+
+    def per_token(tensors) -> float:
+        return bytes_per_token(tensors, tp, sp)
     out, first = [], 0
     last = len(layers_per_stage) - 1
     for s, count in enumerate(layers_per_stage):
         held = wkeep = 0.0
         for i in range(first, first + count):
             moe = i >= m.dense_layers
-            held += bytes_per_token(layer_tensors(m, moe, policy, run.seq_len, pairs))
-            wkeep += weight_grad_bytes(m, moe, policy, pairs)
+            held += per_token(layer_tensors(m, moe, policy, run.seq_len, pairs))
+            wkeep += weight_grad_bytes(m, moe, policy, pairs, tp, sp)
         if s == 0:
-            held += bytes_per_token(embedding_tensors())
+            held += per_token(embedding_tensors())
         if s == last:
             for _ in range(m.mtp_modules):
-                held += bytes_per_token(layer_tensors(m, m.is_moe, policy, run.seq_len, pairs))
-                held += bytes_per_token(mtp_extra_tensors(m, policy))
-                wkeep += weight_grad_bytes(m, m.is_moe, policy, pairs) + mtp_weight_grad_bytes(m, policy)
+                held += per_token(layer_tensors(m, m.is_moe, policy, run.seq_len, pairs))
+                held += per_token(mtp_extra_tensors(m, policy))
+                wkeep += weight_grad_bytes(m, m.is_moe, policy, pairs, tp, sp) + mtp_weight_grad_bytes(m, policy)
             heads = 1 + m.mtp_modules
-            held += heads * bytes_per_token(head_tensors(m, policy))
-            wkeep += heads * head_weight_grad_bytes(m)
+            held += heads * per_token(head_tensors(m, policy))
+            wkeep += heads * head_weight_grad_bytes(m, tp, sp)
         first += count
         out.append((held * T, wkeep * T))
     return out
@@ -153,19 +167,19 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         raise SpecError(f"RunSpec.memory_reserve_gb ({run.memory_reserve_gb:g}) must be below the "
                         f"{gpu.hbm_gb:g} GB of HBM of {gpu.name}")
     stage_bytes = stage_activation_bytes(model, run, layers_per_stage)
-    expert_dp = max(1, run.dp // run.ep)
+    dense_dp, expert_dp = sharding_groups(run)
     out = []
     for rank, stages in sorted(stages_held(schedule).items()):
-        count = rank_params(model, layers_per_stage, stages, run.ep)
-        w, g, o = model_state_bytes(count, run.dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
+        count = rank_params(model, layers_per_stage, stages, run.ep).split(run.tp)
+        w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
         if run.zero_stage == 3:          # the gathered weights of the layer running and the one prefetched
-            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).total for moe in (False, True))
+            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).total for moe in (False, True)) / run.tp
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,
                               peak_mb))
     return out
 
 
-__all__ = ["RankMemory", "activation_peak", "memory_per_rank", "model_state_bytes", "stage_activation_bytes",
+__all__ = ["RankMemory", "activation_peak", "memory_per_rank", "model_state_bytes", "sharding_groups", "stage_activation_bytes",
            "stages_held"]

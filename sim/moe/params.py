@@ -55,6 +55,12 @@ class ParamCount:
     def __add__(self, other: "ParamCount") -> "ParamCount":
         return ParamCount(self.dense + other.dense, self.expert + other.expert)
 
+    def split(self, tp: int) -> "ParamCount":
+        """One GPU's share under tensor parallelism over ``tp`` GPUs: 1/tp of everything (Megatron
+        splits every Linear and the vocabulary; the router and the normalisations' weights, which it
+        replicates, are counted as split: under 0.1% of a layer)."""
+        return self if tp == 1 else ParamCount(self.dense / tp, self.expert / tp)
+
 
 def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:
     """One transformer layer on one GPU of an EP group of ``ep``."""

@@ -24,11 +24,61 @@ and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. The
 communication stream (a GPU has one here: they take turns with the all-to-alls); in an ``FB`` unit
 a layer's gathers sit at the start of its turn and wait for nothing, so they can run while the
 previous layer computes, and a layer's scatter follows the next layer's gathers.
+
+Tensor and context parallelism (``mp``, a :class:`ModelParallelParts`) add communication parts
+to a plain op, each exposed (the compute stream waits for it: Megatron's TP collectives block
+the next GEMM unless TP-communication overlap is on, which is not modelled). Per layer, forward:
+CP-KV(F) before ATTN(F); without sequence parallelism TP-AR(F) (an all-reduce) after ATTN(F) and
+after MLP(F); with it TP-AG(F) (all-gather) before each and TP-RS(F) (reduce-scatter) after each.
+Backward, the conjugates: TP-AR(B) after MLP(B) and after ATTN(B) (their input gradients), or
+TP-AG(B) before and TP-RS(B) after each; CP-KV(B) (keys and values again, and their gradients)
+before ATTN(B). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
+collectives again. A ``W`` issues none (sequence parallelism's second all-gather of the input
+for the weight gradient is not costed).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .chunk import LayerCost, StageEnds
 from .streams import COMM, COMPUTE, Part
+
+
+class ModelParallelParts(NamedTuple):
+    """Which TP and CP parts an op's layers carry: ``tp`` ``""`` (none), ``"ar"`` (all-reduces) or
+    ``"sp"`` (sequence parallelism's all-gathers and reduce-scatters); ``cp``: the key/value ring;
+    ``full_recompute``: the recomputed forward issues its collectives again."""
+
+    tp: str = ""
+    cp: bool = False
+    full_recompute: bool = False
+
+
+NO_MODEL_PARALLEL = ModelParallelParts()
+TP_PARTS = {"ar": ((), (("TP-AR", "tp_all_reduce"),)),           # (before a block, after it)
+            "sp": ((("TP-AG", "tp_all_gather"),), (("TP-RS", "tp_reduce_scatter"),))}
+
+
+def _tp(mp: ModelParallelParts, where: int, phase: str) -> list[Part]:
+    """The TP parts before (``where`` 0) or after (1) a block in ``phase`` (F, B or R)."""
+    if not mp.tp:
+        return []
+    return [Part(COMM, f"{name}({phase})", 0.0, shape) for name, shape in TP_PARTS[mp.tp][where]]
+
+
+def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:
+    """The CP key/value ring before an attention block: ``cp_kv:f`` in a forward (or its
+    recomputation), ``cp_kv:b`` in a backward."""
+    return [Part(COMM, f"CP-KV({phase})", 0.0, "cp_kv:b" if phase == "B" else "cp_kv:f")] if mp.cp else []
+
+
+def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attention: bool,
+                      routed_share: float = 0.0) -> list[Part]:
+    """A recomputation part, with the collectives its forward issues under ``full`` recomputation."""
+    parts = _recompute(name, seconds, routed_share)
+    if not parts or not mp.full_recompute:
+        return parts
+    return (_cp(mp, "R") if attention else []) + _tp(mp, 0, "R") + parts + _tp(mp, 1, "R")
 
 
 def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Part]:
@@ -47,14 +97,19 @@ def _scatter(c: LayerCost, zero3: bool, after=None) -> list[Part]:
     return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", after=after or [])] if zero3 else []
 
 
-def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) -> list[Part]:
+def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
+                  mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
     parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
     for c in layers:
         parts += _gather(c, "GATHER(F)", zero3)
+        parts += _cp(mp, "F") + _tp(mp, 0, "F")
         parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
+        parts += _tp(mp, 1, "F")
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
+        parts += _tp(mp, 0, "F")
         parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share))
+        parts += _tp(mp, 1, "F")
         if c.moe:
             parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
     if ends.head_f:
@@ -62,7 +117,8 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False)
     return parts
 
 
-def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3: bool = False) -> list[Part]:
+def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3: bool = False,
+                   mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
     parts: list[Part] = []
     if ends.head_i:
         parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
@@ -72,14 +128,18 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
         parts += _gather(c, "GATHER(B)", zero3)
         if c.moe:
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
-        parts += _recompute("MLP(R)", c.mlp_r, c.routed_share)
+        parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c.routed_share)
+        parts += _tp(mp, 0, "B")
         parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share))
+        parts += _tp(mp, 1, "B")
         if with_w:
             parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
-        parts += _recompute("ATTN(R)", c.attn_r)
+        parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True)
+        parts += _tp(mp, 0, "B") + _cp(mp, "B")
         parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
+        parts += _tp(mp, 1, "B")
         if with_w:
             parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
             parts += _scatter(c, zero3)
@@ -170,4 +230,5 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
     return comp, comm
 
 
-__all__ = ["backward_parts", "forward_parts", "layer_kind", "overlapped_parts", "weight_parts"]
+__all__ = ["NO_MODEL_PARALLEL", "ModelParallelParts", "backward_parts", "forward_parts", "layer_kind",
+           "overlapped_parts", "weight_parts"]

@@ -4,8 +4,8 @@ the batch, the number formats, the memory policy, the kernels and the communicat
 ``python -m sim run`` and ``python -m sim plan`` print it (:func:`recipe_line`), put it in
 ``--json`` and in their CSV, so a reader sees which assumptions stand behind a step time or an MFU.
 
-Formulas: GPUs = PP x DP (each pipeline rank of each data-parallel replica, expert parallelism
-inside DP); global batch = DP x M x micro-batch size sequences, times the sequence length in tokens.
+Formulas: GPUs = TP x CP x PP x DP (each pipeline rank of each data-parallel replica, a replica of
+a rank being TP x CP GPUs; expert parallelism inside DP); global batch = DP x M x micro-batch size sequences, times the sequence length in tokens.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def recipe(run: RunSpec, topology_gpus: int | None = None) -> dict:
     the topology holds (the layout may use fewer)."""
     sequences = run.dp * run.microbatches * run.microbatch_size
     out = {"model": spec_label(run.model), "gpu": spec_label(run.gpu), "topology": spec_label(run.topology),
-           "gpus": run.gpus, "pp": run.pp, "dp": run.dp, "ep": run.ep, "microbatches": run.microbatches,
+           "gpus": run.gpus, "tp": run.tp, "cp": run.cp, "sequence_parallel": run.sequence_parallel,
+           "pp": run.pp, "dp": run.dp, "ep": run.ep, "microbatches": run.microbatches,
            "microbatch_size": run.microbatch_size, "seq_len": run.seq_len, "global_batch_seqs": sequences,
            "global_batch_tokens": sequences * run.seq_len, "gemm_precision": run.gemm_precision,
            "dispatch_precision": run.dispatch_precision, "combine_precision": run.combine_precision,
@@ -35,10 +36,18 @@ def recipe_line(r: dict) -> str:
     batch = (f"global batch {r['global_batch_seqs']:,} sequences x {r['seq_len']:,} tokens = "
              f"{r['global_batch_tokens'] / 1e6:.3g}M tokens (M={r['microbatches']:,} micro-batches of "
              f"{r['microbatch_size']} per replica)")
-    return (f"simulated: {r['model']} on {r['gpus']:,} {r['gpu']} of {r['topology']} (PP{r['pp']} x DP{r['dp']}, "
+    return (f"simulated: {r['model']} on {r['gpus']:,} {r['gpu']} of {r['topology']} ({layout_label(r)}, "
             f"EP{r['ep']}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
             f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}; "
             f"kernels {r['kernels']}, communication {r['communication']}")
+
+
+def layout_label(r: dict) -> str:
+    """``PP16 x DP128`` (with ``TP8 x`` and ``CP2 x`` in front when they are above 1, ``+SP`` after
+    TP with sequence parallelism)."""
+    tp = f"TP{r['tp']}{'+SP' if r.get('sequence_parallel') else ''} x " if r.get("tp", 1) > 1 else ""
+    cp = f"CP{r['cp']} x " if r.get("cp", 1) > 1 else ""
+    return f"{tp}{cp}PP{r['pp']} x DP{r['dp']}"
 
 
 def idle_warning(used: int, have: int, topology: str, what: str = "layout", detail: str = "") -> str | None:
@@ -62,9 +71,9 @@ def mfu_warning(mfu: float, gemm_precision: str, gemm_efficiency: float | None =
 def recipe_warnings(r: dict, mfu: float | None = None, gemm_efficiency: float | None = None) -> list[str]:
     """Warnings a reader should see beside the recipe: a layout that leaves the topology's GPUs
     idle (:func:`idle_warning`); an MFU above :data:`MFU_BOUND` (:func:`mfu_warning`)."""
-    idle = idle_warning(r["gpus"], r.get("topology_gpus") or 0, r["topology"], detail=f"PP{r['pp']} x DP{r['dp']}")
+    idle = idle_warning(r["gpus"], r.get("topology_gpus") or 0, r["topology"], detail=layout_label(r))
     high = mfu_warning(mfu, r["gemm_precision"], gemm_efficiency) if mfu is not None else None
     return [w for w in (idle, high) if w]
 
 
-__all__ = ["MFU_BOUND", "idle_warning", "mfu_warning", "recipe", "recipe_line", "recipe_warnings"]
+__all__ = ["MFU_BOUND", "idle_warning", "layout_label", "mfu_warning", "recipe", "recipe_line", "recipe_warnings"]

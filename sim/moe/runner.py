@@ -27,7 +27,8 @@ from ..schedules.ops import FBOp, Op, parts
 from .chunk import ChunkModel, LayerCost, StageEnds
 from .dpsync import GradientSync, LayerCollectives
 from .layout import Layout
-from .parts import backward_parts, forward_parts, overlapped_parts, weight_parts
+from .model_parallel import ModelParallelComm, axis_of
+from .parts import NO_MODEL_PARALLEL, ModelParallelParts, backward_parts, forward_parts, overlapped_parts, weight_parts
 from .streams import Part, as_streams, compile_plan, compute_durations, run_op, walk_op
 
 
@@ -52,10 +53,12 @@ class GroupStats:
     op_s: np.ndarray           # wall time inside ops
     recompute_s: np.ndarray    # recomputation parts (part of compute_s)
     pipeline_wait_s: np.ndarray  # before ops: waiting for an input already sent and still in flight
+    tp_comm_s: np.ndarray      # tensor-parallel collectives (part of comm_s)
+    cp_comm_s: np.ndarray      # context-parallel key/value rings, what the attention did not hide (part of comm_s)
 
     @classmethod
     def zeros(cls, n: int) -> "GroupStats":
-        return cls(*(np.zeros(n) for _ in range(5)))
+        return cls(*(np.zeros(n) for _ in range(7)))
 
 
 class GroupRunner:
@@ -79,7 +82,8 @@ class GroupRunner:
                  replicas: list[int], sm_slowdown: float, trace: list | None = None,
                  sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None,
                  live=None, send_launch_s: float = 0.0, compute_factors: np.ndarray | None = None,
-                 faults=None):
+                 faults=None, model_parallel: ModelParallelComm | None = None,
+                 mp_parts: ModelParallelParts = NO_MODEL_PARALLEL):
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
         self.live = live
         self.send_launch_s = send_launch_s              # an NCCL kernel's launch before each pipeline send
@@ -100,6 +104,8 @@ class GroupRunner:
         self._slowdown = sm_slowdown
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
+        self._model_parallel = model_parallel             # TP and CP collectives' seconds
+        self._mp_parts = mp_parts                         # which TP and CP parts the ops carry
         # Faults (sim.moe.faults): each replica's GPU's compute slowdown per rank, kernel jitter.
         self._factor = None if compute_factors is None else {
             r: compute_factors[layout.gpus_of(r, self.replicas)] for r in range(pp)}
@@ -116,7 +122,7 @@ class GroupRunner:
             for key in inputs_of(part, S):
                 start = np.maximum(start, self.arrivals[key])
                 sent = np.maximum(sent, self.sent[key])
-        plan, durations, comm_times, stacked = self._plan(rank, op)
+        plan, durations, comm_times, stacked, axis_s = self._plan(rank, op)
         seq = self._seq[rank]
         self._seq[rank] += 1
         if self._factor is not None or self._jitter is not None:
@@ -132,6 +138,8 @@ class GroupRunner:
         st.comm_s += t.comm_s
         st.op_s += t.end - start
         st.pipeline_wait_s += start - sent        # 0 unless the input was sent but had not arrived
+        st.tp_comm_s += axis_s[0]
+        st.cp_comm_s += axis_s[1]
         self.clock[rank] = t.end
         for part in parts(op):
             for key in outputs_of(part, S):
@@ -152,7 +160,7 @@ class GroupRunner:
         """Seconds ``op`` occupies ``rank`` when it starts with the rank free and its inputs there
         (the slowest replica; all-to-alls at their measured times, no faults): the fixed duration
         a search's timing charges it (:mod:`sim.schedules.timing`)."""
-        plan, durations, comm_times, _ = self._plan(rank, op)
+        plan, durations, comm_times, _, _ = self._plan(rank, op)
         return float(run_op(plan, np.zeros(len(self.replicas)), durations, comm_times).end.max())
 
     def _faulty(self, rank: int, seq: int, durations: list, stacked: tuple) -> list:
@@ -252,8 +260,9 @@ class GroupRunner:
 
     # -- parts -------------------------------------------------------------------------------
     def _plan(self, rank: int, op) -> tuple:
-        """(plan, compute durations, all-to-all seconds, the durations stacked as two [part, replica]
-        arrays) of an op of this shape on ``rank``."""
+        """(plan, compute durations, communication parts' seconds, the durations stacked as two
+        [part, replica] arrays, the seconds of its TP and of its CP parts) of an op of this shape on
+        ``rank``."""
         shape = ("FB", op.f.stage, op.b.stage) if isinstance(op, FBOp) else (op.kind, op.stage)
         cached = self._plans.get((rank, shape))
         if cached is None:
@@ -265,13 +274,16 @@ class GroupRunner:
             durations = compute_durations(plan, self.load[rank], self._slowdown)
             grid = (len(durations), len(self.replicas))                  # [part, replica]
             stacked = (np.reshape([d for d, _ in durations], grid), np.reshape([d for _, d in durations], grid))
-            cached = self._plans[(rank, shape)] = (plan, durations, [self._comm_time(p.shape, rank) for p in plan.comm],
-                                                   stacked)
+            times = [self._comm_time(p.shape, rank) for p in plan.comm]
+            axis_s = tuple(sum(t for p, t in zip(plan.comm, times) if axis_of(p.shape) == axis) for axis in ("tp", "cp"))
+            cached = self._plans[(rank, shape)] = (plan, durations, times, stacked, axis_s)
         return cached
 
     def _comm_time(self, shape: str, rank: int) -> float:
         if self.comm.measures(shape):
             return self.comm.time(shape, rank, self.group)
+        if self._model_parallel is not None and self._model_parallel.measures(shape):
+            return self._model_parallel.time(shape)
         return self._layer_collectives.time(shape)
 
     def _layers(self, op: Op) -> tuple[list[LayerCost], StageEnds]:
@@ -281,10 +293,10 @@ class GroupRunner:
     def _plain_parts(self, op: Op) -> list[Part]:
         layers, ends = self._layers(op)
         if op.kind == "F":
-            return forward_parts(layers, ends, self._zero3)
+            return forward_parts(layers, ends, self._zero3, self._mp_parts)
         if op.kind == "W":
             return weight_parts(layers, ends, self._zero3)
-        return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=self._zero3)
+        return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=self._zero3, mp=self._mp_parts)
 
     @property
     def _zero3(self) -> bool:

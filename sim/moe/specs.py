@@ -203,6 +203,13 @@ class RunSpec:
     its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
     step's fabric among the other traffic, :mod:`sim.moe.live`).
 
+    Model parallelism inside a pipeline stage (Megatron-Core's names; :mod:`sim.moe.layout`):
+    ``tp`` tensor-parallel GPUs split each layer's GEMMs and attention heads (Shoeybi et al. 2019),
+    with ``sequence_parallel`` their normalisations and dropouts over the sequence too (Korthikanti
+    et al. 2022); ``cp`` context-parallel GPUs split the sequence, exchanging attention keys and
+    values in a ring. A run uses ``tp x cp x pp x dp`` GPUs. ``tp_across_nodes``: allow a TP group
+    to leave its NVLink domain (a warning; refused otherwise).
+
     ``faults``: slow GPUs, kernel-time jitter, degraded or failed links (:mod:`sim.moe.faults`;
     a mapping in YAML); any makes the step simulate every rank.
 
@@ -219,6 +226,10 @@ class RunSpec:
     schedule: str
     microbatches: int
     seq_len: int
+    tp: int = 1                                  # tensor-parallel GPUs per stage replica
+    cp: int = 1                                  # context-parallel GPUs (the sequence split over them)
+    sequence_parallel: bool = False              # with tp > 1: norms and dropouts split over the sequence
+    tp_across_nodes: bool = False                # allow a TP group to span NVLink domains (warned)
     microbatch_size: int = 1
     chunks: Optional[int] = None                 # interleaved-1f1b only
     comm_sms: int = 20
@@ -264,6 +275,14 @@ class RunSpec:
                 raise SpecError(f"RunSpec.{name} must be a name (text), got {getattr(self, name)!r}")
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
             _pos(self, name, high=100_000_000)
+        for name in ("tp", "cp"):
+            _pos(self, name, high=1_024)
+        for name in ("sequence_parallel", "tp_across_nodes"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.cp > 1 and self.seq_len % (2 * self.cp):
+            raise SpecError(f"RunSpec.cp ({self.cp}) must split seq_len ({self.seq_len}) into 2 x cp equal chunks "
+                            f"(load-balanced causal attention): seq_len must be a multiple of {2 * self.cp}")
         _pos(self, "comm_sms", allow_zero=True, high=100_000)
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
             number(getattr(self, name), f"RunSpec.{name}", low=MIN_EFFICIENCY, high=1, error=SpecError)
@@ -316,10 +335,12 @@ class RunSpec:
 
     @property
     def gpus(self) -> int:
-        return self.pp * self.dp
+        """GPUs of the run: ``tp x cp x pp x dp``."""
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def tokens_per_microbatch(self) -> int:
+        """Tokens of one micro-batch (``microbatch_size x seq_len``), over all its TP and CP GPUs."""
         return self.microbatch_size * self.seq_len
 
     def with_(self, **changes) -> "RunSpec":

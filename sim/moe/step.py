@@ -30,6 +30,7 @@ from .comm import CommModel
 from .dpsync import GradientSync, LayerCollectives
 from .live import LiveComm
 from .memory import RankMemory
+from .model_parallel import ModelParallelComm
 from .recipe import recipe, recipe_warnings
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
@@ -58,13 +59,16 @@ class RankResult:
     last_op_end_s: float = 0.0  # when the rank's last op ended (its slowest replica)
     reduced_s: float = 0.0      # when the rank's gradients were reduced (before the optimizer)
     sync_end_s: float = 0.0     # when the rank's optimizer step and weight all-gather ended
+    tp_comm_s: float = 0.0      # tensor-parallel collectives (exposed: inside exposed_comm_s)
+    cp_comm_s: float = 0.0      # context-parallel key/value rings' exposed rest (inside exposed_comm_s)
 
     def to_json(self) -> dict:
         m = self.memory
         return {"rank": self.rank, "compute_s": self.compute_s, "recompute_s": self.recompute_s,
                 "exposed_comm_s": self.exposed_comm_s, "exposed_pp_s": self.exposed_pp_s,
                 "bubble_s": self.bubble_s, "dp_sync_s": self.dp_sync_s, "optimizer_s": self.optimizer_s,
-                "comm_s": self.comm_s, "utilization": self.utilization, "sync_start_s": self.sync_start_s,
+                "comm_s": self.comm_s, "tp_comm_s": self.tp_comm_s, "cp_comm_s": self.cp_comm_s,
+                "utilization": self.utilization, "sync_start_s": self.sync_start_s,
                 "memory_gb": round(m.total_gb, 3), "params_gb": round(m.params_gb, 3),
                 "grads_gb": round(m.grads_gb, 3), "optimizer_gb": round(m.optimizer_gb, 3),
                 "activations_gb": round(m.activations_gb, 3), "reserve_gb": round(m.reserve_gb, 3),
@@ -244,6 +248,7 @@ class MoEStep:
         self.comm = comm or CommModel(run, sc.model, sc.links, sc.layout, sc.collectives, comm_scope, workers,
                                       sc.kernels)
         self.layer_collectives = LayerCollectives(sc) if run.zero_stage == 3 else None
+        self.model_parallel = ModelParallelComm(sc) if sc.layout.model_parallel > 1 else None
         self._live: LiveComm | None = None
 
     def runners(self, fabric: Fabric, trace: list | None = None, sync: GradientSync | None = None
@@ -258,7 +263,8 @@ class MoEStep:
         return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
                             sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
                             trace if g == 0 else None, sync, self.layer_collectives, live,
-                            sc.kernels.nccl_launch_s, factors, sc.run.faults) for g in groups]
+                            sc.kernels.nccl_launch_s, factors, sc.run.faults, self.model_parallel,
+                            sc.model_parallel_parts) for g in groups]
 
     def simulate(self, link_timeline: bool = False) -> StepResult:
         """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step
@@ -298,7 +304,8 @@ class MoEStep:
         ranks = []
         for rank in range(P):
             stats = {name: np.concatenate([getattr(rn.stats[rank], name) for rn in runners])
-                     for name in ("op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s")}
+                     for name in ("op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s", "tp_comm_s",
+                                  "cp_comm_s")}
             last_end = np.concatenate([rn.clock[rank] for rn in runners])
             worst = int(np.argmax(stats["op_s"]))
             op_s, busy, comm_s, recompute_s, wait_s = (float(stats[k][worst]) for k in (
@@ -315,7 +322,8 @@ class MoEStep:
                                     busy / step if step else 0.0, memory[rank], recompute_s, wait_s, dp_s, opt_s,
                                     s.launched, ReplicaSpread.of(stats["compute_s"], replica_ids),
                                     ReplicaSpread.of(stats["comm_s"], replica_ids), float(last_end[worst]),
-                                    s.reduced, s.end))
+                                    s.reduced, s.end, float(stats["tp_comm_s"][worst]),
+                                    float(stats["cp_comm_s"][worst])))
         engine = EngineResult.of(sc.schedule, runners[0].records)
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = sc.chunk.model_flops_per_microbatch() * run.microbatches * run.dp
@@ -334,6 +342,9 @@ class MoEStep:
         exposed = sum(r.exposed_comm_s for r in ranks)
         plan = recipe(run, len(sc.graph.graph["gpus"]))
         warnings = []
+        if sc.layout.tp_spans_nodes:
+            warnings.append(f"TP groups of {run.tp} span nodes of {sc.layout.gpus_per_node} GPUs (tp_across_nodes): "
+                            "their collectives cross the scale-out network")
         for m in memory:
             if not m.fits:
                 warnings.append(f"rank {m.rank} needs {m.total_gb:.1f} GB (params {m.params_gb:.1f}, grads "

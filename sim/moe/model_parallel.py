@@ -1,0 +1,104 @@
+"""Seconds of the tensor- and context-parallel collectives inside an op, measured on the fabric.
+
+A replica of a pipeline rank is ``tp x cp`` GPUs (:mod:`sim.moe.layout`); the collectives among
+them are the run's TP and CP shapes (:func:`~sim.moe.collective_shapes.model_parallel_shapes`).
+Like the all-to-alls, each shape is measured once on a fresh fabric of the run's topology with
+NCCL's per-GPU bound (:meth:`~sim.moe.scenario.Scenario.step_fabric`), with every replica whose
+GPUs share the first node running it at once, after an NCCL kernel launch:
+
+* TP, on the ``T / cp`` tokens a GPU holds (n = T / cp x h x 2 bytes): ``tp_all_reduce`` a ring
+  all-reduce of n bytes (2 (t - 1) steps of n / t), ``tp_all_gather`` and ``tp_reduce_scatter``
+  rings of t - 1 steps of n / t (:mod:`sim.network.collectives`). On one NVLink node of
+  bandwidth B per direction a ring all-reduce takes 2 (t - 1) / t x n / B plus the launch.
+* CP: the ring that passes each GPU's keys and values (K bytes: T / cp tokens x
+  :attr:`~sim.moe.collective_shapes.CollectiveShape.bytes_per_token`) to every other GPU of its CP
+  group, c - 1 steps, i.e. a ring all-gather of c K bytes. Megatron-Core and Llama 3 overlap each
+  step with the attention over the block already there, so what the compute stream waits for is
+  ``max(0, ring - (c - 1) / c x core)`` (``core``: the attention core's seconds on a GPU; its
+  first block waits for nothing). ``cp_kv:f`` is the forward's; ``cp_kv:b``, the backward's,
+  passes twice the bytes (keys and values, then their gradients) behind twice the core.
+"""
+from __future__ import annotations
+
+import simpy
+
+from ..network import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from ..perf import gc_paused
+from .collective_shapes import CP_SHAPE, CollectiveShape
+
+RINGS = {"tp_all_reduce": ring_all_reduce, "tp_all_gather": ring_all_gather, "tp_reduce_scatter": ring_reduce_scatter}
+
+
+class ModelParallelComm:
+    """The TP and CP collectives of a scenario: :meth:`time` of a communication part's shape
+    (``tp_all_reduce``, ``tp_all_gather``, ``tp_reduce_scatter``, ``cp_kv:f``, ``cp_kv:b``)."""
+
+    def __init__(self, scenario):
+        self.sc = scenario
+        self.shapes = {s.name: s for s in scenario.collectives if s.axis in ("tp", "cp")}
+        self._times: dict[str, float] = {}
+
+    def measures(self, shape: str) -> bool:
+        """Whether ``shape`` (a communication part's) is a TP or CP collective of this run."""
+        return shape.split(":")[0] in self.shapes
+
+    def time(self, shape: str) -> float:
+        """Seconds one GPU's compute stream waits for the collective ``shape``."""
+        if shape not in self._times:
+            name = shape.split(":")[0]
+            if name == CP_SHAPE:
+                self._times[shape] = self._cp_exposed(backward=shape.endswith(":b"))
+            else:
+                self._times[shape] = self.ring_seconds(self.shapes[name], RINGS[name], self._tp_groups())
+        return self._times[shape]
+
+    @property
+    def tokens(self) -> int:
+        """Tokens one GPU holds: ``T / cp``."""
+        return self.sc.run.tokens_per_microbatch // self.sc.run.cp
+
+    def _replicas_on_first_node(self) -> range:
+        lay = self.sc.layout
+        return range(min(lay.dp, max(1, lay.gpus_per_node // lay.model_parallel)))
+
+    def _tp_groups(self) -> list[list[int]]:
+        """The TP groups that share the first node: every CP coordinate of those replicas of rank 0."""
+        lay = self.sc.layout
+        return [lay.tp_group(0, d, c) for d in self._replicas_on_first_node() for c in range(lay.cp)]
+
+    def _cp_groups(self) -> list[list[int]]:
+        lay = self.sc.layout
+        return [lay.cp_group(0, d, t) for d in self._replicas_on_first_node() for t in range(lay.tp)]
+
+    def ring_seconds(self, shape: CollectiveShape, ring, groups: list[list[int]], factor: float = 1.0) -> float:
+        """Seconds of ``ring`` on ``factor x tokens x bytes_per_token`` bytes per GPU over each of
+        ``groups`` at once, from its NCCL launch to its last byte."""
+        nbytes = factor * self.tokens * shape.bytes_per_token
+        env = simpy.Environment()
+        with gc_paused():
+            fabric = self.sc.step_fabric(env)
+            events = [ring(fabric, gpus, nbytes) for gpus in groups if len(gpus) > 1]
+            ends: list[float] = []
+            simpy.AllOf(env, events).callbacks.append(lambda _e: ends.append(env.now))
+            env.run()
+        return self.sc.kernels.nccl_launch_s + (ends[0] if ends else 0.0)
+
+    def cp_ring_seconds(self, backward: bool = False) -> float:
+        """Seconds of the whole key/value ring of the CP groups (before any overlap): a ring
+        all-gather of ``cp`` blocks (twice the bytes in the backward)."""
+        cp = self.sc.run.cp
+        return self.ring_seconds(self.shapes[CP_SHAPE], ring_all_gather, self._cp_groups(),
+                                 factor=cp * (2.0 if backward else 1.0))
+
+    def _cp_exposed(self, backward: bool) -> float:
+        cp = self.sc.run.cp
+        core = self.sc.chunk.stage_layers[0][0].core_f * (2.0 if backward else 1.0)
+        return max(0.0, self.cp_ring_seconds(backward) - (cp - 1) / cp * core)
+
+
+def axis_of(shape: str) -> str:
+    """``tp``, ``cp`` or ``""``: which model-parallel axis a communication part's shape runs over."""
+    return shape[:2] if shape.startswith(("tp_", "cp_")) else ""
+
+
+__all__ = ["ModelParallelComm", "RINGS", "axis_of"]

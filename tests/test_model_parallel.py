@@ -1,0 +1,119 @@
+"""sim.moe.model_parallel and the TP/CP parts of a step: collectives worked by hand on one NVLink
+node, the CP ring's overlap, the compute a GPU keeps, and the refusals."""
+import pytest
+import simpy
+
+from sim.moe.chunk import ChunkModel
+from sim.moe.collective_shapes import kv_heads_per_gpu, model_parallel_shapes
+from sim.moe.model_parallel import ModelParallelComm, axis_of
+from sim.moe.scenario import Scenario
+from sim.moe.specs import RunSpec, SpecError, load_gpu, load_model
+from sim.moe.step import MoEStep
+
+
+def node_run(**changes) -> RunSpec:
+    """Llama 3 8B (h 4096, 32 heads, 8 key/value heads of 128) on one H800 node (NVLink 160 GB/s
+    per direction), one sequence of 4,096 tokens."""
+    run = RunSpec(model="llama3-8b", gpu="h800", topology="h800-node", pp=1, dp=1, ep=1, tp=8, schedule="1f1b",
+                  microbatches=1, seq_len=4096)
+    return run.with_(**changes)
+
+
+def link(sc: Scenario) -> tuple[float, float]:
+    """(bytes/s of a GPU-to-GPU flow alone, its route's latency) on the scenario's step fabric."""
+    return sc.step_fabric(simpy.Environment()).route_bandwidth(0, 1), sc.links.route(0, 1)[1]
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_a_tp_all_reduce_on_one_nvlink_node_by_hand(t):
+    """Ring all-reduce of n = 4,096 tokens x 4,096 x 2 bytes over t GPUs: an NCCL launch, then
+    2 (t - 1) steps of n / t bytes, each the route's latency plus n / t over 160 GB/s."""
+    sc = Scenario(node_run(tp=t, dp=8 // t))
+    bw, latency = link(sc)
+    assert bw == 160e9
+    n = 4096 * 4096 * 2
+    expected = sc.kernels.nccl_launch_s + 2 * (t - 1) * (latency + n / t / bw)
+    assert ModelParallelComm(sc).time("tp_all_reduce") == pytest.approx(expected, rel=1e-12)
+
+
+def test_sequence_parallelism_moves_the_same_bytes_in_two_halves():
+    """An all-gather and a reduce-scatter are (t - 1) steps each: together an all-reduce's bytes,
+    with one more launch."""
+    sc = Scenario(node_run(sequence_parallel=True))
+    mp = ModelParallelComm(sc)
+    bw, latency = link(sc)
+    half = sc.kernels.nccl_launch_s + 7 * (latency + 4096 * 4096 * 2 / 8 / bw)
+    assert mp.time("tp_all_gather") == pytest.approx(half) and mp.time("tp_reduce_scatter") == pytest.approx(half)
+    assert {s.name for s in model_parallel_shapes(sc.model, sc.run)} == {"tp_all_gather", "tp_reduce_scatter"}
+
+
+def test_a_ring_attention_steps_bytes_and_what_the_attention_hides():
+    """CP 4 x TP 2: each GPU holds 1,024 tokens and 8 / 2 = 4 key/value heads of 128, so it passes
+    K = 1,024 x 2 x 4 x 128 x 2 bytes to its neighbour in each of 3 steps; the forward waits for
+    max(0, ring - 3/4 of the attention core), the backward for twice the bytes behind twice the core."""
+    sc = Scenario(node_run(tp=2, cp=4))
+    m = sc.model
+    assert kv_heads_per_gpu(m, 2) == 4
+    [shape] = [s for s in sc.collectives if s.axis == "cp"]
+    assert shape.bytes_per_token == 2 * 4 * 128 * 2
+    K = 1024 * shape.bytes_per_token
+    bw, latency = link(sc)
+    mp = ModelParallelComm(sc)
+    ring = sc.kernels.nccl_launch_s + 3 * (latency + K / bw)
+    assert mp.cp_ring_seconds() == pytest.approx(ring)
+    core = sc.chunk.stage_layers[0][0].core_f
+    assert core > 0
+    assert mp.time("cp_kv:f") == pytest.approx(max(0.0, ring - 0.75 * core))
+    ring_b = sc.kernels.nccl_launch_s + 3 * (latency + 2 * K / bw)
+    assert mp.time("cp_kv:b") == pytest.approx(max(0.0, ring_b - 0.75 * 2 * core))
+    assert kv_heads_per_gpu(m, 16) == 1.0                 # fewer heads than GPUs: a copy each
+
+
+def test_a_gpu_computes_one_tp_x_cp_share_of_every_flop():
+    """The chunk model at TP 4 x CP 2: every compute part is 1/8 of the unsplit one (GEMMs and the
+    attention core alike); the useful FLOPs counted for MFU are the whole micro-batch's."""
+    m, gpu = load_model("llama3-8b"), load_gpu("h800")
+    one = ChunkModel(m, gpu, node_run(tp=1, dp=8), 1)
+    split = ChunkModel(m, gpu, node_run(tp=4, cp=2, dp=1), 1)
+    a, b = one.stage_layers[0][0], split.stage_layers[0][0]
+    for part in ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w", "core_f"):
+        assert getattr(b, part) == pytest.approx(getattr(a, part) / 8)
+    assert b.flops == a.flops and split.model_flops_per_microbatch() == one.model_flops_per_microbatch()
+    assert split.activation_bytes() == pytest.approx(one.activation_bytes() / 8)   # T/2 tokens, 1/4 each
+
+
+def test_a_tp_step_exposes_its_collectives_and_reports_them():
+    """One rank, one micro-batch at TP 8: per layer two all-reduces forward and two backward, each
+    on the compute path, reported in tp_comm_s and inside the exposed communication."""
+    sc = Scenario(node_run())
+    res = MoEStep(sc).simulate()
+    ar = ModelParallelComm(sc).time("tp_all_reduce")
+    rank = res.ranks[0]
+    assert rank.tp_comm_s == pytest.approx(4 * sc.model.layers * ar)
+    assert rank.exposed_comm_s == pytest.approx(rank.tp_comm_s) and rank.cp_comm_s == 0
+    assert res.to_json()["ranks"][0]["tp_comm_s"] == rank.tp_comm_s
+    assert "TP8 x PP1 x DP1" in __import__("sim.moe.recipe", fromlist=["recipe_line"]).recipe_line(res.recipe)
+    full = MoEStep(Scenario(node_run(memory_policy="full"))).simulate()
+    assert full.ranks[0].tp_comm_s == pytest.approx(6 * sc.model.layers * ar)     # the recomputed forward's too
+
+
+def test_axis_of_a_part_shape():
+    assert [axis_of(s) for s in ("tp_all_reduce", "cp_kv:f", "dispatch", "gather:dense")] == ["tp", "cp", "", ""]
+
+
+@pytest.mark.parametrize("changes,pattern", [
+    (dict(cp=3, tp=2), r"RunSpec.cp \(3\) must split seq_len \(4096\) into 2 x cp equal chunks"),
+    (dict(tp=0), r"RunSpec.tp must be"),
+    (dict(sequence_parallel="yes"), r"RunSpec.sequence_parallel must be true or false, got 'yes'"),
+])
+def test_bad_tp_and_cp_fields_are_one_line(changes, pattern):
+    with pytest.raises(SpecError, match=pattern) as info:
+        node_run(**changes)
+    assert "\n" not in str(info.value)
+
+
+def test_overlapped_schedules_and_moe_models_are_refused_with_tp():
+    with pytest.raises(SpecError, match=r"schedule 'dualpipev' overlaps a forward with a backward"):
+        Scenario(node_run(tp=2, dp=2, pp=2, schedule="dualpipev", microbatches=4))
+    with pytest.raises(SpecError, match=r"must be 1 for an MoE model"):
+        Scenario(node_run(model="tiny-moe", tp=2, dp=4))
