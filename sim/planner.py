@@ -1,8 +1,11 @@
 """The planner: search PP, EP, schedule, micro-batch count and the layer split within HBM, rank by
 simulated step time, and say why the winner wins (``python -m sim plan``).
 
-Candidates: every PP in ``pps`` that divides the GPUs (DP = GPUs / PP), every EP in ``eps`` that
-divides DP, the model's routed experts and fits whole nodes; M = global batch / DP sequences of
+Candidates: every TP in ``tps`` and CP in ``cps`` (by default TP 1, 2, 4, 8, with Megatron's
+sequence parallelism; CP 1, or 1, 2, 4, 8 for sequences over 8K tokens) and PP in ``pps`` whose
+product divides the GPUs (DP = GPUs / (TP x CP x PP)), every EP in ``eps`` that divides DP, the
+model's routed experts and fits whole nodes (an MoE model: TP and CP 1, the only layout its
+layers are modelled with); M = global batch / DP sequences of
 ``microbatch_size``; and each layer split in ``head_cuts``: the even split, or the stage holding the
 output heads and MTP modules (the last stage) given that many fewer layers than the even split,
 the rest even. Each candidate's memory is checked first, from the memory model alone (no fabric is
@@ -20,6 +23,7 @@ from .moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, Run
 
 _RUN = {f.name: f.default for f in fields(RunSpec)}
 DEFAULT_GLOBAL_BATCH = 1024     # sequences (4.2M tokens at 4K): our stated default, printed with every plan
+LONG_SEQUENCE = 8192            # tokens: longer sequences make the planner try context parallelism
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,9 @@ class PlanRequest:
     microbatch_size: int = _RUN["microbatch_size"]
     pps: tuple[int, ...] = (8, 16)
     eps: tuple[int, ...] = (8, 16, 32, 64)
+    tps: tuple[int, ...] = (1, 2, 4, 8)
+    cps: tuple[int, ...] = ()                  # () = (1,), or (1, 2, 4, 8) for sequences over 8K tokens
+    sequence_parallel: bool = True             # with TP > 1 (Megatron's recommended setting)
     schedules: tuple[str, ...] = field(default=COMPARED_SCHEDULES)
     gemm_precision: str = _RUN["gemm_precision"]
     node_limit: int = 0
@@ -53,9 +60,9 @@ class PlanRequest:
         for name, low in (("gpus", 1), ("global_batch", 1), ("seq_len", 1), ("microbatch_size", 1),
                           ("node_limit", 0)):
             number(getattr(self, name), name, integer=True, low=low, high=100_000_000)
-        for name, low in (("pps", 1), ("eps", 1), ("head_cuts", 0)):
+        for name, low in (("pps", 1), ("eps", 1), ("head_cuts", 0), ("tps", 1), ("cps", 1)):
             values = getattr(self, name)
-            if not values:
+            if not values and name != "cps":
                 raise InputError(f"{name} must list at least one value")
             for v in values:
                 number(v, f"{name} entries", integer=True, low=low, high=100_000_000)
@@ -66,6 +73,13 @@ class PlanRequest:
         choice(self.gemm_precision, "gemm_precision", GEMM_PRECISIONS)
         choice(self.memory_policy, "memory_policy", MEMORY_POLICIES)
         number(self.zero_stage, "zero_stage", integer=True, low=0, high=3)
+        if not isinstance(self.sequence_parallel, bool):
+            raise InputError(f"sequence_parallel must be true or false, got {self.sequence_parallel!r}")
+
+    @property
+    def context_sizes(self) -> tuple[int, ...]:
+        """The CP sizes searched: ``cps``, or by default 1 (and 2, 4, 8 for sequences over 8K)."""
+        return self.cps or ((1, 2, 4, 8) if self.seq_len > LONG_SEQUENCE else (1,))
 
 
 def plan_request(scenario: str = "", **given) -> PlanRequest:
@@ -91,8 +105,11 @@ def run_spec(p: dict) -> RunSpec:
     """The :class:`RunSpec` of a candidate point (a sweep row: plain values, maybe read back as text);
     a point with a ``scenario`` starts from that scenario's fields."""
     last = int(p["last_stage_layers"]) if str(p.get("last_stage_layers", "0")) not in ("0", "") else None
+    tp, cp = int(p.get("tp", 1)), int(p.get("cp", 1))
     fields_ = dict(model=p["model"], gpu=p["gpu"], topology=p["topology"], pp=int(p["pp"]), ep=int(p["ep"]),
-                   dp=int(p["dp"]), schedule=p["schedule"], microbatches=int(p["microbatches"]),
+                   dp=int(p["dp"]), tp=tp, cp=cp, sequence_parallel=tp > 1 and str(p.get("sequence_parallel", True))
+                   in ("True", "true", "1"),
+                   schedule=p["schedule"], microbatches=int(p["microbatches"]),
                    seq_len=int(p["seq_len"]), microbatch_size=int(p["microbatch_size"]),
                    gemm_precision=p["gemm_precision"], node_limit=int(p["node_limit"]) or None,
                    memory_policy=p["memory_policy"], zero_stage=int(p["zero_stage"]), last_stage_layers=last)
@@ -148,25 +165,29 @@ def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:
     if req.gpus > have:
         raise InputError(f"gpus {req.gpus:,} is more than the {have:,} GPUs of topology {req.topology!r}")
     ok, refused = [], []
-    for pp in req.pps:
-        if req.gpus % pp:
-            refused.append({"pp": pp, "reason": f"PP {pp} does not divide {req.gpus} GPUs"})
+    layouts = [(tp, cp, pp) for tp in (req.tps if not model.is_moe else (1,))
+               for cp in (req.context_sizes if not model.is_moe else (1,)) for pp in req.pps]
+    for tp, cp, pp in layouts:
+        where = {"tp": tp, "cp": cp, "pp": pp}
+        if req.gpus % (tp * cp * pp):
+            refused.append({**where, "reason": f"TP {tp} x CP {cp} x PP {pp} does not divide {req.gpus} GPUs"})
             continue
-        dp = req.gpus // pp
+        dp = req.gpus // (tp * cp * pp)
         if req.global_batch % (dp * req.microbatch_size):
-            refused.append({"pp": pp, "reason": f"global batch {req.global_batch} not divisible by DP {dp}"})
+            refused.append({**where, "reason": f"global batch {req.global_batch} not divisible by DP {dp}"})
             continue
         M = req.global_batch // (dp * req.microbatch_size)
         for ep in (req.eps if model.is_moe else [1]):
             for schedule in req.schedules:
                 for cut in req.head_cuts:
-                    p = {"pp": pp, "ep": ep, "dp": dp, "schedule": schedule, "microbatches": M,
+                    p = {"tp": tp, "cp": cp, "sequence_parallel": req.sequence_parallel and tp > 1,
+                         "pp": pp, "ep": ep, "dp": dp, "schedule": schedule, "microbatches": M,
                          "last_stage_layers": 0, "model": req.model, "gpu": gpu_name, "topology": req.topology,
                          "seq_len": req.seq_len, "microbatch_size": req.microbatch_size,
                          "gemm_precision": req.gemm_precision, "node_limit": req.node_limit or 0,
                          "memory_policy": req.memory_policy, "zero_stage": req.zero_stage,
                          "scenario": req.scenario}
-                    row = {"pp": pp, "ep": ep, "schedule": schedule, "head_cut": cut}
+                    row = {**where, "ep": ep, "schedule": schedule, "head_cut": cut}
                     if cut:
                         stages = _stages(schedule, pp)
                         even = split_layers(model.layers, stages) if stages <= model.layers else [0]
@@ -187,5 +208,5 @@ def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:
     return ok, refused
 
 
-__all__ = ["DEFAULT_GLOBAL_BATCH", "PLAN_METRICS", "PlanRequest", "candidates", "evaluate", "gpu_of", "plan_request",
+__all__ = ["DEFAULT_GLOBAL_BATCH", "LONG_SEQUENCE", "PLAN_METRICS", "PlanRequest", "candidates", "evaluate", "gpu_of", "plan_request",
            "run_spec"]

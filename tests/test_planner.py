@@ -2,7 +2,7 @@
 import pytest
 
 from sim.checks import InputError
-from sim.planner import PLAN_METRICS, PlanRequest, candidates, evaluate
+from sim.planner import PLAN_METRICS, PlanRequest, candidates, evaluate, run_spec
 
 TINY = dict(gpus=16, model="tiny-moe", topology="h800-16", global_batch=32, seq_len=256, pps=(2, 4, 3), eps=(4, 3),
             schedules=("1f1b", "dualpipe"), gemm_precision="bf16", node_limit=1)
@@ -74,3 +74,23 @@ def test_a_scenario_point_keeps_the_scenarios_other_fields():
     ok, _ = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "schedules": ("1f1b",), "scenario": "tiny"}))
     spec = run_spec(ok[0])
     assert spec.kernels == "ideal" and spec.pp == 4 and spec.microbatches == 32 // 4
+
+
+def test_a_dense_model_is_planned_over_tp_and_long_sequences_over_cp():
+    """Llama 3 8B on 64 H100: TP 1, 2, 4, 8 with sequence parallelism, and the F&B schedules refused
+    with TP (their overlap with TP collectives is not modelled); CP joins for sequences over 8K."""
+    req = PlanRequest(gpus=64, model="llama3-8b", topology="h100-1024", pps=(2,), schedules=("1f1b", "dualpipev"),
+                      head_cuts=(0,), memory_policy="selective")
+    ok, refused = candidates(req)
+    assert {(p["tp"], p["cp"]) for p in ok} == {(1, 1), (2, 1), (4, 1), (8, 1)}
+    assert all(p["sequence_parallel"] == (p["tp"] > 1) and p["dp"] * p["tp"] * p["pp"] == 64 for p in ok)
+    assert {r["tp"] for r in refused if "overlaps a forward with a backward" in r["reason"]} == {2, 4, 8}
+    assert req.context_sizes == (1,) and PlanRequest(**{**req.__dict__, "seq_len": 16384}).context_sizes == (1, 2, 4, 8)
+    point = next(p for p in ok if p["tp"] == 4)
+    assert run_spec(point).tp == 4 and run_spec(point).sequence_parallel
+    assert evaluate(point)["step_time_s"] > 0
+
+
+def test_an_moe_model_is_planned_at_tp_1_only():
+    ok, _ = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "schedules": ("1f1b",), "tps": (1, 2)}))
+    assert ok and {p["tp"] for p in ok} == {1}

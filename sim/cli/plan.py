@@ -1,4 +1,4 @@
-"""``python -m sim plan``: search PP, EP, schedule and micro-batch count within HBM, rank by
+"""``python -m sim plan``: search TP, CP, PP, EP, schedule and micro-batch count within HBM, rank by
 simulated step time, and say why the winner wins (the search itself: :mod:`sim.planner`)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..checks import arg
-from ..moe.recipe import idle_warning, mfu_warning
+from ..moe.recipe import idle_warning, layout_label, mfu_warning
 from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, model_names, spec_label
 from ..planner import PlanRequest
 
@@ -17,7 +17,8 @@ def cmd_plan(args) -> int:
     from ..planner import plan_request
     req = plan_request(args.scenario or "", gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
                        global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,
-                       pps=tuple(args.pp), eps=tuple(args.ep), schedules=tuple(args.schedules),
+                       pps=tuple(args.pp), eps=tuple(args.ep), tps=tuple(args.tp), cps=tuple(args.cp or ()),
+                       sequence_parallel=not args.no_sequence_parallel, schedules=tuple(args.schedules),
                        gemm_precision=args.gemm_precision, node_limit=args.node_limit,
                        memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
     scratch = None
@@ -90,7 +91,7 @@ def _plan(args, req: PlanRequest) -> int:
         print(f"None of the {len(failed)} candidates that fit in memory could be simulated; the first error: "
               f"{failed['error'].iloc[0]} (every row: {args.out})")
         return 1
-    cols = ["schedule", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
+    cols = ["schedule", "tp", "cp", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
             "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
             "min_headroom_gb"]
     print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{shown(v):.4g}"))
@@ -99,10 +100,10 @@ def _plan(args, req: PlanRequest) -> int:
     best = df.iloc[0]
     split = "even layer split" if not best["last_stage_layers"] else \
         f"{best['last_stage_layers']} layers on the stage with the heads and MTP"
-    print(f"\nRecommendation: {best['schedule']} with PP{best['pp']} x DP{best['dp']}, EP{best['ep']}, "
+    print(f"\nRecommendation: {best['schedule']} with {layout_label(best)}, EP{best['ep']}, "
           f"{best['microbatches']} micro-batches, {split}: {best['step_time_s']:.4g} s per step, "
           f"{best['tokens_per_s'] / 1e6:.2f}M tokens/s.")
-    print(f"Why: bubble {100 * best['bubble_share']:.1f}% of rank-time, exposed all-to-all "
+    print(f"Why: bubble {100 * best['bubble_share']:.1f}% of rank-time, exposed communication "
           f"{100 * best['exposed_comm_share']:.1f}%, ranks' compute spread {100 * best['compute_spread']:.0f}% "
           f"(rank {best['busiest_rank']} the busiest); "
           f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
@@ -113,7 +114,7 @@ def _plan(args, req: PlanRequest) -> int:
         print(f"warning: {high}")
     if len(df) > 1:
         second = df.iloc[1]
-        print(f"Next: {second['schedule']} PP{second['pp']} EP{second['ep']} at {second['step_time_s']:.4g} s "
+        print(f"Next: {second['schedule']} {layout_label(second)}, EP{second['ep']} at {second['step_time_s']:.4g} s "
               f"(bubble {100 * second['bubble_share']:.1f}%, exposed {100 * second['exposed_comm_share']:.1f}%).")
     if refused:
         print(f"{len(refused)} candidates refused (memory or layout); see --json.")
@@ -172,6 +173,12 @@ def add_arguments(p) -> None:
                    help=f"PP sizes to try (default {','.join(map(str, d['pps']))})")
     p.add_argument("--ep", type=_ints(1), default=list(d["eps"]),
                    help=f"EP sizes to try (default {','.join(map(str, d['eps']))})")
+    p.add_argument("--tp", type=_ints(1), default=list(d["tps"]),
+                   help=f"TP sizes to try for a dense model (default {','.join(map(str, d['tps']))}; an MoE model: 1)")
+    p.add_argument("--cp", type=_ints(1), default=None,
+                   help="CP sizes to try for a dense model (default 1, or 1,2,4,8 for sequences over 8K tokens)")
+    p.add_argument("--no-sequence-parallel", action="store_true",
+                   help="TP without Megatron's sequence parallelism (default: with it)")
     p.add_argument("--schedules", type=_names, default=list(COMPARED_SCHEDULES),
                    help=f"schedules to try, comma-separated (default {','.join(COMPARED_SCHEDULES)})")
     p.add_argument("--gemm-precision", choices=GEMM_PRECISIONS,
@@ -194,4 +201,4 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
-COMMANDS = {"plan": ("search PP, EP, schedule and micro-batches within HBM", add_arguments, cmd_plan)}
+COMMANDS = {"plan": ("search TP, CP, PP, EP, schedule and micro-batches within HBM", add_arguments, cmd_plan)}

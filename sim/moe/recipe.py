@@ -45,8 +45,9 @@ def recipe_line(r: dict) -> str:
 def layout_label(r: dict) -> str:
     """``PP16 x DP128`` (with ``TP8 x`` and ``CP2 x`` in front when they are above 1, ``+SP`` after
     TP with sequence parallelism)."""
-    tp = f"TP{r['tp']}{'+SP' if r.get('sequence_parallel') else ''} x " if r.get("tp", 1) > 1 else ""
-    cp = f"CP{r['cp']} x " if r.get("cp", 1) > 1 else ""
+    sp = str(r.get("sequence_parallel")) in ("True", "true", "1")
+    tp = f"TP{r['tp']}{'+SP' if sp else ''} x " if int(r.get("tp", 1)) > 1 else ""
+    cp = f"CP{r['cp']} x " if int(r.get("cp", 1)) > 1 else ""
     return f"{tp}{cp}PP{r['pp']} x DP{r['dp']}"
 
 

@@ -146,7 +146,7 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
 
 
 BREAKDOWN_COLORS = {"compute_s": ("compute", "#3182bd"), "recompute_s": ("recompute", "#9ecae1"),
-                    "exposed_comm_s": ("exposed all-to-all", "#e6550d"), "exposed_pp_s": ("pipeline transfer", "#fdae6b"),
+                    "exposed_comm_s": ("exposed communication", "#e6550d"), "exposed_pp_s": ("pipeline transfer", "#fdae6b"),
                     "dp_sync_s": ("DP sync", "#31a354"), "optimizer_s": ("optimizer", "#a1d99b"),
                     "bubble_s": ("bubble", "#d9d9d9")}
 

@@ -44,7 +44,7 @@ class RankResult:
 
     rank: int
     compute_s: float            # useful compute (recomputation apart)
-    exposed_comm_s: float       # exposed all-to-all
+    exposed_comm_s: float       # exposed communication inside ops: all-to-alls, TP and CP collectives, ZeRO-3 gathers
     comm_s: float               # all-to-all time on the communication stream, hidden or not
     bubble_s: float
     utilization: float          # (compute + recompute) / step
@@ -167,9 +167,11 @@ class StepResult:
 
     @property
     def bound(self) -> str:
-        """What this run loses most time to, besides compute: ``bubble``, ``exposed all-to-all``,
-        ``pipeline transfers`` or ``data-parallel sync`` (mean over ranks)."""
-        losses = {"bubble": "bubble_s", "exposed all-to-all": "exposed_comm_s",
+        """What this run loses most time to, besides compute: ``bubble``, ``exposed all-to-all``
+        (``exposed communication`` with TP or CP, whose collectives it holds too), ``pipeline
+        transfers`` or ``data-parallel sync`` (mean over ranks)."""
+        comm = "exposed communication" if self.run.tp * self.run.cp > 1 else "exposed all-to-all"
+        losses = {"bubble": "bubble_s", comm: "exposed_comm_s",
                   "pipeline transfers": "exposed_pp_s", "data-parallel sync": "dp_sync_s"}
         return max(losses, key=lambda k: self.mean_per_rank(losses[k]))
 
