@@ -117,3 +117,27 @@ def test_overlapped_schedules_and_moe_models_are_refused_with_tp():
         Scenario(node_run(tp=2, dp=2, pp=2, schedule="dualpipev", microbatches=4))
     with pytest.raises(SpecError, match=r"must be 1 for an MoE model"):
         Scenario(node_run(model="tiny-moe", tp=2, dp=4))
+
+
+def test_fsdp_without_resharding_gathers_once_per_step_and_scatters_in_the_dp_sync():
+    """ZeRO-3 on Llama 3 8B (PP2, DP4, 4 micro-batches): by default every forward and backward gathers
+    each layer's weights and every backward scatters its gradients; with reshard_after_forward off
+    (Llama 3's FSDP) only the first forward of each stage gathers, its first layer exposed (the rest
+    prefetched), the gradients go in the data-parallel sync, and a GPU holds its stage's whole
+    weights."""
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=4, ep=1, schedule="1f1b",
+                  microbatches=4, seq_len=2048, zero_stage=3, memory_policy="selective")
+
+    def parts(res, name):
+        return sum(1 for e in res.part_trace if e.name == name)
+    each = MoEStep(Scenario(run)).simulate()
+    once_sc = Scenario(run.with_(reshard_after_forward=False))
+    once = MoEStep(once_sc).simulate()
+    layers = once_sc.chunk.layers_per_stage[once_sc.layout.traced_rank]
+    assert parts(each, "GATHER(F)") == parts(each, "GATHER(B)") == parts(each, "SCATTER(B)") == 4 * layers
+    assert parts(once, "GATHER(F)") == 1 and parts(once, "GATHER(B)") == parts(once, "SCATTER(B)") == 0
+    assert once.step_time_s < each.step_time_s
+    weights = Scenario(run).memory[0].params_gb
+    # whole BF16 weights (2 bytes a parameter) against 8-byte optimizer states sharded over DP 4
+    assert once_sc.memory[0].params_gb == pytest.approx(once_sc.memory[0].optimizer_gb * 4 * 2 / 8)
+    assert once_sc.memory[0].params_gb > weights

@@ -1,6 +1,6 @@
 """Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
 
-    python -m tools.benchmark [--only schedules|network|skewed|moe|cli] [--out results/benchmark.csv]
+    python -m tools.benchmark [--only schedules|network|skewed|moe|model-parallel|calibrate|cli] [--out results/benchmark.csv]
     python -m tools.benchmark --plot          # the scaling figure, from the CSV only
 
 Cases
@@ -18,6 +18,10 @@ Cases
 - skewed: the same all-to-all under skewed routing (Zipf 1.0): one group of EP64, EP128, EP256
   (target < 20 s), and 1, 4 and all 16 EP128 groups at once (target < 60 s): routing sampling and
   the fabric, how cost grows with GPUs when flows end at many different times.
+- model parallel: Llama 3 405B on 16,384 H100 as Table 4 of the Llama 3 paper runs it (TP8 with
+  sequence parallelism, PP16, interleaved, FSDP over DP128; the validation suite's row
+  llama3-t4-16384-cp1) in representative mode, set-up and TP and ZeRO-3 collectives included
+  (target < 120 s).
 - cli: ``python -m sim schedule dualpipe --pp 8 --microbatches 16`` as a whole process, start-up
   included (target < 0.5 s).
 
@@ -156,7 +160,24 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
             "generate_s": t1 - t0, "measure_s": t2 - t1, "simulate_s": t3 - t2, "wall_s": t3 - t0}
 
 
-CASES = {"moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
+def _llama3_case() -> dict:
+    """The validation row llama3-t4-16384-cp1 assembled and simulated, as ``make validate`` does it."""
+    from sim.moe.step import MoEStep
+    from validation.predict import scenario_of
+    from validation.suite import load_runs
+    t0 = time.perf_counter()
+    run = next(r for r in load_runs() if r.id == "llama3-t4-16384-cp1")
+    step = MoEStep(scenario_of(run), mode="representative")
+    t1 = time.perf_counter()
+    res = step.simulate()
+    t2 = time.perf_counter()
+    return {"case": "Llama 3 405B step on 16,384 H100 (TP8+SP x PP16 x DP128, FSDP), representative mode",
+            "P": 16, "M": run.microbatches, "gpus": run.gpus, "sim_time_us": res.step_time_s * 1e6,
+            "generate_s": t1 - t0, "simulate_s": t2 - t1, "wall_s": t2 - t0}
+
+
+CASES = {"model-parallel": [(_llama3_case, ())],
+         "moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
                  (_moe_case, ("full", 1.0, 2)), (_moe_case, ("representative", 0.0, 1, "live")),
                  (_moe_case, ("full", 0.0, 1, "live")),
                  (_moe_case, ("full", 0.0, 1, "measured", {"jitter_cv": 0.05, "links": {"node:n1/nic0": 0.0}})),

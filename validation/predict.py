@@ -12,6 +12,9 @@ Two modes:
 Figures (the step time ``t`` in seconds, ``G`` GPUs, ``B`` sequences of ``s`` tokens per step):
 
 * samples/s per GPU = B / t / G; tokens/s per GPU = B s / t / G;
+* model TFLOP/s per GPU (Llama 3's Table 4): the simulator's useful FLOPs of the step (GEMMs, the
+  causal attention core counted once for the scores it computes, i.e. half of s x s, the output
+  head; no recomputation: :meth:`~sim.moe.chunk.ChunkModel.model_flops_per_microbatch`) / t / G / 1e12;
 * TFLOP/s per GPU, Megatron's equation 3: 96 B s l h^2 (1 + s/6h + V/16lh) / t / G / 1e12 (l layers,
   h hidden, V vocabulary; it counts the recomputed forward);
 * GPU hours per trillion tokens = G t / 3600 x 1e12 / (B s);
@@ -46,8 +49,9 @@ def speed_error(run: Run, predicted: float) -> float:
     return run.measured / predicted - 1
 
 
-def step_figure(run: Run, step_s: float) -> float:
-    """The source's figure for a simulated step of ``step_s`` seconds."""
+def step_figure(run: Run, step_s: float, model_flops: float | None = None) -> float:
+    """The source's figure for a simulated step of ``step_s`` seconds (``model_flops``: the step's
+    useful FLOPs, for ``tflops_per_gpu_model``)."""
     G, B, s = run.gpus, run.global_batch, run.seq_len
     if run.metric == "samples_per_s_per_gpu":
         return B / step_s / G
@@ -60,6 +64,8 @@ def step_figure(run: Run, step_s: float) -> float:
         l, h, V = m.layers, m.hidden, m.vocab
         flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
         return flops / step_s / G / 1e12
+    if run.metric == "tflops_per_gpu_model" and model_flops is not None:
+        return model_flops / step_s / G / 1e12
     raise ValueError(f"no step figure for metric {run.metric!r}")
 
 
@@ -72,7 +78,7 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    run.comm_sms, dispatch_precision=run.dispatch_precision or "bf16", combine_precision="bf16",
                    gemm_precision=run.precision or "bf16", node_limit=run.node_limit,
                    memory_policy=run.recompute if run.recompute not in (None, "auto") else "none",
-                   zero_stage=run.zero,
+                   zero_stage=run.zero, reshard_after_forward=bool(run.reshard_after_forward),
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
                    optimizer_sync=run.optimizer_sync or "global", profile=profile, description=run.id)
 
@@ -123,7 +129,8 @@ def predict_step(run: Run, profile: str | None = None) -> dict:
     """Simulate one step of a training-step row; the figure and what it came from."""
     scenario = scenario_of(run, profile)
     result = MoEStep(scenario).simulate()
-    return {"predicted": step_figure(run, result.step_time_s), "step_time_s": result.step_time_s,
+    flops = scenario.chunk.model_flops_per_microbatch() * scenario.run.microbatches * scenario.run.dp
+    return {"predicted": step_figure(run, result.step_time_s, flops), "step_time_s": result.step_time_s,
             "max_memory_gb": result.max_memory_gb, "fits_hbm": result.fits_hbm, "bound": result.bound,
             "memory_policy": scenario.run.memory_policy, "not_costed": "; ".join(scenario.model.not_costed)}
 

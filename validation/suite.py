@@ -80,6 +80,7 @@ class Run:
     profile: str | None = None
     note: str = ""
     sequence_parallel: int = 0            # 1: Megatron's sequence parallelism with TP (the source says or implies it)
+    reshard_after_forward: int = 1        # ZeRO-3: 0 when the weights stay gathered for the step (Llama 3's FSDP)
 
     @property
     def is_kernel(self) -> bool:
@@ -97,7 +98,8 @@ class Run:
 
 
 INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
-                  "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel")
+                  "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel",
+                  "reshard_after_forward")
 STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
 
 
@@ -123,7 +125,8 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
             except ValueError:
                 raise ValidationDataError(f"{where}: {key} must be a whole number, got {raw!r}") from None
             cell = number(cell, f"{where}: {key}", integer=True, low=0 if key in ("zero", "node_limit",
-                          "comm_sms", "sequence_parallel") else 1, high=1 if key == "sequence_parallel" else 100_000_000,
+                          "comm_sms", "sequence_parallel", "reshard_after_forward") else 1,
+                          high=1 if key in ("sequence_parallel", "reshard_after_forward") else 100_000_000,
                           error=ValidationDataError)
         elif key == "measured":
             try:

@@ -90,7 +90,8 @@ def cmd_run(args) -> int:
         raise InputError("scenario: give a preset (deepseek-v3, tiny) or a YAML file; --example prints one")
     overrides = {"model": args.model, "gpu": args.gpu, "microbatches": args.microbatches, "routing_skew": args.skew,
                  "routing_seed": args.seed,
-                 "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp,
+                 "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp, "tp": args.tp, "cp": args.cp,
+                 "sequence_parallel": True if args.sequence_parallel else None,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
                  "optimizer_sync": args.optimizer_sync,
                  "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
@@ -234,6 +235,9 @@ def add_arguments(p) -> None:
     p.add_argument("--pp", type=count, help="override pipeline ranks")
     p.add_argument("--ep", type=count, help="override the expert-parallel size")
     p.add_argument("--dp", type=count, help="override data-parallel replicas")
+    p.add_argument("--tp", type=count, help="override the tensor-parallel size (a dense model; GPUs = TP x CP x PP x DP)")
+    p.add_argument("--cp", type=count, help="override the context-parallel size (a dense model; divides seq_len / 2)")
+    p.add_argument("--sequence-parallel", action="store_true", help="with TP: Megatron's sequence parallelism")
     p.add_argument("--topology", help="override the topology (preset or YAML)")
     p.add_argument("--model", help="override the model: a preset, a Hugging Face config.json or a YAML file of "
                                    "ModelSpec fields")

@@ -15,6 +15,8 @@ ZeRO       after the backward                                   optimizer step o
            weights all-gathered layer by layer inside the ops
            (:mod:`sim.moe.parts`, :class:`LayerCollectives`);
            only the embedding and heads are reduce-scattered here
+           (without ``reshard_after_forward``: the weights are
+           gathered once per step, every gradient here)
 =========  ===================================================  ==============================
 
 A stage's reduce-scatter starts when its last backward (the last ``W`` or ``B`` of that stage on the
@@ -187,7 +189,7 @@ class GradientSync:
     def _reduce(self, rank: int, stage: int) -> None:
         run, count = self.sc.run, self.counts[rank][stage]
         self.ranks[rank].launched = max(self.ranks[rank].launched, self.env.now)
-        if run.zero_stage == 3:              # the layers' gradients were scattered layer by layer
+        if run.zero_stage == 3 and run.reshard_after_forward:   # the layers' were scattered layer by layer
             layers = stage_layer_params(self.sc, stage)
             count = ParamCount(max(0.0, count.dense - layers.dense), max(0.0, count.expert - layers.expert))
 

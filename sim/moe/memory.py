@@ -15,7 +15,8 @@ ZeRO       weights    gradients  optimizer
 3 (FSDP)   w Psi / N  g Psi / N  o Psi / N
 =========  =========  =========  =========
 
-(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB). Under
+(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB); ZeRO-3
+without ``reshard_after_forward`` holds the rank's whole weights (gathered once per step). Under
 tensor parallelism a GPU holds 1/tp of every parameter (:meth:`~sim.moe.params.ParamCount.split`);
 under context parallelism ``N`` is DP x CP (:func:`sharding_groups`). ZeRO-3
 adds the whole weights of two layers (the one running and the one prefetched). The
@@ -173,7 +174,9 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         count = rank_params(model, layers_per_stage, stages, run.ep).split(run.tp)
         w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
-        if run.zero_stage == 3:          # the gathered weights of the layer running and the one prefetched
+        if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
+            w = run.weight_bytes * count.total
+        elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
             w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).total for moe in (False, True)) / run.tp
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,

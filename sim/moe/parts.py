@@ -98,10 +98,12 @@ def _scatter(c: LayerCost, zero3: bool, after=None) -> list[Part]:
 
 
 def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
-                  mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
+                  mp: ModelParallelParts = NO_MODEL_PARALLEL, prefetch: bool = False) -> list[Part]:
+    """``prefetch``: under ZeRO-3 only the first layer's GATHER is a part: each later layer's is
+    fetched while the layer before it computes (taken as hidden, not costed)."""
     parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
-    for c in layers:
-        parts += _gather(c, "GATHER(F)", zero3)
+    for j, c in enumerate(layers):
+        parts += _gather(c, "GATHER(F)", zero3 and not (prefetch and j))
         parts += _cp(mp, "F") + _tp(mp, 0, "F")
         parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
         parts += _tp(mp, 1, "F")
@@ -118,14 +120,16 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
 
 
 def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3: bool = False,
-                   mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
+                   mp: ModelParallelParts = NO_MODEL_PARALLEL, regather: bool = True) -> list[Part]:
+    """``regather``: under ZeRO-3, gather each layer's weights again before its input gradient
+    (False: they were kept from the forward, ``RunSpec.reshard_after_forward`` off)."""
     parts: list[Part] = []
     if ends.head_i:
         parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
         if with_w:
             parts.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
     for c in reversed(layers):
-        parts += _gather(c, "GATHER(B)", zero3)
+        parts += _gather(c, "GATHER(B)", zero3 and regather)
         if c.moe:
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
         parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c.routed_share)

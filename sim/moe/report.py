@@ -2,6 +2,8 @@
 unit's two streams, stacked per-rank time (compute / exposed communication / bubble)."""
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import matplotlib
@@ -56,6 +58,19 @@ def _number(v: float) -> str:
     return f"{shown(v):.4g}"
 
 
+def model_parallel_lines(results: list[StepResult]) -> list[str]:
+    """One line per schedule with TP or CP: the seconds per rank of its TP collectives and of the
+    CP rings' unhidden rest (mean over ranks; inside the exposed communication)."""
+    out = []
+    for r in results:
+        if r.run.tp * r.run.cp > 1:
+            tp = sum(k.tp_comm_s for k in r.ranks) / len(r.ranks)
+            cp = sum(k.cp_comm_s for k in r.ranks) / len(r.ranks)
+            out.append(f"{r.run.schedule}: TP collectives {tp:.3f} s, CP key/value rings (what attention did not "
+                       f"hide) {cp:.3f} s per rank, exposed on the compute path")
+    return out
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
@@ -63,9 +78,10 @@ def comparison_text(results: list[StepResult]) -> str:
     first = results[0]
     lines = [f"{recipe_line(first.recipe)} ({first.mode} mode)",
              *(f"warning: {w}" for w in recipe_warnings(first.recipe)),
-             f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
-             f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
-             f"{first.a2a_combine_s * 1e3:.2f} ms per layer)",
+             *([f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
+                f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
+                f"{first.a2a_combine_s * 1e3:.2f} ms per layer)"] if math.isfinite(first.compute_comm_ratio) else []),
+             *model_parallel_lines(results),
              *([("live communication: every all-to-all ran on the step's fabric among the other traffic; "
                  "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]
                if first.run.communication == "live" else []),

@@ -103,7 +103,9 @@ class GroupRunner:
         self._seq = {r: 0 for r in range(pp)}
         self._slowdown = sm_slowdown
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
+        self._first_forwards = {r: first_forwards(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
+        self._reshard = layer_collectives is None or layer_collectives.sc.run.reshard_after_forward
         self._model_parallel = model_parallel             # TP and CP collectives' seconds
         self._mp_parts = mp_parts                         # which TP and CP parts the ops carry
         # Faults (sim.moe.faults): each replica's GPU's compute slowdown per rank, kernel jitter.
@@ -122,8 +124,8 @@ class GroupRunner:
             for key in inputs_of(part, S):
                 start = np.maximum(start, self.arrivals[key])
                 sent = np.maximum(sent, self.sent[key])
-        plan, durations, comm_times, stacked, axis_s = self._plan(rank, op)
         seq = self._seq[rank]
+        plan, durations, comm_times, stacked, axis_s = self._plan(rank, op, self._zero3_parts(rank, seq))
         self._seq[rank] += 1
         if self._factor is not None or self._jitter is not None:
             durations = self._faulty(rank, seq, durations, stacked)
@@ -259,18 +261,32 @@ class GroupRunner:
         return grid
 
     # -- parts -------------------------------------------------------------------------------
-    def _plan(self, rank: int, op) -> tuple:
+    def _zero3_parts(self, rank: int, seq: int) -> tuple[bool, bool]:
+        """(gathers, scatters) of op ``seq`` of ``rank`` under ZeRO-3: in every op by default; with
+        ``reshard_after_forward`` off, the weights are gathered only in the first forward of each
+        stage (prefetched layer by layer: only the first layer's gather is exposed) and the
+        gradients reduce-scattered by the data-parallel sync when the stage is done
+        (:mod:`sim.moe.dpsync`), not inside ops."""
+        if not self._zero3:
+            return False, False
+        if self._reshard:
+            return True, True
+        return seq in self._first_forwards[rank], False
+
+    def _plan(self, rank: int, op, zero3: tuple[bool, bool] | None = None) -> tuple:
         """(plan, compute durations, communication parts' seconds, the durations stacked as two
         [part, replica] arrays, the seconds of its TP and of its CP parts) of an op of this shape on
         ``rank``."""
         shape = ("FB", op.f.stage, op.b.stage) if isinstance(op, FBOp) else (op.kind, op.stage)
+        zero3 = (self._zero3, self._zero3) if zero3 is None else zero3
+        shape += zero3
         cached = self._plans.get((rank, shape))
         if cached is None:
             if isinstance(op, FBOp):
                 (f_layers, f_ends), (b_layers, b_ends) = self._layers(op.f), self._layers(op.b)
-                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3))
+                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3 and any(zero3)))
             else:
-                plan = compile_plan(*as_streams(self._plain_parts(op)))
+                plan = compile_plan(*as_streams(self._plain_parts(op, zero3)))
             durations = compute_durations(plan, self.load[rank], self._slowdown)
             grid = (len(durations), len(self.replicas))                  # [part, replica]
             stacked = (np.reshape([d for d, _ in durations], grid), np.reshape([d for _, d in durations], grid))
@@ -290,17 +306,32 @@ class GroupRunner:
         """The layers of the op's stage and the work at its ends (embedding, heads)."""
         return self.chunk.stage_work(op.stage)
 
-    def _plain_parts(self, op: Op) -> list[Part]:
+    def _plain_parts(self, op: Op, zero3: tuple[bool, bool]) -> list[Part]:
         layers, ends = self._layers(op)
+        gathers, scatters = zero3
         if op.kind == "F":
-            return forward_parts(layers, ends, self._zero3, self._mp_parts)
+            return forward_parts(layers, ends, gathers, self._mp_parts, prefetch=not self._reshard)
         if op.kind == "W":
-            return weight_parts(layers, ends, self._zero3)
-        return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=self._zero3, mp=self._mp_parts)
+            return weight_parts(layers, ends, scatters)
+        if self._reshard:
+            return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=gathers, mp=self._mp_parts)
+        return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=scatters, mp=self._mp_parts, regather=False)
 
     @property
     def _zero3(self) -> bool:
         return self._layer_collectives is not None
+
+
+def first_forwards(ops: list) -> set[int]:
+    """Indices of the ops that hold the first forward of some stage on this rank."""
+    seen: set[int] = set()
+    out: set[int] = set()
+    for i, op in enumerate(ops):
+        for part in parts(op):
+            if part.kind == "F" and part.stage not in seen:
+                seen.add(part.stage)
+                out.add(i)
+    return out
 
 
 def last_weight_gradients(ops: list) -> dict[int, list[int]]:

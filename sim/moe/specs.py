@@ -179,7 +179,10 @@ class RunSpec:
     :mod:`sim.moe.activations`); ``weight_bytes``, ``grad_bytes`` and ``optimizer_bytes`` are bytes
     per parameter (DeepSeek-V3: BF16 weights, FP32 gradients, FP32 master + two BF16 AdamW moments;
     the common mixed-precision Adam is 2, 2, 12), sharded by ZeRO ``zero_stage`` 0-3 over each
-    parameter's data-parallel group; ``memory_reserve_gb`` is a fixed per-GPU reserve (CUDA
+    parameter's data-parallel group (ZeRO-3 gathers each layer's weights before every forward and
+    backward that uses them; with ``reshard_after_forward`` off, as PyTorch FSDP runs under pipeline
+    parallelism and Llama 3 ran, once per step at the stage's first forward, kept to its last
+    backward, gradients reduce-scattered once); ``memory_reserve_gb`` is a fixed per-GPU reserve (CUDA
     context and workspaces, communication buffers, allocator fragmentation).
 
     Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
@@ -246,6 +249,7 @@ class RunSpec:
     routing_seed: int = 0
     memory_policy: str = "none"
     zero_stage: int = 1
+    reshard_after_forward: bool = True           # ZeRO-3: gather weights in every op (False: once per step)
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
@@ -277,7 +281,7 @@ class RunSpec:
             _pos(self, name, high=100_000_000)
         for name in ("tp", "cp"):
             _pos(self, name, high=1_024)
-        for name in ("sequence_parallel", "tp_across_nodes"):
+        for name in ("sequence_parallel", "tp_across_nodes", "reshard_after_forward"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
         if self.cp > 1 and self.seq_len % (2 * self.cp):
