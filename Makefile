@@ -26,6 +26,7 @@ validate: $(STAMP)
 
 sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_ep
+	$(PY) -m experiments.sweep_tp
 	$(PY) -m experiments.sweep_topology
 	$(PY) -m experiments.sweep_comm_sms
 	$(PY) -m experiments.sweep_faults

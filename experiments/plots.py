@@ -2,6 +2,7 @@
 
 * ``bubble_vs_microbatches.png`` from bubble_vs_microbatches.csv
 * ``sweep_ep.png`` (step time and exposed communication against EP size, per schedule) from sweep_ep.csv
+* ``sweep_tp.png`` (step time and exposed TP collectives against TP size, per PP) from sweep_tp.csv
 * ``sweep_comm_sms.png`` (step time and all-to-all time against the SMs given to communication) from sweep_comm_sms.csv
 * ``sweep_topology.png`` from sweep_topology.csv
 * ``sweep_faults.png`` (step time against jitter and a slow GPU's slowdown, link faults' cost) from sweep_faults.csv
@@ -72,6 +73,33 @@ def sweep_ep(df: pd.DataFrame, out: Path) -> None:
     note = f"; not run (layout refused): EP {', '.join(map(str, failed))}" if failed else ""
     fig.suptitle(f"{scenario}: EP size x schedule, the scenario's PP and DP{note}", fontsize=10)
     _save(fig, out / "sweep_ep.png")
+
+
+def sweep_tp(df: pd.DataFrame, out: Path) -> None:
+    """Step time and exposed TP collectives against TP size, one line per PP; a point that does not
+    fit HBM is drawn hollow."""
+    from matplotlib.lines import Line2D
+    ok = df[df["status"] == "ok"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
+    fits = truthy(ok["fits_hbm"]) if "fits_hbm" in ok else pd.Series(True, ok.index)
+    for i, (pp, g) in enumerate(ok.groupby("pp")):
+        color = plt.get_cmap("tab10").colors[i % 10]
+        for ax, column in ((a, "step_time_s"), (b, "mean_tp_comm_s")):
+            ax.plot(g["tp"], g[column], color=color, lw=1, label=f"PP {pp}")
+            good = fits[g.index]
+            ax.scatter(g.loc[good, "tp"], g.loc[good, column], color=color, s=22, zorder=3)
+            ax.scatter(g.loc[~good, "tp"], g.loc[~good, column], facecolors="none", edgecolors=color, s=30, zorder=3)
+    for ax, label in ((a, "step time (s)"), (b, "exposed TP collectives per rank (s)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("TP size")
+        ax.set_ylabel(label)
+    handles, labels = a.get_legend_handles_labels()
+    handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="grey"))
+    labels.append("hollow: does not fit HBM")
+    b.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    scenario = str(df["scenario"].iloc[0]) if "scenario" in df and len(df) else "llama3-70b"
+    fig.suptitle(f"{scenario}: TP x PP at the scenario's GPUs and global batch (DP = GPUs / (TP x PP))", fontsize=10)
+    _save(fig, out / "sweep_tp.png")
 
 
 def sweep_topology(df: pd.DataFrame, out: Path) -> None:
@@ -236,6 +264,7 @@ def run(args) -> int:
     res = Path(args.results)
     figs = res / "figures"
     jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),
+            ("sweep_tp.csv", sweep_tp),
             ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
             ("sweep_faults.csv", sweep_faults),
             ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure)]

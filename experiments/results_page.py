@@ -81,6 +81,8 @@ SECTIONS = [
                                      "communication: every schedule's bubble falls as M grows."),
       ("sweep_ep.png", "Step time and exposed all-to-all against EP size (hollow points do not fit HBM; EP "
                        "sizes the layout refuses are named in the title)."),
+      ("sweep_tp.png", "Step time and exposed TP collectives against TP size for a dense model at fixed GPUs "
+                       "and batch, one line per PP (hollow points do not fit HBM)."),
       ("sweep_topology.png", "Step time across network variants: which fabric changes move the step."),
       ("sweep_faults.png", "Step time under kernel jitter, one slow GPU and link faults: which schedule absorbs "
                            "stragglers."),
@@ -88,6 +90,7 @@ SECTIONS = [
                              "compute stretch."),
       ("benchmark_scaling.png", "Simulator wall time against GPUs and ops: how the cost grows.")],
      [("sweep_ep.csv", ["schedule", "ep", "step_time_s", "exposed_comm_share", "status"], "EP sweep"),
+      ("sweep_tp.csv", ["tp", "pp", "dp", "step_time_s", "mean_tp_comm_s", "fits_hbm", "status"], "TP x PP sweep"),
       ("sweep_topology.csv", None, "topology sweep"),
       ("sweep_faults.csv", ["schedule", "fault", "fault_size", "step_time_s", "status"], "fault sweep"),
       ("sweep_comm_sms.csv", ["schedule", "comm_sms", "step_time_s", "a2a_dispatch_ms", "status"], "SM sweep"),

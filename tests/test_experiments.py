@@ -157,3 +157,23 @@ def test_a_failing_benchmark_case_is_none_not_a_hang():
     instead of waiting forever for one (the calibrate case's missing file hung the whole run)."""
     from tools.benchmark import run_case
     assert run_case(int, ("x",)) is None
+
+
+def test_the_tp_sweep_keeps_gpus_and_batch_and_draws(tmp_path):
+    """sweep_tp: DP = GPUs / (TP x PP) and micro-batches = the batch / DP; a layout that does not
+    divide the GPUs is an error row naming it; the figure is drawn from the CSV."""
+    from experiments import plots, sweep_tp
+    from sim.sweep import grid
+    out = tmp_path / "out"
+    assert sweep_tp.sweep_main("sweep_tp", sweep_tp.point, lambda: grid(tp=(2, 4), pp=(8, 32)), "doc",
+                               argv=["--out", str(out), "--serial", "--no-progress"], scenario="llama3-70b") == 0
+    df = pd.read_csv(out / "sweep_tp.csv")
+    ok = df[df["status"] == "ok"]
+    assert set(zip(ok["tp"], ok["pp"])) == {(2, 8), (4, 8)}
+    assert (ok["dp"] * ok["tp"] * ok["pp"] == 64).all() and (ok["dp"] * ok["microbatches"] == 128).all()
+    assert (ok.set_index("tp")["mean_tp_comm_s"][4] > ok.set_index("tp")["mean_tp_comm_s"][2])
+    refused = df[df["pp"] == 32].set_index("tp")["error"]
+    assert "TP 4 x CP 1 x PP 32 does not divide the scenario's 64 GPUs" in refused[4]
+    assert "cannot be split over 160 pipeline stages" in refused[2]         # DP 1: 80 layers, 32 x 5 chunks
+    plots.sweep_tp(df, tmp_path)
+    assert (tmp_path / "sweep_tp.png").stat().st_size > 10_000

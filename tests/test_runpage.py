@@ -92,7 +92,7 @@ def test_the_conclusion_read_whole():
 def test_the_summary_table_read_whole():
     assert summary_table(three().iloc[[0, 2]]) == (
         "<table><tr><th>Schedule</th><th>Step time (s)</th><th>Throughput (M tokens/s)</th>"
-        "<th>MFU (of the GEMM peak)</th><th>Bubble (% of rank-time)</th><th>Exposed all-to-all (% of step)</th>"
+        "<th>MFU (of the GEMM peak)</th><th>Bubble (% of rank-time)</th><th>Exposed communication (% of step)</th>"
         "<th>Peak memory (GB)</th><th>Fits HBM</th></tr>"
         "<tr><td>c</td><td>2</td><td>2.5</td><td>0.312</td><td>10.0</td><td>0.0</td><td>81.2</td><td>False</td></tr>"
         "<tr><td>a</td><td>2.5</td><td>2</td><td>0.250</td><td>20.0</td><td>5.0</td><td>50.0</td><td>True</td></tr>"

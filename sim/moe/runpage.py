@@ -26,8 +26,12 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto
 SUMMARY_COLUMNS = {"schedule": ("Schedule", None, None), "step_time_s": ("Step time (s)", 1, "g"),
                    "tokens_per_s": ("Throughput (M tokens/s)", 1e-6, "g"), "mfu": ("MFU (of the GEMM peak)", 1, 3),
                    "bubble_share": ("Bubble (% of rank-time)", 100, 1),
-                   "exposed_comm_share": ("Exposed all-to-all (% of step)", 100, 1),
+                   "exposed_comm_share": ("Exposed communication (% of step)", 100, 1),
+                   "mean_tp_comm_s": ("TP collectives (s per rank)", 1, "g"),
+                   "mean_cp_comm_s": ("CP rings, unhidden (s per rank)", 1, "g"),
                    "max_memory_gb": ("Peak memory (GB)", 1, 1), "fits_hbm": ("Fits HBM", None, None)}
+
+OPTIONAL_COLUMNS = ("mean_tp_comm_s", "mean_cp_comm_s")      # shown only when a run has some
 
 
 def conclusion(summary: pd.DataFrame, hbm_gb: float | None = None, skipped: dict | None = None) -> str:
@@ -55,7 +59,7 @@ def conclusion(summary: pd.DataFrame, hbm_gb: float | None = None, skipped: dict
 def summary_table(summary: pd.DataFrame) -> str:
     """The summary as an HTML table: named columns with units, rounded numbers, fastest first."""
     df = summary.sort_values("step_time_s", kind="stable")
-    cols = [c for c in SUMMARY_COLUMNS if c in df.columns]
+    cols = [c for c in SUMMARY_COLUMNS if c in df.columns and (c not in OPTIONAL_COLUMNS or df[c].fillna(0).any())]
     head = "".join(f"<th>{html.escape(SUMMARY_COLUMNS[c][0])}</th>" for c in cols)
     rows = []
     for _, r in df.iterrows():

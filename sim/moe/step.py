@@ -199,7 +199,7 @@ class StepResult:
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else None,
-                **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS},
+                **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS + ("tp_comm_s", "cp_comm_s")},
                 **{k: v for k, v in self.recipe.items() if k not in ("pp", "ep", "dp", "microbatches", "communication",
                                                                      "kernels")}}
 
