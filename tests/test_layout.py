@@ -82,7 +82,9 @@ def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, 
                            r"domain\): allowed 1, 2, 4, 8, or set tp_across_nodes: true"),
     (dict(tp=8, heads=12), r"tp \(8\) must divide the model's 12 attention heads: allowed 1, 2, 3, 4, 6, 12"),
     (dict(tp=4, heads=8, kv_heads=6), r"tp \(4\) and the model's 6 key/value heads must divide one another"),
-    (dict(tp=2, routed_experts=8), r"tp \(2\) and cp \(1\) must be 1 for an MoE model"),
+    (dict(tp=2, routed_experts=8), r"tp \(2\) and cp \(1\) must be 1 for an MoE model: tensor and context "
+                                   r"parallelism are modelled for dense layers only \(expert tensor parallelism "
+                                   r"and Megatron-Core's parallel folding are not modelled\)"),
     (dict(tp=8, cp=2), r"tp x cp x pp x dp = 8 x 2 x 1 x 8 = 128 GPUs, but topology 't' has 64"),
 ])
 def test_tp_and_cp_refusals(kwargs, pattern):
@@ -95,3 +97,10 @@ def test_tp_across_nodes_is_allowed_when_asked():
     lay = Layout.check(1, 2, 1, 4, 16, "t", 0, tp=8, heads=8, tp_across_nodes=True)
     assert lay.tp_spans_nodes and lay.tp_group(0, 1) == list(range(8, 16))
     assert not Layout.check(1, 2, 1, 8, 16, "t", 0, tp=8).tp_spans_nodes
+
+
+def test_a_dense_layout_needs_no_expert_count_and_a_gpu_outside_it_is_named():
+    lay = Layout.check(1, 2, 1, 8, 16, "t", tp=8)                   # routed experts default to none
+    assert lay.tp == 8 and lay.gpus == 16
+    with pytest.raises(ValueError, match="GPU 16 is not in this layout of 16 GPUs"):
+        lay.coordinates(16)

@@ -213,3 +213,27 @@ def test_tensor_and_context_parallelism_divide_a_gpus_model_states_and_activatio
     (held, _), _ = stage_activation_bytes(m, base, [16, 16])
     (held_split, _), _ = stage_activation_bytes(m, split, [16, 16])
     assert held_split == pytest.approx(held / 4, rel=1e-3) and held_split > held / 4
+
+
+def test_the_heads_deferred_weight_gradient_and_a_row_parallel_linear_of_another_width():
+    """The head's W keeps its input (h, BF16) and the logits' gradient (V, BF16): 1/t of the logits
+    under TP, of the input too with SP. A layer whose attention is wider than its hidden size
+    (32 heads of 128 on h = 2,048) keeps the out-projection's input (a d) split and its output (h)
+    wide: 2 x (qkv input h + MLP up input h + out_proj output h + MLP down output h) wide, the rest
+    split."""
+    from sim.moe.activations import head_weight_grad_bytes
+    m = ModelSpec(name="wide", layers=1, hidden=2048, heads=32, head_dim=128, dense_layers=1,
+                  dense_intermediate=8192, mlp_activation="gelu", vocab=32000)
+    assert head_weight_grad_bytes(m) == 2 * 2048 + 2 * 32000
+    assert head_weight_grad_bytes(m, 4) == 2 * 2048 + 2 * 32000 / 4
+    assert head_weight_grad_bytes(m, 4, True) == (2 * 2048 + 2 * 32000) / 4
+    h, ad, inter, t = 2048, 4096, 8192, 4
+    split = 3 * ad + ad + inter + inter                      # qkv out, out_proj in, MLP up out, down in
+    assert weight_grad_bytes(m, False, "none", 0, t) == pytest.approx(2 * (4 * h + split / t))
+
+
+def test_mla_keeps_its_up_projections_outputs_unless_deepseek_v3_recomputes_them():
+    m = load_model("deepseek-v3")
+    names = {t.name: t for t in layer_tensors(m, True, "none", 4096, 8)}
+    assert names["attn.v"].elements == 128 * 128 and names["attn.v"].bytes_per_element == BF16
+    assert "attn.v" not in {t.name for t in layer_tensors(m, True, "deepseek-v3", 4096, 8)}

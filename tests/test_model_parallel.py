@@ -45,6 +45,9 @@ def test_sequence_parallelism_moves_the_same_bytes_in_two_halves():
     half = sc.kernels.nccl_launch_s + 7 * (latency + 4096 * 4096 * 2 / 8 / bw)
     assert mp.time("tp_all_gather") == pytest.approx(half) and mp.time("tp_reduce_scatter") == pytest.approx(half)
     assert {s.name for s in model_parallel_shapes(sc.model, sc.run)} == {"tp_all_gather", "tp_reduce_scatter"}
+    shapes = model_parallel_shapes(sc.model, sc.run.with_(cp=2, dp=1, tp=4))
+    assert {(s.name, s.axis, s.algorithm) for s in shapes} == {
+        ("tp_all_gather", "tp", "ring"), ("tp_reduce_scatter", "tp", "ring"), ("cp_kv", "cp", "ring")}
 
 
 def test_a_ring_attention_steps_bytes_and_what_the_attention_hides():
@@ -67,6 +70,11 @@ def test_a_ring_attention_steps_bytes_and_what_the_attention_hides():
     ring_b = sc.kernels.nccl_launch_s + 3 * (latency + 2 * K / bw)
     assert mp.time("cp_kv:b") == pytest.approx(max(0.0, ring_b - 0.75 * 2 * core))
     assert kv_heads_per_gpu(m, 16) == 1.0                 # fewer heads than GPUs: a copy each
+    one_layer = Scenario(node_run(tp=2, cp=2, pp=2, first_stage_layers=1, microbatches=2))   # stage 0: 1 layer
+    assert ModelParallelComm(one_layer).time("cp_kv:f") >= 0
+    # the TP groups of every CP coordinate run at once, each on GPUs of its own: no contention
+    assert mp.time("tp_all_reduce") == pytest.approx(
+        sc.kernels.nccl_launch_s + 2 * (latency + 1024 * 4096 * 2 / 2 / bw))
 
 
 def test_a_gpu_computes_one_tp_x_cp_share_of_every_flop():

@@ -285,6 +285,15 @@ def test_a_test_map_older_than_a_renamed_function_is_stale(tmp_path, monkeypatch
     assert not stale_test_map(["sim.b"], root)
     os.utime(stats, ns=(3_000_000_000, 3_000_000_000))
     assert not stale_test_map(["sim.a"], root)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_a.py").write_text("")               # a test changed since the map, and the source
+    os.utime(tmp_path / "tests/test_a.py", ns=(2_000_000_000, 2_000_000_000))
+    assert not stale_test_map(["sim.a"], root)                  # both older than the map
+    os.utime(tmp_path / "sim/a.py", ns=(4_000_000_000, 4_000_000_000))
+    (root / "sim/a.py.meta").write_text(json.dumps({"exit_code_by_key": {"sim.a.x_f__mutmut_1": None}}))
+    assert not stale_test_map(["sim.a"], root)                  # the source changed, no test did
+    os.utime(tmp_path / "tests/test_a.py", ns=(5_000_000_000, 5_000_000_000))
+    assert stale_test_map(["sim.a"], root)                      # a test changed too: it may reach f now
     stats.unlink()
     assert not stale_test_map(["sim.a"], root)                  # no map yet: mutmut builds one anyway
 

@@ -38,7 +38,8 @@ from sim.io import write_csv_atomic
 
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
         "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.comm_kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
-        "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes")
+        "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes", "sim.moe.model_parallel",
+        "sim.moe.layout", "sim.moe.activations")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
            "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",
@@ -64,6 +65,13 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
 EQUIVALENT = {
+    "sim.moe.activations.x_linear_shapes__mutmut_9": "a column-parallel Linear's name is read only by the "
+                                                     "ROW_PARALLEL lookup, which it is not in either way",
+    "sim.moe.activations.x_linear_shapes__mutmut_27": "same as mutmut_9 (q_up, column-parallel)",
+    "sim.moe.activations.x_mlp_tensors__mutmut_11": "a saved tensor's name is a label; split_of reads None as "
+                                                    "'sp', mlp.norm_input's own split",
+    "sim.moe.activations.x_mlp_tensors__mutmut_133": "the routed experts' names only choose their TP split, and an "
+                                                     "MoE model runs at TP 1 (Layout.check refuses more)",
     "sim.moe.runpage.x_build_run_page__mutmut_21": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
     "sim.moe.runpage.x_build_run_page__mutmut_22": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
     "sim.moe.runpage.x_captions__mutmut_18": "groupby(sort=None): pandas reads None as False, the same order",
@@ -499,12 +507,13 @@ def drop_removed(root: Path = Path("mutants")) -> list[str]:
     return removed
 
 
-def stale_test_map(modules, root: Path = Path("mutants")) -> bool:
+def stale_test_map(modules, root: Path = Path("mutants"), tests: Path = Path("tests")) -> bool:
     """Whether mutmut's map of which tests reach each function (``mutmut-stats.json``) is older than
-    a source of ``modules`` (dotted) and lacks one of its mutated functions: mutmut adds to the map
-    only the tests it has not seen, so a function renamed since is run against no test (its mutants
-    survive falsely) until the map is built anew. A function no test reaches is absent from a fresh
-    map too; the age check keeps that from rebuilding it every run."""
+    a source of ``modules`` (dotted) and either lacks one of its mutated functions or is older than a
+    test module too: mutmut adds to the map only the tests it has not seen, so a function renamed
+    since is run against no test, and a function a changed test now reaches is run without that
+    test (their mutants survive falsely) until the map is built anew. A function no test reaches is
+    absent from a fresh map too; the age checks keep that from rebuilding it every run."""
     stats = root / "mutmut-stats.json"
     if not stats.is_file():
         return False
@@ -518,7 +527,7 @@ def stale_test_map(modules, root: Path = Path("mutants")) -> bool:
         if not source.is_file() or source.stat().st_mtime_ns <= built:
             continue
         functions = {name.rsplit("__mutmut_", 1)[0] for name in json.loads(meta.read_text())["exit_code_by_key"]}
-        if functions - set(known):
+        if functions - set(known) or any(t.stat().st_mtime_ns > built for t in tests.glob("test_*.py")):
             return True
     return False
 

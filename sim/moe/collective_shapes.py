@@ -84,10 +84,9 @@ def model_parallel_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveSha
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> float:
     """Key/value heads one GPU of a TP group holds: ``kv_heads / tp``, at least one (a head copied to
-    several GPUs when there are fewer heads than GPUs). MLA's latent counts as its heads' keys and
-    values (an upper bound: the latent is smaller)."""
-    heads = (model.kv_heads or model.heads) if model.attention == "gqa" else model.heads
-    return max(1.0, heads / tp)
+    several GPUs when there are fewer heads than GPUs; ``kv_heads`` 0 means one per head). MLA's
+    latent counts as its heads' keys and values (an upper bound: the latent is smaller)."""
+    return max(1.0, (model.kv_heads or model.heads) / tp)
 
 
 def all_to_all_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:

@@ -76,7 +76,7 @@ class Layout:
                             f"{topology!r} has {topology_gpus}")
         if heads and heads % tp:
             raise SpecError(f"RunSpec.tp ({tp}) must divide the model's {heads} attention heads: allowed "
-                            f"{', '.join(str(t) for t in divisors(heads) if t <= 1024)}")
+                            f"{', '.join(map(str, divisors(heads)))}")
         if kv_heads and kv_heads % tp and tp % kv_heads:
             raise SpecError(f"RunSpec.tp ({tp}) and the model's {kv_heads} key/value heads must divide one "
                             "another (each TP GPU holds whole key/value heads, or a head is copied to several)")

@@ -77,11 +77,11 @@ class ModelParallelComm:
         env = simpy.Environment()
         with gc_paused():
             fabric = self.sc.step_fabric(env)
-            events = [ring(fabric, gpus, nbytes) for gpus in groups if len(gpus) > 1]
+            events = [ring(fabric, gpus, nbytes) for gpus in groups]
             ends: list[float] = []
             simpy.AllOf(env, events).callbacks.append(lambda _e: ends.append(env.now))
             env.run()
-        return self.sc.kernels.nccl_launch_s + (ends[0] if ends else 0.0)
+        return self.sc.kernels.nccl_launch_s + ends[0]
 
     def cp_ring_seconds(self, backward: bool = False) -> float:
         """Seconds of the whole key/value ring of the CP groups (before any overlap): a ring
