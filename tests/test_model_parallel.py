@@ -149,3 +149,37 @@ def test_fsdp_without_resharding_gathers_once_per_step_and_scatters_in_the_dp_sy
     # whole BF16 weights (2 bytes a parameter) against 8-byte optimizer states sharded over DP 4
     assert once_sc.memory[0].params_gb == pytest.approx(once_sc.memory[0].optimizer_gb * 4 * 2 / 8)
     assert once_sc.memory[0].params_gb > weights
+
+
+@pytest.mark.parametrize("ag,rs,end", [(0.5, 0.7, 5.0), (3.0, 3.0, 8.0)])
+def test_an_overlapped_block_runs_its_gather_and_scatter_beside_its_gemm(ag, rs, end):
+    """A (1 s), then a block AG | B (2 s) | RS, then C (1 s), SMs shared at 1.5x: AG and RS start with
+    B when A ends (t = 1), B runs slowed to 3 s (its communication is launched when it starts), C
+    waits for B and RS: max(1 + 3, 1 + ag + rs) + 1."""
+    import numpy as np
+
+    from sim.moe.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+    chain = [Part(COMPUTE, "A", 1.0), Part(COMM, "AG", shape="ag", overlap="next"), Part(COMPUTE, "B", 2.0),
+             Part(COMM, "RS", shape="rs", overlap="prev"), Part(COMPUTE, "C", 1.0)]
+    plan = compile_plan(*as_streams(chain))
+    t = run_op(plan, np.zeros(1), compute_durations(plan, np.ones(1), 1.5), [ag, rs])
+    assert float(t.end[0]) == pytest.approx(end)
+    plain = [Part(p.stream, p.name, p.seconds, p.shape) for p in chain]          # the same, exposed
+    plan = compile_plan(*as_streams(plain))
+    t = run_op(plan, np.zeros(1), compute_durations(plan, np.ones(1), 1.5), [ag, rs])
+    assert float(t.end[0]) == pytest.approx(1 + ag + 2 + rs + 1)
+
+
+def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms():
+    """Llama 3 8B at TP 8 with SP on one node: overlapped, the step is shorter than exposed and no
+    shorter than its compute slowed by 132 / 130 (2 of the H800's SMs held); it needs SP."""
+    exposed = MoEStep(Scenario(node_run(sequence_parallel=True))).simulate()
+    overlapped_sc = Scenario(node_run(sequence_parallel=True, tp_comm_overlap=True))
+    assert overlapped_sc.sm_slowdown == pytest.approx(132 / 130)
+    overlapped = MoEStep(overlapped_sc).simulate()
+    rank = overlapped.ranks[0]
+    assert overlapped.step_time_s < exposed.step_time_s
+    assert rank.exposed_comm_s < exposed.ranks[0].exposed_comm_s
+    assert overlapped.step_time_s >= exposed.ranks[0].compute_s
+    with pytest.raises(SpecError, match="tp_comm_overlap needs tp > 1 and sequence_parallel: true"):
+        node_run(tp_comm_overlap=True)

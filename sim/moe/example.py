@@ -37,6 +37,8 @@ HELP = {
     "cp": "context-parallel GPUs per replica (a dense model; the sequence split, seq_len a multiple of 2 cp)",
     "sequence_parallel": "with tp > 1: Megatron's sequence parallelism (norms and dropouts split too)",
     "tp_across_nodes": "allow a TP group to leave its node (warned)",
+    "tp_comm_overlap": "with sequence_parallel: TP all-gathers and reduce-scatters beside their GEMMs (userbuffers)",
+    "tp_comm_sms": "SMs the overlapped TP communication holds (our assumption)",
     "reshard_after_forward": "ZeRO-3: gather weights in every op (true) or once per step (false, as Llama 3's FSDP)",
     "schedule": "1f1b, zb-h1, zb-1p, zb-2p, dualpipe, dualpipev, ... (python -m sim schedule --help), or a .json order",
     "microbatches": "micro-batches per step per replica (M); global batch = dp x M x microbatch_size sequences",

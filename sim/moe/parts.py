@@ -27,14 +27,16 @@ previous layer computes, and a layer's scatter follows the next layer's gathers.
 
 Tensor and context parallelism (``mp``, a :class:`ModelParallelParts`) add communication parts
 to a plain op, each exposed (the compute stream waits for it: Megatron's TP collectives block
-the next GEMM unless TP-communication overlap is on, which is not modelled). Per layer, forward:
+the next GEMM unless TP-communication overlap is on, below). Per layer, forward:
 CP-KV(F) before ATTN(F); without sequence parallelism TP-AR(F) (an all-reduce) after ATTN(F) and
 after MLP(F); with it TP-AG(F) (all-gather) before each and TP-RS(F) (reduce-scatter) after each.
 Backward, the conjugates: TP-AR(B) after MLP(B) and after ATTN(B) (their input gradients), or
 TP-AG(B) before and TP-RS(B) after each; CP-KV(B) (keys and values again, and their gradients)
 before ATTN(B). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
 collectives again. A ``W`` issues none (sequence parallelism's second all-gather of the input
-for the weight gradient is not costed).
+for the weight gradient is not costed). With TP-communication overlap (``RunSpec.tp_comm_overlap``,
+Megatron's userbuffers, which needs sequence parallelism) each all-gather and reduce-scatter runs
+beside the block it feeds or drains, which holds ``tp_comm_sms`` of the GPU's SMs meanwhile.
 """
 from __future__ import annotations
 
@@ -47,11 +49,13 @@ from .streams import COMM, COMPUTE, Part
 class ModelParallelParts(NamedTuple):
     """Which TP and CP parts an op's layers carry: ``tp`` ``""`` (none), ``"ar"`` (all-reduces) or
     ``"sp"`` (sequence parallelism's all-gathers and reduce-scatters); ``cp``: the key/value ring;
-    ``full_recompute``: the recomputed forward issues its collectives again."""
+    ``full_recompute``: the recomputed forward issues its collectives again; ``overlap``: the TP
+    parts run beside the block they feed or drain (:func:`~sim.moe.streams.as_streams`)."""
 
     tp: str = ""
     cp: bool = False
     full_recompute: bool = False
+    overlap: bool = False            # TP-communication overlap: TP parts run beside their GEMMs
 
 
 NO_MODEL_PARALLEL = ModelParallelParts()
@@ -63,7 +67,8 @@ def _tp(mp: ModelParallelParts, where: int, phase: str) -> list[Part]:
     """The TP parts before (``where`` 0) or after (1) a block in ``phase`` (F, B or R)."""
     if not mp.tp:
         return []
-    return [Part(COMM, f"{name}({phase})", 0.0, shape) for name, shape in TP_PARTS[mp.tp][where]]
+    side = ("next", "prev")[where] if mp.overlap else ""
+    return [Part(COMM, f"{name}({phase})", 0.0, shape, overlap=side) for name, shape in TP_PARTS[mp.tp][where]]
 
 
 def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:

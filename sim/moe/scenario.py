@@ -75,6 +75,9 @@ class Scenario:
         if run.comm_sms >= self.gpu.sms:
             raise SpecError(f"RunSpec.comm_sms must be below the {self.gpu.sms} SMs of {self.gpu.name} (the rest "
                             f"compute), got {run.comm_sms}")
+        if run.tp_comm_sms >= self.gpu.sms:
+            raise SpecError(f"RunSpec.tp_comm_sms must be below the {self.gpu.sms} SMs of {self.gpu.name}, got "
+                            f"{run.tp_comm_sms}")
         if topology is not None:
             self.topology = topology
         elif links is not None:
@@ -116,7 +119,7 @@ class Scenario:
         """Which TP and CP communication parts this run's ops carry (:mod:`sim.moe.parts`)."""
         run = self.run
         tp = ("sp" if run.sequence_parallel else "ar") if run.tp > 1 else ""
-        return ModelParallelParts(tp, run.cp > 1, run.memory_policy == "full")
+        return ModelParallelParts(tp, run.cp > 1, run.memory_policy == "full", run.tp_comm_overlap)
 
     @staticmethod
     def _schedule_file(run: RunSpec) -> Schedule:
@@ -146,8 +149,10 @@ class Scenario:
     @property
     def sm_slowdown(self) -> float:
         """How much longer a compute part runs while a communication kernel holds ``comm_sms`` of
-        the GPU's SMs: ``SMs / (SMs - comm_sms)`` (132 / 112 for DeepSeek-V3 on H800)."""
-        sms, comm_sms = self.gpu.sms, self.run.comm_sms
+        the GPU's SMs: ``SMs / (SMs - comm_sms)`` (132 / 112 for DeepSeek-V3 on H800); for a dense
+        model with TP-communication overlap, ``tp_comm_sms`` of them (its only overlapped kernels)."""
+        sms = self.gpu.sms
+        comm_sms = self.run.tp_comm_sms if self.run.tp_comm_overlap and not self.model.is_moe else self.run.comm_sms
         return sms / (sms - comm_sms) if comm_sms else 1.0
 
     @cached_property

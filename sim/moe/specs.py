@@ -211,7 +211,10 @@ class RunSpec:
     with ``sequence_parallel`` their normalisations and dropouts over the sequence too (Korthikanti
     et al. 2022); ``cp`` context-parallel GPUs split the sequence, exchanging attention keys and
     values in a ring. A run uses ``tp x cp x pp x dp`` GPUs. ``tp_across_nodes``: allow a TP group
-    to leave its NVLink domain (a warning; refused otherwise).
+    to leave its NVLink domain (a warning; refused otherwise). ``tp_comm_overlap`` (with sequence
+    parallelism): each TP all-gather and reduce-scatter runs beside the GEMM block it feeds or
+    drains, as Megatron's userbuffers overlap does, and slows the block by holding ``tp_comm_sms``
+    SMs (our assumption: 2; Transformer Engine's ring exchange uses copy engines and few SMs).
 
     ``faults``: slow GPUs, kernel-time jitter, degraded or failed links (:mod:`sim.moe.faults`;
     a mapping in YAML); any makes the step simulate every rank.
@@ -233,6 +236,8 @@ class RunSpec:
     cp: int = 1                                  # context-parallel GPUs (the sequence split over them)
     sequence_parallel: bool = False              # with tp > 1: norms and dropouts split over the sequence
     tp_across_nodes: bool = False                # allow a TP group to span NVLink domains (warned)
+    tp_comm_overlap: bool = False                # TP all-gathers / reduce-scatters beside their GEMMs (needs SP)
+    tp_comm_sms: int = 2                         # SMs the overlapped TP communication holds (our assumption)
     microbatch_size: int = 1
     chunks: Optional[int] = None                 # interleaved-1f1b only
     comm_sms: int = 20
@@ -281,9 +286,14 @@ class RunSpec:
             _pos(self, name, high=100_000_000)
         for name in ("tp", "cp"):
             _pos(self, name, high=1_024)
-        for name in ("sequence_parallel", "tp_across_nodes", "reshard_after_forward"):
+        for name in ("sequence_parallel", "tp_across_nodes", "reshard_after_forward", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
+        _pos(self, "tp_comm_sms", allow_zero=True, high=100_000)
+        if self.tp_comm_overlap and not (self.sequence_parallel and self.tp > 1):
+            raise SpecError("RunSpec.tp_comm_overlap needs tp > 1 and sequence_parallel: true (Megatron overlaps "
+                            f"the all-gathers and reduce-scatters of sequence parallelism), got tp={self.tp}, "
+                            f"sequence_parallel={self.sequence_parallel}")
         if self.cp > 1 and self.seq_len % (2 * self.cp):
             raise SpecError(f"RunSpec.cp ({self.cp}) must split seq_len ({self.seq_len}) into 2 x cp equal chunks "
                             f"(load-balanced causal attention): seq_len must be a multiple of {2 * self.cp}")

@@ -42,18 +42,38 @@ class Part:
     routed_share: float = 0.0  # compute: fraction of ``seconds`` that scales with the expert load
     after: list = field(default_factory=list)  # (stream, index) pairs this part waits for
     recompute: bool = False    # compute: recomputation of forward work (the memory policy's)
+    overlap: str = ""          # comm: "next" / "prev": runs beside the compute part after / before it (as_streams)
 
 
 def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
     """A plain op's parts, run one after the other, as (compute, communication) streams in
-    which every part waits for the one before it in ``chain``."""
+    which every part waits for the one before it in ``chain``; except that a compute part's block
+    (the ``overlap="next"`` communication parts right before it and the ``overlap="prev"`` ones right
+    after it: TP-communication overlap's all-gather feeding a GEMM and reduce-scatter draining it)
+    starts together, each part waiting for what the compute part waits for, and the part after the
+    block waits for every part of it."""
     streams: tuple[list[Part], list[Part]] = ([], [])
-    prev = None
-    for part in chain:
-        own = streams[part.stream]
-        own.append(Part(part.stream, part.name, part.seconds, part.shape, part.routed_share,
-                        [prev] if prev else [], part.recompute))
-        prev = (part.stream, len(own) - 1)
+    prev: list = []
+    i = 0
+    while i < len(chain):
+        j = i
+        while j < len(chain) and chain[j].overlap == "next":
+            j += 1
+        k = j + 1
+        if j < len(chain) and chain[j].stream == COMPUTE:
+            while k < len(chain) and chain[k].overlap == "prev":
+                k += 1
+            block = chain[i:k]
+        else:
+            block = [chain[i]]
+        ends = []
+        for part in block:
+            own = streams[part.stream]
+            own.append(Part(part.stream, part.name, part.seconds, part.shape, part.routed_share, list(prev),
+                            part.recompute, part.overlap))
+            ends.append((part.stream, len(own) - 1))
+        prev = ends
+        i += len(block)
     return streams
 
 
