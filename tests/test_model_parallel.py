@@ -183,3 +183,16 @@ def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms():
     assert overlapped.step_time_s >= exposed.ranks[0].compute_s
     with pytest.raises(SpecError, match="tp_comm_overlap needs tp > 1 and sequence_parallel: true"):
         node_run(tp_comm_overlap=True)
+
+
+def test_overlap_parts_with_no_compute_beside_them_run_in_chain_order():
+    """An overlap="next" part followed by a communication part, or last in the chain, has no block:
+    the chain runs one part after the other."""
+    import numpy as np
+
+    from sim.moe.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+    chain = [Part(COMPUTE, "A", 1.0), Part(COMM, "AG", shape="ag", overlap="next"), Part(COMM, "D", shape="d"),
+             Part(COMPUTE, "C", 1.0), Part(COMM, "AG2", shape="ag", overlap="next")]
+    plan = compile_plan(*as_streams(chain))
+    t = run_op(plan, np.zeros(1), compute_durations(plan, np.ones(1), 1.5), [0.5, 0.25, 0.125])
+    assert float(t.end[0]) == pytest.approx(1 + 0.5 + 0.25 + 1 + 0.125)

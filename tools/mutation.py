@@ -127,9 +127,11 @@ EQUIVALENT = {
     "sim.network.stats.x_link_stats__mutmut_51": "same as mutmut_48 (the kind left to its default)",
     "sim.network.stats.x_link_stats__mutmut_58": "same as mutmut_48 (pandas does not even read the kind)",
     "sim.network.stats.x_link_stats__mutmut_59": "same as mutmut_58",
-    "sim.moe.streams.x_as_streams__mutmut_2": "prev is only tested for truth: '' is as false as None",
-    "sim.moe.streams.x_as_streams__mutmut_5": "a copied part's stream is never read again: the plan's order says "
-                                              "which stream each part runs on",
+    "sim.moe.streams.x_as_streams__mutmut_34": "a copied part's stream is never read again: the plan's order says "
+                                               "which stream each part runs on",
+    "sim.moe.streams.x_as_streams__mutmut_41": "a copied part's overlap is never read again: as_streams has turned "
+                                               "it into the parts' dependencies",
+    "sim.moe.streams.x_as_streams__mutmut_49": "same as mutmut_41 (the field left to its default)",
     "sim.moe.streams.x_walk_op__mutmut_1": "record's default: both callers (run_op, the live runner) pass it",
     "sim.moe.streams.x_walk_op__mutmut_40": "the communication stream's ends never decrease, so a kernel that ended "
                                             "at the earliest start is followed only by kernels that ended no later, "
