@@ -46,29 +46,37 @@ def bubble_vs_microbatches(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "bubble_vs_microbatches.png")
 
 
+def _fit_lines(ok: pd.DataFrame, by: str, label, x: str, panels: tuple, sort: bool = False) -> plt.Figure:
+    """Two panels against ``x`` (log 2), one line per ``by`` group (in order of appearance, or
+    sorted) labelled ``label(key)``: each panel's (column, y label); a point that does not fit HBM
+    hollow, said in the legend."""
+    from matplotlib.lines import Line2D
+    fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
+    fits = truthy(ok["fits_hbm"]) if "fits_hbm" in ok else pd.Series(True, ok.index)
+    for i, (key, g) in enumerate(ok.groupby(by, sort=sort)):
+        color = plt.get_cmap("tab10").colors[i % 10]
+        good = fits[g.index]
+        for ax, (column, _) in zip(axes, panels):
+            ax.plot(g[x], g[column], color=color, lw=1, label=label(key))
+            ax.scatter(g.loc[good, x], g.loc[good, column], color=color, s=22, zorder=3)
+            ax.scatter(g.loc[~good, x], g.loc[~good, column], facecolors="none", edgecolors=color, s=30, zorder=3)
+    for ax, (_, ylabel) in zip(axes, panels):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"{x.upper()} size")
+        ax.set_ylabel(ylabel)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="grey"))
+    labels.append("hollow: does not fit HBM")
+    axes[1].legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return fig
+
+
 def sweep_ep(df: pd.DataFrame, out: Path) -> None:
     """Step time and exposed all-to-all against EP, per schedule; a point that does not fit HBM is
     drawn hollow (said in the legend); EP sizes the layout cannot run are named in the title."""
-    from matplotlib.lines import Line2D
     failed = sorted({int(e) for e in df.loc[df["status"] != "ok", "ep"]})
-    ok = df[df["status"] == "ok"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
-    fits = truthy(ok["fits_hbm"]) if "fits_hbm" in ok else pd.Series(True, ok.index)
-    for i, (name, g) in enumerate(ok.groupby("schedule", sort=False)):
-        color = plt.get_cmap("tab10").colors[i % 10]
-        for ax, column in ((a, "step_time_s"), (b, "exposed_comm_s")):
-            ax.plot(g["ep"], g[column], color=color, lw=1, label=name)
-            good = fits[g.index]
-            ax.scatter(g.loc[good, "ep"], g.loc[good, column], color=color, s=22, zorder=3)
-            ax.scatter(g.loc[~good, "ep"], g.loc[~good, column], facecolors="none", edgecolors=color, s=30, zorder=3)
-    for ax, label in ((a, "step time (s)"), (b, "exposed all-to-all per rank (s)")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("EP size")
-        ax.set_ylabel(label)
-    handles, labels = a.get_legend_handles_labels()
-    handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="grey"))
-    labels.append("hollow: does not fit HBM")
-    b.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig = _fit_lines(df[df["status"] == "ok"], "schedule", str, "ep",
+                     (("step_time_s", "step time (s)"), ("exposed_comm_s", "exposed all-to-all per rank (s)")))
     scenario = str(df["scenario"].iloc[0]) if "scenario" in df and len(df) else "deepseek-v3"
     note = f"; not run (layout refused): EP {', '.join(map(str, failed))}" if failed else ""
     fig.suptitle(f"{scenario}: EP size x schedule, the scenario's PP and DP{note}", fontsize=10)
@@ -78,25 +86,8 @@ def sweep_ep(df: pd.DataFrame, out: Path) -> None:
 def sweep_tp(df: pd.DataFrame, out: Path) -> None:
     """Step time and exposed TP collectives against TP size, one line per PP; a point that does not
     fit HBM is drawn hollow."""
-    from matplotlib.lines import Line2D
-    ok = df[df["status"] == "ok"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 4))
-    fits = truthy(ok["fits_hbm"]) if "fits_hbm" in ok else pd.Series(True, ok.index)
-    for i, (pp, g) in enumerate(ok.groupby("pp")):
-        color = plt.get_cmap("tab10").colors[i % 10]
-        for ax, column in ((a, "step_time_s"), (b, "mean_tp_comm_s")):
-            ax.plot(g["tp"], g[column], color=color, lw=1, label=f"PP {pp}")
-            good = fits[g.index]
-            ax.scatter(g.loc[good, "tp"], g.loc[good, column], color=color, s=22, zorder=3)
-            ax.scatter(g.loc[~good, "tp"], g.loc[~good, column], facecolors="none", edgecolors=color, s=30, zorder=3)
-    for ax, label in ((a, "step time (s)"), (b, "exposed TP collectives per rank (s)")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("TP size")
-        ax.set_ylabel(label)
-    handles, labels = a.get_legend_handles_labels()
-    handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="grey"))
-    labels.append("hollow: does not fit HBM")
-    b.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig = _fit_lines(df[df["status"] == "ok"], "pp", lambda pp: f"PP {pp}", "tp",
+                     (("step_time_s", "step time (s)"), ("mean_tp_comm_s", "exposed TP collectives per rank (s)")), sort=True)
     scenario = str(df["scenario"].iloc[0]) if "scenario" in df and len(df) else "llama3-70b"
     fig.suptitle(f"{scenario}: TP x PP at the scenario's GPUs and global batch (DP = GPUs / (TP x PP))", fontsize=10)
     _save(fig, out / "sweep_tp.png")

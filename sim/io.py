@@ -232,10 +232,18 @@ def shown(x: float) -> float:
     return 0.0 if abs(x) < 1e-9 else x
 
 
+TRUE_TEXTS = ("True", "true", "1")      # a boolean as a CSV may hold it
+
+
 def truthy(column):
     """A boolean column as a pandas mask, whether it holds booleans or was read back from a CSV as
     text (``True``, ``true``) or numbers (``1``)."""
-    return column.astype(str).isin(("True", "true", "1"))
+    return column.astype(str).isin(TRUE_TEXTS)
+
+
+def is_true(value) -> bool:
+    """:func:`truthy` for one value (a sweep point's or a CSV row's cell)."""
+    return str(value) in TRUE_TEXTS
 
 
 def plain(obj):

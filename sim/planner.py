@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .checks import InputError, choice, number
+from .io import is_true
 from .moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, RunSpec, load_gpu, load_model
 
 _RUN = {f.name: f.default for f in fields(RunSpec)}
@@ -107,8 +108,7 @@ def run_spec(p: dict) -> RunSpec:
     last = int(p["last_stage_layers"]) if str(p.get("last_stage_layers", "0")) not in ("0", "") else None
     tp, cp = int(p.get("tp", 1)), int(p.get("cp", 1))
     fields_ = dict(model=p["model"], gpu=p["gpu"], topology=p["topology"], pp=int(p["pp"]), ep=int(p["ep"]),
-                   dp=int(p["dp"]), tp=tp, cp=cp, sequence_parallel=tp > 1 and str(p.get("sequence_parallel", True))
-                   in ("True", "true", "1"),
+                   dp=int(p["dp"]), tp=tp, cp=cp, sequence_parallel=tp > 1 and is_true(p.get("sequence_parallel", True)),
                    schedule=p["schedule"], microbatches=int(p["microbatches"]),
                    seq_len=int(p["seq_len"]), microbatch_size=int(p["microbatch_size"]),
                    gemm_precision=p["gemm_precision"], node_limit=int(p["node_limit"]) or None,

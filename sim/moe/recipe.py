@@ -9,6 +9,7 @@ a rank being TP x CP GPUs; expert parallelism inside DP); global batch = DP x M 
 """
 from __future__ import annotations
 
+from ..io import is_true
 from .specs import RunSpec, spec_label
 
 MFU_BOUND = 0.7     # above this, an MFU needs a second look (a stated bound: published runs reach 0.2-0.6)
@@ -45,8 +46,7 @@ def recipe_line(r: dict) -> str:
 def layout_label(r: dict) -> str:
     """``PP16 x DP128`` (with ``TP8 x`` and ``CP2 x`` in front when they are above 1, ``+SP`` after
     TP with sequence parallelism)."""
-    sp = str(r.get("sequence_parallel")) in ("True", "true", "1")
-    tp = f"TP{r['tp']}{'+SP' if sp else ''} x " if int(r.get("tp", 1)) > 1 else ""
+    tp = f"TP{r['tp']}{'+SP' if is_true(r.get('sequence_parallel')) else ''} x " if int(r.get("tp", 1)) > 1 else ""
     cp = f"CP{r['cp']} x " if int(r.get("cp", 1)) > 1 else ""
     return f"{tp}{cp}PP{r['pp']} x DP{r['dp']}"
 
