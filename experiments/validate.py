@@ -168,13 +168,14 @@ def run(args) -> int:
                    workers=args.workers, progress=not args.no_progress, desc=NAME,
                    point_timeout_s=args.point_timeout, force=args.force)
     failed = df[df["status"] != "ok"]
+    summary_df, rankings_df = summary(df), rankings(df)     # rankings: none when --only picks no table of them
     with overwriting(args.force):
         write_csv_atomic(df, paths[0])          # this suite's runs only (a resumed CSV keeps rows of old points)
-        write_csv_atomic(summary(df), paths[1])
-        write_csv_atomic(rankings(df), paths[2])
+        write_csv_atomic(summary_df, paths[1])
+        write_csv_atomic(rankings_df, paths[2])
     from experiments.plots import validation_figure
     validation_figure(pd.read_csv(paths[0]), out / "figures")
-    print(text(pd.read_csv(paths[1]), pd.read_csv(paths[2]), df))
+    print(text(summary_df, rankings_df, df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
           f"{paths[1].name}, {paths[2].name}, figures/{paths[3].name}")
     return 1 if len(failed) else 0

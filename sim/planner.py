@@ -1,11 +1,12 @@
 """The planner: search PP, EP, schedule, micro-batch count and the layer split within HBM, rank by
 simulated step time, and say why the winner wins (``python -m sim plan``).
 
-Candidates: every TP in ``tps`` and CP in ``cps`` (by default TP 1, 2, 4, 8, with Megatron's
-sequence parallelism; CP 1, or 1, 2, 4, 8 for sequences over 8K tokens) and PP in ``pps`` whose
-product divides the GPUs (DP = GPUs / (TP x CP x PP)), every EP in ``eps`` that divides DP, the
-model's routed experts and fits whole nodes (an MoE model: TP and CP 1, the only layout its
-layers are modelled with); M = global batch / DP sequences of
+Candidates: every TP in ``tps`` and CP in ``cps`` (by default TP 1, 2, 4, 8 for a dense model and
+1, 2 for an MoE model, as Megatron's MoE recipes use, with Megatron's sequence parallelism; CP 1,
+or 1, 2, 4, 8 for sequences over 8K tokens) and PP in ``pps`` whose product divides the GPUs
+(DP = GPUs / (TP x CP x PP)), every EP in ``eps`` (GPUs, folded over TP, CP and DP: a multiple of
+TP x CP whose replicas divide DP) that divides the model's routed experts and fits whole nodes;
+M = global batch / DP sequences of
 ``microbatch_size``; and each layer split in ``head_cuts``: the even split, or the stage holding the
 output heads and MTP modules (the last stage) given that many fewer layers than the even split,
 the rest even. Each candidate's memory is checked first, from the memory model alone (no fabric is
@@ -45,7 +46,7 @@ class PlanRequest:
     microbatch_size: int = _RUN["microbatch_size"]
     pps: tuple[int, ...] = (8, 16)
     eps: tuple[int, ...] = (8, 16, 32, 64)
-    tps: tuple[int, ...] = (1, 2, 4, 8)
+    tps: tuple[int, ...] = ()                  # () = (1, 2, 4, 8), or (1, 2) for an MoE model
     cps: tuple[int, ...] = ()                  # () = (1,), or (1, 2, 4, 8) for sequences over 8K tokens
     sequence_parallel: bool = True             # with TP > 1 (Megatron's recommended setting)
     schedules: tuple[str, ...] = field(default=COMPARED_SCHEDULES)
@@ -63,7 +64,7 @@ class PlanRequest:
             number(getattr(self, name), name, integer=True, low=low, high=100_000_000)
         for name, low in (("pps", 1), ("eps", 1), ("head_cuts", 0), ("tps", 1), ("cps", 1)):
             values = getattr(self, name)
-            if not values and name != "cps":
+            if not values and name not in ("cps", "tps"):
                 raise InputError(f"{name} must list at least one value")
             for v in values:
                 number(v, f"{name} entries", integer=True, low=low, high=100_000_000)
@@ -76,6 +77,10 @@ class PlanRequest:
         number(self.zero_stage, "zero_stage", integer=True, low=0, high=3)
         if not isinstance(self.sequence_parallel, bool):
             raise InputError(f"sequence_parallel must be true or false, got {self.sequence_parallel!r}")
+
+    def tensor_sizes(self, moe: bool) -> tuple[int, ...]:
+        """The TP sizes searched: ``tps``, or by default 1, 2, 4, 8 (1, 2 for an MoE model)."""
+        return self.tps or ((1, 2) if moe else (1, 2, 4, 8))
 
     @property
     def context_sizes(self) -> tuple[int, ...]:
@@ -165,8 +170,7 @@ def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:
     if req.gpus > have:
         raise InputError(f"gpus {req.gpus:,} is more than the {have:,} GPUs of topology {req.topology!r}")
     ok, refused = [], []
-    layouts = [(tp, cp, pp) for tp in (req.tps if not model.is_moe else (1,))
-               for cp in (req.context_sizes if not model.is_moe else (1,)) for pp in req.pps]
+    layouts = [(tp, cp, pp) for tp in req.tensor_sizes(model.is_moe) for cp in req.context_sizes for pp in req.pps]
     for tp, cp, pp in layouts:
         where = {"tp": tp, "cp": cp, "pp": pp}
         if req.gpus % (tp * cp * pp):

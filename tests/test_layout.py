@@ -57,10 +57,11 @@ def test_megatron_order_by_formula():
 
 @settings(max_examples=60, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2, 3]), pp=st.integers(1, 4),
-       groups=st.integers(1, 3), ep=st.sampled_from([1, 2]))
-def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, groups, ep):
-    dp = groups * ep
+       groups=st.integers(1, 3), replicas=st.sampled_from([1, 2]))
+def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, groups, replicas):
+    dp, ep = groups * replicas, replicas * tp * cp           # an EP group: whole replicas' GPUs
     lay = Layout(pp, dp, ep, 8, tp, cp)
+    assert lay.ep_replicas == replicas and lay.groups_per_rank == groups
     coords = [lay.coordinates(g) for g in range(lay.gpus)]
     assert len(set(coords)) == lay.gpus and all(lay.gpu_at(c) == g for g, c in enumerate(coords))
     sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
@@ -73,8 +74,13 @@ def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, 
             assert lay.coordinates(lay.gpu(r, d)) == Coordinates(0, 0, d, r)
             assert lay.tp_group(r, d) in lay.groups("tp") and lay.cp_group(r, d) in lay.groups("cp")
     assert sorted(map(sorted, lay.groups("ep"))) == sorted(
-        sorted(lay.gpu(r, d) + t + tp * c for d in lay.group_replicas(g))
-        for r in range(pp) for g in range(lay.groups_per_rank) for t in range(tp) for c in range(cp))
+        sorted(lay.gpu(r, d) + t + tp * c for d in lay.group_replicas(g) for t in range(tp) for c in range(cp))
+        for r in range(pp) for g in range(lay.groups_per_rank))
+    assert sorted(lay.groups("ep")) == sorted(lay.ep_group(r, g) for r in range(pp) for g in range(groups))
+    for r in range(pp):          # the experts' DP groups: one lead per EP group, at each replica position
+        leads = sorted(x for p in range(replicas) for x in lay.expert_dp_group(r, p))
+        assert leads == [lay.gpu(r, d) for d in range(dp)]
+        assert all(len(lay.expert_dp_group(r, p)) == groups for p in range(replicas))
 
 
 @pytest.mark.parametrize("kwargs,pattern", [
@@ -82,9 +88,8 @@ def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, 
                            r"domain\): allowed 1, 2, 4, 8, or set tp_across_nodes: true"),
     (dict(tp=8, heads=12), r"tp \(8\) must divide the model's 12 attention heads: allowed 1, 2, 3, 4, 6, 12"),
     (dict(tp=4, heads=8, kv_heads=6), r"tp \(4\) and the model's 6 key/value heads must divide one another"),
-    (dict(tp=2, routed_experts=8), r"tp \(2\) and cp \(1\) must be 1 for an MoE model: tensor and context "
-                                   r"parallelism are modelled for dense layers only \(expert tensor parallelism "
-                                   r"and Megatron-Core's parallel folding are not modelled\)"),
+    (dict(tp=2, routed_experts=8), r"sequence_parallel must be true for an MoE model with tp \(2\) above 1 "
+                                   r"\(Megatron-Core requires sequence parallelism with MoE and tensor parallelism\)"),
     (dict(tp=8, cp=2), r"tp x cp x pp x dp = 8 x 2 x 1 x 8 = 128 GPUs, but topology 't' has 64"),
 ])
 def test_tp_and_cp_refusals(kwargs, pattern):
@@ -104,3 +109,26 @@ def test_a_dense_layout_needs_no_expert_count_and_a_gpu_outside_it_is_named():
     assert lay.tp == 8 and lay.gpus == 16
     with pytest.raises(ValueError, match="GPU 16 is not in this layout of 16 GPUs"):
         lay.coordinates(16)
+
+
+@pytest.mark.parametrize("dp,ep,tp,cp,pattern", [
+    (8, 3, 2, 1, r"ep \(3\) must be a multiple of tp x cp \(2 x 1 = 2\) for an MoE model: an EP group is made of "
+                 r"whole replicas' GPUs \(expert tensor parallelism 1, Megatron-Core's parallel folding\)"),
+    (6, 8, 2, 1, r"ep \(8\) must divide tp x cp x dp \(12\) in whole replicas: an EP group is made of 8 GPUs = "
+                 r"4 data-parallel replicas of 2 GPUs of one stage, and dp \(6\) must be a multiple of 4"),
+])
+def test_expert_parallel_refusals(dp, ep, tp, cp, pattern):
+    with pytest.raises(SpecError, match=pattern) as info:
+        Layout.check(1, dp, ep, 8, 64, "t", 8, tp=tp, cp=cp, sequence_parallel=True)
+    assert "\n" not in str(info.value)
+
+
+def test_moe_folds_expert_parallelism_over_tp():
+    """Qwen3-235B on H100 (NVIDIA's recipe): TP 2 x PP 8 x DP 16, EP 32 = every GPU of a stage."""
+    lay = Layout.check(8, 16, 32, 8, 256, "t", 128, tp=2, heads=64, kv_heads=4, sequence_parallel=True)
+    assert lay.ep_replicas == 16 and lay.groups_per_rank == 1
+    assert lay.ep_group(3, 0) == list(range(96, 128))                     # rank 3: GPUs 96..127
+    assert lay.expert_dp_group(3, 5) == [lay.gpu(3, 5)] == [106]          # experts held once
+    small = Layout.check(1, 8, 4, 8, 64, "t", 8, tp=2, sequence_parallel=True)   # EP 4 = 2 replicas
+    assert small.groups_per_rank == 4 and small.ep_group(0, 1) == [4, 5, 6, 7]
+    assert small.expert_dp_group(0, 1) == [2, 6, 10, 14]

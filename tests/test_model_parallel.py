@@ -120,11 +120,25 @@ def test_bad_tp_and_cp_fields_are_one_line(changes, pattern):
     assert "\n" not in str(info.value)
 
 
-def test_overlapped_schedules_and_moe_models_are_refused_with_tp():
-    with pytest.raises(SpecError, match=r"schedule 'dualpipev' overlaps a forward with a backward"):
-        Scenario(node_run(tp=2, dp=2, pp=2, schedule="dualpipev", microbatches=4))
-    with pytest.raises(SpecError, match=r"must be 1 for an MoE model"):
+def test_moe_without_sequence_parallelism_is_refused_with_tp():
+    with pytest.raises(SpecError, match=r"sequence_parallel must be true for an MoE model with tp \(2\)"):
         Scenario(node_run(model="tiny-moe", tp=2, dp=4))
+
+
+def test_fb_units_run_tp_collectives_beside_the_other_chunks_compute():
+    """DualPipeV on one node (PP 2, DP 2, TP 2): inside each F&B unit a chunk's TP all-reduce runs
+    while the other chunk computes, so less of the TP time is exposed than under 1F1B, where every
+    all-reduce blocks the compute stream."""
+    run = node_run(tp=2, dp=2, pp=2, schedule="dualpipev", microbatches=4)
+    res = MoEStep(Scenario(run)).simulate()
+    fb = [e for e in res.part_trace if e.fb]
+    tp_parts = [e for e in fb if e.name.startswith("TP-AR")]
+    compute = [e for e in fb if e.stream == 0]
+    assert tp_parts and any(c.start < t.end and t.start < c.end for t in tp_parts for c in compute
+                            if c.op == t.op)
+    plain = MoEStep(Scenario(run.with_(schedule="1f1b"))).simulate()
+    for r, p in zip(res.ranks, plain.ranks):
+        assert r.exposed_comm_s < r.tp_comm_s and p.exposed_comm_s == pytest.approx(p.tp_comm_s)
 
 
 def test_fsdp_without_resharding_gathers_once_per_step_and_scatters_in_the_dp_sync():
@@ -196,3 +210,26 @@ def test_overlap_parts_with_no_compute_beside_them_run_in_chain_order():
     plan = compile_plan(*as_streams(chain))
     t = run_op(plan, np.zeros(1), compute_durations(plan, np.ones(1), 1.5), [0.5, 0.25, 0.125])
     assert float(t.end[0]) == pytest.approx(1 + 0.5 + 0.25 + 1 + 0.125)
+
+
+@pytest.mark.parametrize("changes", [dict(), dict(tp=2, cp=4)])
+def test_live_tp_and_cp_collectives_alone_take_their_measured_time(changes):
+    """Nothing else on the fabric: each TP ring and CP ring started live lasts what it was measured
+    to last, so the step and its TP and CP seconds are the measured mode's."""
+    run = node_run(**changes)
+    measured, live = (MoEStep(Scenario(run.with_(communication=c))).simulate() for c in ("measured", "live"))
+    assert live.step_time_s == pytest.approx(measured.step_time_s, rel=1e-9)
+    for axis in ("tp_comm_s", "cp_comm_s"):
+        assert getattr(live.ranks[0], axis) == pytest.approx(getattr(measured.ranks[0], axis), rel=1e-9)
+    assert live.ranks[0].tp_comm_s > 0 and (live.ranks[0].cp_comm_s > 0) == ("cp" in changes)
+
+
+def test_live_tp_rings_meet_the_data_parallel_sync():
+    """Interleaved 1F1B on one node (PP 2 x 2 chunks, DP 2, TP 2): a rank's later stage finishes its
+    gradients first, and their data-parallel all-reduce shares the lead GPU's NVLink with the TP
+    all-reduces of the rank's other stage, so live TP seconds exceed the measured ones."""
+    run = node_run(pp=2, dp=2, tp=2, schedule="interleaved-1f1b", chunks=2, microbatches=4)
+    measured, live = (MoEStep(Scenario(run.with_(communication=c))).simulate() for c in ("measured", "live"))
+    for m, lv in zip(measured.ranks, live.ranks):
+        assert lv.tp_comm_s > 1.01 * m.tp_comm_s
+    assert live.step_time_s > measured.step_time_s

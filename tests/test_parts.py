@@ -51,3 +51,37 @@ def test_embedding_and_heads_at_the_ends():
     assert [p.name for p in weight_parts([dense], first)] == ["MLP(W)", "ATTN(W)", "EMBED(W)"]
     comp, _ = overlapped_parts([dense], [dense], first, last)
     assert [p.name for p in comp][:3] == ["EMBED(F)", "HEAD(B)", "HEAD(W)"]
+
+
+def test_fb_unit_with_tp_and_cp_puts_each_collective_between_its_producer_and_consumer():
+    """Sequence parallelism and CP on an MoE layer with shared experts: the forward's CP ring and
+    all-gather before ATTN(F), its reduce-scatter after it and before DISPATCH(F), and so on; the
+    communication stream in the order the chunks need them."""
+    from sim.moe.parts import ModelParallelParts
+    comp, comm = overlapped_parts([MOE], [MOE], NONE, NONE, mp=ModelParallelParts("sp", cp=True))
+    assert [p.name for p in comp] == ["ATTN(F)", "MLP(B)", "MLP(W)", "MLP(F)", "ATTN(B)", "ATTN(W)"]
+    assert [p.name for p in comm] == ["CP-KV(F)", "TP-AG(F)", "COMBINE(B)", "TP-AG(B)", "TP-RS(F)", "DISPATCH(F)",
+                                      "TP-RS(B)", "DISPATCH(B)", "TP-AG(F)", "TP-AG(B)", "CP-KV(B)", "TP-RS(F)",
+                                      "COMBINE(F)", "TP-RS(B)"]
+    assert comp[0].after == [(COMM, 0), (COMM, 1)]                    # ATTN(F) after its CP ring and gather
+    assert comm[4].after == [(COMPUTE, 0)] and comm[5].after == [(COMM, 4)]   # RS after ATTN(F), dispatch after RS
+    assert comm[3].after == [(COMM, 2)] and comp[1].after == [(COMM, 2), (COMM, 3)]   # MLP(B): combine, gather
+    assert comm[6].after == [(COMPUTE, 1)] and comm[7].after == [(COMM, 6)]
+    assert comm[8].after == [(COMM, 5)] and comp[3].after == [(COMM, 5), (COMM, 8)]   # MLP(F)
+    assert comm[9].after == comm[10].after == [(COMM, 7)] and comp[4].after == [(COMM, 7), (COMM, 9), (COMM, 10)]
+    assert comm[11].after == [(COMPUTE, 3)] and comm[12].after == [(COMM, 11)] and comm[13].after == [(COMPUTE, 4)]
+    assert all(p.overlap == "" for p in comm)
+    plain, _ = overlapped_parts([MOE], [MOE], NONE, NONE)
+    no_shared, comm2 = overlapped_parts([MOE], [MOE], NONE, NONE, mp=ModelParallelParts("sp", moe_mlp_tp=False))
+    assert [p.name for p in comm2].count("TP-AG(F)") == 1 and len(no_shared) == len(plain)
+
+
+def test_fb_unit_under_full_recomputation_issues_the_recomputed_collectives():
+    from sim.moe.parts import ModelParallelParts
+    layer = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, False, 0.0, 0.0, attn_r=1.0, mlp_r=1.0)
+    comp, comm = overlapped_parts([layer], [layer], NONE, NONE, mp=ModelParallelParts("ar", full_recompute=True))
+    names = [p.name for p in comm]
+    assert names.count("TP-AR(R)") == 2 and names.count("TP-AR(F)") == 2 and names.count("TP-AR(B)") == 2
+    mlp_b = next(i for i, p in enumerate(comp) if p.name == "MLP(B)")
+    redo = names.index("TP-AR(R)")
+    assert comm[redo].after == [(COMPUTE, mlp_b - 1)] and (COMM, redo) in comp[mlp_b].after

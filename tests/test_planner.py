@@ -5,7 +5,7 @@ from sim.checks import InputError
 from sim.planner import PLAN_METRICS, PlanRequest, candidates, evaluate, run_spec
 
 TINY = dict(gpus=16, model="tiny-moe", topology="h800-16", global_batch=32, seq_len=256, pps=(2, 4, 3), eps=(4, 3),
-            schedules=("1f1b", "dualpipe"), gemm_precision="bf16", node_limit=1)
+            schedules=("1f1b", "dualpipe"), gemm_precision="bf16", node_limit=1, tps=(1,))
 
 
 def test_candidates_checks_memory_without_a_link_table(monkeypatch):
@@ -30,7 +30,8 @@ def test_more_gpus_than_the_topology_has_is_one_line_before_any_candidate():
 
 
 def test_memory_refusals_say_by_how_much():
-    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 131072}))
+    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 131072,
+                                                   "cps": (1,)}))
     assert ok == [] and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in refused)
 
 
@@ -77,20 +78,25 @@ def test_a_scenario_point_keeps_the_scenarios_other_fields():
 
 
 def test_a_dense_model_is_planned_over_tp_and_long_sequences_over_cp():
-    """Llama 3 8B on 64 H100: TP 1, 2, 4, 8 with sequence parallelism, and the F&B schedules refused
-    with TP (their overlap with TP collectives is not modelled); CP joins for sequences over 8K."""
+    """Llama 3 8B on 64 H100: TP 1, 2, 4, 8 with sequence parallelism, under every schedule (F&B
+    units run a chunk's TP collectives beside the other's compute); CP joins for sequences over 8K."""
     req = PlanRequest(gpus=64, model="llama3-8b", topology="h100-1024", pps=(2,), schedules=("1f1b", "dualpipev"),
                       head_cuts=(0,), memory_policy="selective")
-    ok, refused = candidates(req)
+    ok, _ = candidates(req)
     assert {(p["tp"], p["cp"]) for p in ok} == {(1, 1), (2, 1), (4, 1), (8, 1)}
     assert all(p["sequence_parallel"] == (p["tp"] > 1) and p["dp"] * p["tp"] * p["pp"] == 64 for p in ok)
-    assert {r["tp"] for r in refused if "overlaps a forward with a backward" in r["reason"]} == {2, 4, 8}
+    assert {(p["tp"], p["schedule"]) for p in ok} >= {(8, "dualpipev"), (8, "1f1b")}
     assert req.context_sizes == (1,) and PlanRequest(**{**req.__dict__, "seq_len": 16384}).context_sizes == (1, 2, 4, 8)
     point = next(p for p in ok if p["tp"] == 4)
     assert run_spec(point).tp == 4 and run_spec(point).sequence_parallel
     assert evaluate(point)["step_time_s"] > 0
 
 
-def test_an_moe_model_is_planned_at_tp_1_only():
-    ok, _ = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "schedules": ("1f1b",), "tps": (1, 2)}))
-    assert ok and {p["tp"] for p in ok} == {1}
+def test_an_moe_model_is_planned_at_tp_1_and_2_with_ep_folded_over_tp():
+    req = PlanRequest(**{**TINY, "pps": (4,), "eps": (4, 3), "schedules": ("1f1b",), "tps": ()})
+    assert req.tensor_sizes(moe=True) == (1, 2) and req.tensor_sizes(moe=False) == (1, 2, 4, 8)
+    ok, refused = candidates(req)
+    assert {(p["tp"], p["ep"], p["dp"]) for p in ok} == {(1, 4, 4), (2, 4, 2)}
+    assert all(p["sequence_parallel"] == (p["tp"] > 1) for p in ok)
+    assert any(r["tp"] == 2 and r["ep"] == 3 and "must be a multiple of tp x cp" in r["reason"] for r in refused)
+    assert evaluate(next(p for p in ok if p["tp"] == 2))["step_time_s"] > 0

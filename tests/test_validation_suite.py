@@ -36,10 +36,13 @@ def test_every_row_says_where_it_comes_from_and_the_calibration_set_is_not_score
         assert r.where and r.metric in METRICS and r.measured > 0
     calibration = [r for r in runs.values() if r.role == "calibration"]
     assert {r.source for r in calibration} == {"deepep"} and all("normal" in r.where for r in calibration)
-    # Rows with tensor or context parallelism are scored where the simulator models them: every
-    # Megatron-LM 2021 row with TP, and NVIDIA's dense rows; what is left is listed with its reason.
+    # Rows with tensor or context parallelism are scored: every Megatron-LM 2021 row with TP,
+    # NVIDIA's dense rows and its Qwen3-235B rows with EP folded over TP; what is left is listed
+    # with its reason.
     scored_tp = {r.id for r in runs.values() if (r.tp > 1 or r.cp > 1) and r.role == "scored"}
-    assert {i for i in runs if i.startswith("mt-t1-") and runs[i].tp > 1} <= scored_tp and len(scored_tp) >= 19
+    assert {i for i in runs if i.startswith("mt-t1-") and runs[i].tp > 1} <= scored_tp and len(scored_tp) >= 24
+    assert {"nv-26.02-h100-qwen3-235b-a22b-fp8-256", "nv-25.11-h100-qwen3-235b-a22b-fp8-cs-256"} <= scored_tp
+    assert all(runs[i].sequence_parallel for i in scored_tp if runs[i].model.startswith("qwen3"))
     assert all("not modelled" in r.note or "missing" in r.note for r in runs.values()
                if r.role in ("needs-tp", "needs-cp"))
 

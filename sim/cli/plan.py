@@ -17,7 +17,7 @@ def cmd_plan(args) -> int:
     from ..planner import plan_request
     req = plan_request(args.scenario or "", gpus=args.gpus, model=args.model, topology=args.topology, gpu=args.gpu,
                        global_batch=args.global_batch, seq_len=args.seq_len, microbatch_size=args.microbatch_size,
-                       pps=tuple(args.pp), eps=tuple(args.ep), tps=tuple(args.tp), cps=tuple(args.cp or ()),
+                       pps=tuple(args.pp), eps=tuple(args.ep), tps=tuple(args.tp or ()), cps=tuple(args.cp or ()),
                        sequence_parallel=not args.no_sequence_parallel, schedules=tuple(args.schedules),
                        gemm_precision=args.gemm_precision, node_limit=args.node_limit,
                        memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
@@ -173,8 +173,9 @@ def add_arguments(p) -> None:
                    help=f"PP sizes to try (default {','.join(map(str, d['pps']))})")
     p.add_argument("--ep", type=_ints(1), default=list(d["eps"]),
                    help=f"EP sizes to try (default {','.join(map(str, d['eps']))})")
-    p.add_argument("--tp", type=_ints(1), default=list(d["tps"]),
-                   help=f"TP sizes to try for a dense model (default {','.join(map(str, d['tps']))}; an MoE model: 1)")
+    p.add_argument("--tp", type=_ints(1), default=None,
+                   help="TP sizes to try (default 1,2,4,8 for a dense model; 1,2 for an MoE model, its experts "
+                        "not split by TP: EP folded over TP and DP)")
     p.add_argument("--cp", type=_ints(1), default=None,
                    help="CP sizes to try for a dense model (default 1, or 1,2,4,8 for sequences over 8K tokens)")
     p.add_argument("--no-sequence-parallel", action="store_true",

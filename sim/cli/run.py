@@ -233,10 +233,12 @@ def add_arguments(p) -> None:
     count = arg(integer=True, low=1, high=100_000_000)
     p.add_argument("--microbatches", type=count, help="override the scenario's micro-batches")
     p.add_argument("--pp", type=count, help="override pipeline ranks")
-    p.add_argument("--ep", type=count, help="override the expert-parallel size")
+    p.add_argument("--ep", type=count, help="override the expert-parallel size (GPUs: whole replicas of TP x CP "
+                                            "GPUs, folded over TP and DP)")
     p.add_argument("--dp", type=count, help="override data-parallel replicas")
-    p.add_argument("--tp", type=count, help="override the tensor-parallel size (a dense model; GPUs = TP x CP x PP x DP)")
-    p.add_argument("--cp", type=count, help="override the context-parallel size (a dense model; divides seq_len / 2)")
+    p.add_argument("--tp", type=count, help="override the tensor-parallel size (GPUs = TP x CP x PP x DP; an MoE model "
+                                            "needs --sequence-parallel)")
+    p.add_argument("--cp", type=count, help="override the context-parallel size (divides seq_len / 2)")
     p.add_argument("--sequence-parallel", action="store_true", help="with TP: Megatron's sequence parallelism")
     p.add_argument("--topology", help="override the topology (preset or YAML)")
     p.add_argument("--model", help="override the model: a preset, a Hugging Face config.json or a YAML file of "

@@ -94,8 +94,14 @@ class CommModel:
     def _routing(self, group: int) -> MoERouting:
         r = self.run
         return MoERouting(ep=r.ep, gpus_per_node=self.layout.gpus_per_node, num_experts=self.model.routed_experts,
-                          topk=self.model.topk, tokens_per_gpu=r.tokens_per_microbatch, node_limit=r.node_limit,
+                          topk=self.model.topk, tokens_per_gpu=self.tokens_per_gpu, node_limit=r.node_limit,
                           skew=r.routing_skew, seed=r.routing_seed + group)
+
+    @property
+    def tokens_per_gpu(self) -> int:
+        """Tokens each GPU of an EP group dispatches per micro-batch: its ``T / (tp x cp)`` sequence
+        shard (the whole micro-batch's ``T`` when ``tp = cp = 1``)."""
+        return self.run.tokens_per_microbatch // self.layout.model_parallel
 
     def traffic(self, stage: int, group: int):
         return self._traffic[stage * self.layout.groups_per_rank + group]
@@ -120,13 +126,17 @@ class CommModel:
         return self._loads[key]
 
     def _load_factors(self) -> np.ndarray:
-        """[stage, replica]: tokens a GPU's experts receive relative to its group's mean."""
+        """[stage, replica]: tokens a replica's busiest GPU's experts receive relative to its
+        group's mean (a replica's ``tp x cp`` GPUs wait for one another at their next TP or CP
+        collective)."""
         out = np.ones((self.run.pp, self.run.dp))
+        lay = self.layout
         for stage in range(self.run.pp):
-            for g in range(self.layout.groups_per_rank):
+            for g in range(lay.groups_per_rank):
                 received = self.traffic(stage, g).gpu_tokens.sum(axis=0)
                 if received.mean() > 0:
-                    out[stage, self.layout.group_replicas(g)] = received / received.mean()
+                    per_replica = received.reshape(lay.ep_replicas, -1).max(axis=1)
+                    out[stage, lay.group_replicas(g)] = per_replica / received.mean()
         return out
 
     def load_factor(self, stage: int, replica: int) -> float:

@@ -165,8 +165,8 @@ class GradientSync:
     def _groups(self, rank: int) -> list[tuple[list[int], str]]:
         lay = self.sc.layout
         groups = [(lay.dense_dp_group(rank), "dense")]
-        if lay.groups_per_rank > 1:          # routed experts are replicated over dp / ep GPUs
-            groups += [(lay.expert_dp_group(rank, i), "expert") for i in range(lay.ep)]
+        if lay.groups_per_rank > 1:          # routed experts are replicated over tp x cp x dp / ep GPUs
+            groups += [(lay.expert_dp_group(rank, i), "expert") for i in range(lay.ep_replicas)]
         return groups
 
     def collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:

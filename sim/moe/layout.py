@@ -13,10 +13,16 @@ EP coordinate), then the pipeline rank, so that
   ``GPU(0, 0, d, r)`` (:meth:`Layout.gpu`); the TP group of a replica is ``tp`` consecutive GPUs
   (one NVLink domain when ``tp`` divides the GPUs of a node), its CP group the GPUs at the same TP
   coordinate, ``tp`` apart;
-* EP group g of rank r is replicas ``g * ep .. g * ep + ep - 1`` of that rank;
+* an EP group is ``ep`` consecutive GPUs of a rank: EP group g of rank r is replicas
+  ``g * e .. g * e + e - 1`` of that rank, all their GPUs, with ``e = ep / (tp x cp)`` replicas
+  per group (:attr:`Layout.ep_replicas`). An MoE model's experts are not split by TP: each GPU
+  holds ``E / ep`` whole experts and dispatches its own ``T / (tp x cp)`` tokens (its sequence
+  shard: expert tensor parallelism 1 under Megatron-Core's MoE "parallel folding", whose expert
+  order ``etp-ep-edp-pp`` folds EP over the attention's TP, CP and DP GPUs); with ``tp = cp = 1``
+  an EP group is ``ep`` replicas, as in DeepSeek-V3;
 * the data-parallel group of a rank's dense parameters is every replica of the rank at one
   (t, c) coordinate (``dp`` GPUs); its expert parameters are replicated only over the GPUs at the
-  same position of every EP group of the rank (``dp / ep`` GPUs): for DeepSeek-V3,
+  same position of every EP group of the rank (``tp x cp x dp / ep`` GPUs): for DeepSeek-V3,
   2,048 / (16 x 64) = 2.
 
 The step plays each replica on its lead GPU: the other ``tp x cp - 1`` GPUs of the replica do the
@@ -62,14 +68,29 @@ class Layout:
     @classmethod
     def check(cls, pp: int, dp: int, ep: int, gpus_per_node: int, topology_gpus: int, topology: str,
               routed_experts: int = 0, tp: int = 1, cp: int = 1, heads: int = 0, kv_heads: int = 0,
-              tp_across_nodes: bool = False) -> "Layout":
-        """The layout of ``tp x cp x pp x dp`` GPUs with EP groups of ``ep``, or a :class:`SpecError`
-        naming the rule: EP groups are made of data-parallel replicas (``ep`` divides ``dp``), fit the
-        nodes and divide the routed experts; TP divides the attention heads (and key/value heads)
-        and, unless ``tp_across_nodes``, the GPUs of a node; the topology has the GPUs."""
-        if dp % ep:
+              tp_across_nodes: bool = False, sequence_parallel: bool = False) -> "Layout":
+        """The layout of ``tp x cp x pp x dp`` GPUs with EP groups of ``ep`` GPUs, or a
+        :class:`SpecError` naming the rule: EP groups are made of whole data-parallel replicas
+        (``ep`` a multiple of ``tp x cp`` whose quotient divides ``dp``), fit the nodes and divide
+        the routed experts; an MoE model with TP uses sequence parallelism (Megatron-Core refuses it
+        otherwise); TP divides the attention heads (and key/value heads) and, unless
+        ``tp_across_nodes``, the GPUs of a node; the topology has the GPUs."""
+        mp = tp * cp
+        if mp > 1 and ep > 1 and ep % mp:
+            raise SpecError(f"RunSpec.ep ({ep}) must be a multiple of tp x cp ({tp} x {cp} = {mp}) for an MoE "
+                            "model: an EP group is made of whole replicas' GPUs (expert tensor parallelism 1, "
+                            "Megatron-Core's parallel folding)")
+        replicas = max(1, ep // mp)
+        if dp % replicas and mp == 1:
             raise SpecError(f"RunSpec.ep ({ep}) must divide dp ({dp}): an EP group is made of "
                             f"{ep} data-parallel replicas of one stage")
+        if dp % replicas:
+            raise SpecError(f"RunSpec.ep ({ep}) must divide tp x cp x dp ({mp * dp}) in whole replicas: an EP "
+                            f"group is made of {ep} GPUs = {replicas} data-parallel replicas of {mp} GPUs of one "
+                            f"stage, and dp ({dp}) must be a multiple of {replicas}")
+        if routed_experts and tp > 1 and not sequence_parallel:
+            raise SpecError(f"RunSpec.sequence_parallel must be true for an MoE model with tp ({tp}) above 1 "
+                            "(Megatron-Core requires sequence parallelism with MoE and tensor parallelism)")
         gpus = tp * cp * pp * dp
         if gpus > topology_gpus:
             raise SpecError(f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp} = {gpus} GPUs, but topology "
@@ -84,10 +105,6 @@ class Layout:
             raise SpecError(f"RunSpec.tp ({tp}) must divide the {gpus_per_node} GPUs of a node of {topology!r} "
                             f"(a TP group inside one NVLink domain): allowed "
                             f"{', '.join(str(t) for t in divisors(gpus_per_node))}, or set tp_across_nodes: true")
-        if routed_experts and tp * cp > 1:
-            raise SpecError(f"RunSpec.tp ({tp}) and cp ({cp}) must be 1 for an MoE model: tensor and context "
-                            "parallelism are modelled for dense layers only (expert tensor parallelism and "
-                            "Megatron-Core's parallel folding are not modelled)")
         problem = ep_group_error(ep, gpus_per_node, routed_experts or None)
         if problem:
             raise SpecError(problem)
@@ -108,9 +125,14 @@ class Layout:
         return self.tp > self.gpus_per_node or self.gpus_per_node % self.tp != 0
 
     @property
+    def ep_replicas(self) -> int:
+        """Data-parallel replicas whose GPUs make one EP group: ``ep / (tp x cp)`` (at least 1)."""
+        return max(1, self.ep // self.model_parallel)
+
+    @property
     def groups_per_rank(self) -> int:
-        """EP groups at each pipeline rank (``dp / ep``)."""
-        return self.dp // self.ep
+        """EP groups at each pipeline rank (``dp / ep_replicas``)."""
+        return self.dp // self.ep_replicas
 
     @property
     def traced_rank(self) -> int:
@@ -139,15 +161,18 @@ class Layout:
         return Coordinates(t, c, d, r)
 
     def group_of_replica(self, replica: int) -> int:
-        return replica // self.ep
+        return replica // self.ep_replicas
 
     def group_replicas(self, group: int) -> list[int]:
         """The data-parallel replicas whose GPUs form EP group ``group`` (at every rank)."""
-        return list(range(group * self.ep, (group + 1) * self.ep))
+        e = self.ep_replicas
+        return list(range(group * e, (group + 1) * e))
 
     def ep_group(self, rank: int, group: int) -> list[int]:
-        """Lead GPUs of EP group ``group`` at pipeline rank ``rank``."""
-        return [self.gpu(rank, d) for d in self.group_replicas(group)]
+        """The GPUs of EP group ``group`` at pipeline rank ``rank``: every GPU of its replicas
+        (``ep`` consecutive GPUs; the replicas' lead GPUs when ``tp = cp = 1``)."""
+        first = self.gpu(rank, group * self.ep_replicas)
+        return list(range(first, first + self.ep))
 
     def tp_group(self, rank: int, replica: int, cp: int = 0) -> list[int]:
         """GPUs of the TP group at CP coordinate ``cp`` of replica ``replica`` of rank ``rank``."""
@@ -164,21 +189,25 @@ class Layout:
         return [self.gpu(rank, d) for d in range(self.dp)]
 
     def expert_dp_group(self, rank: int, position: int) -> list[int]:
-        """Lead GPUs holding copies of the routed experts at ``position`` (0..ep-1) of rank ``rank``'s
-        EP groups: one GPU per EP group."""
-        return [self.gpu(rank, g * self.ep + position) for g in range(self.groups_per_rank)]
+        """Lead GPUs holding copies of the routed experts of the replica at ``position``
+        (0..ep_replicas-1) of rank ``rank``'s EP groups: one GPU per EP group (each standing for
+        the other GPUs of its replica, which hold other experts and sync them over their own
+        links)."""
+        return [self.gpu(rank, g * self.ep_replicas + position) for g in range(self.groups_per_rank)]
 
     def groups(self, axis: str) -> list[list[int]]:
         """Every group of ``axis`` (:data:`GROUP_AXES`) over all GPUs: the GPUs that differ only in
         that coordinate (``ep``: in the EP digits of the replica). The groups of an axis partition
-        the GPUs."""
+        the GPUs; an EP group is ``ep`` consecutive GPUs of the flattened (t, c, d) index, as
+        Megatron-Core's expert order folds them."""
         if axis not in GROUP_AXES:
             raise ValueError(f"axis must be one of {', '.join(GROUP_AXES)}, got {axis!r}")
         out: dict[tuple, list[int]] = {}
         for gpu in range(self.gpus):
             c = self.coordinates(gpu)
             key = {"tp": (c.cp, c.dp, c.pp), "cp": (c.tp, c.dp, c.pp), "dp": (c.tp, c.cp, c.pp),
-                   "pp": (c.tp, c.cp, c.dp), "ep": (c.tp, c.cp, c.dp // self.ep, c.pp)}[axis]
+                   "pp": (c.tp, c.cp, c.dp),
+                   "ep": ((c.tp + self.tp * (c.cp + self.cp * c.dp)) // self.ep, c.pp)}[axis]
             out.setdefault(key, []).append(gpu)
         return list(out.values())
 

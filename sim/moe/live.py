@@ -20,8 +20,18 @@ is sent by every replica (``dp`` flows), and the input has arrived when those of
 group have (they meet at its next all-to-all). The data-parallel synchronisation is simulated
 whole in both modes. Full mode: each EP group's all-to-all is its own bundle and each replica's
 send its own flow.
+
+Tensor- and context-parallel collectives run live too: each TP or CP part starts its rings
+(:meth:`LiveComm.rings`: every TP or CP group of the pipeline's replicas, one ring each, after an
+NCCL launch) on the step's fabric, where they meet the data-parallel synchronisation's phases inside
+the nodes and, for CP groups or TP groups that leave a node, the traffic between nodes. A CP part
+is exposed by what the attention core does not hide of its ring
+(:meth:`~sim.moe.model_parallel.ModelParallelComm.exposed`). In representative mode pipeline 0's
+replica runs its rings (the other replicas' rings use links of their own nodes).
 """
 from __future__ import annotations
+
+import simpy
 
 from ..network import Fabric, LinkLoad, RouteSet, sum_loads
 from .layout import Layout
@@ -77,6 +87,19 @@ class LiveComm:
             self.fabric.transfer_bundle(load, latency=overhead, min_seconds=alone, on_done=landed)
         else:
             env.timeout(overhead + alone).callbacks.append(lambda _e: landed())
+        return done
+
+    def rings(self, ring, groups: list[list[int]], nbytes: float, launch_s: float):
+        """Start ``ring`` (a ring collective of :mod:`sim.network.collectives`) of ``nbytes`` per
+        GPU over each of ``groups`` after an NCCL launch of ``launch_s``: the TP and CP collectives
+        of a replica among the other traffic. An event that fires when the last ring has ended."""
+        env = self.fabric.env
+        done = env.event()
+
+        def start(_e) -> None:
+            simpy.AllOf(env, [ring(self.fabric, gpus, nbytes) for gpus in groups]).callbacks.append(
+                lambda _e: done.succeed())
+        env.timeout(launch_s).callbacks.append(start)
         return done
 
     def send_all(self, src_rank: int, dst_rank: int, nbytes: float, on_done) -> None:

@@ -93,8 +93,9 @@ def model_state_bytes(count: ParamCount, dense_dp: int, expert_dp: int, zero_sta
 def sharding_groups(run: RunSpec) -> tuple[int, int]:
     """(GPUs a dense parameter's ZeRO shards spread over, GPUs an expert parameter's do): the
     data-parallel replicas times the CP GPUs (which hold the same weights: Megatron-Core shards
-    its distributed optimizer over DP x CP), and ``dp / ep`` times CP for routed experts."""
-    return run.dp * run.cp, max(1, run.dp // run.ep) * run.cp
+    its distributed optimizer over DP x CP), and the GPUs holding the same routed experts for them:
+    ``tp x cp x dp / ep`` (Megatron-Core's expert data-parallel group; ``ep`` counts GPUs)."""
+    return run.dp * run.cp, max(1, run.tp * run.cp * run.dp // run.ep)
 
 
 def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
@@ -177,7 +178,8 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
             w = run.weight_bytes * count.total
         elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
-            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).total for moe in (False, True)) / run.tp
+            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).split(run.tp).total
+                                               for moe in (False, True))
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,
                               peak_mb))

@@ -91,9 +91,30 @@ class ModelParallelComm:
                                  factor=cp * (2.0 if backward else 1.0))
 
     def _cp_exposed(self, backward: bool) -> float:
-        cp = self.sc.run.cp
+        return self.exposed(CP_SHAPE + (":b" if backward else ":f"), self.cp_ring_seconds(backward))
+
+    def exposed(self, shape: str, seconds: float) -> float:
+        """Seconds the compute stream waits for collective ``shape`` that ran ``seconds`` from its
+        launch to its last byte: all of them for a TP collective; for the CP ring what the
+        attention core does not hide, ``max(0, seconds - (cp - 1) / cp x core)``."""
+        if not shape.startswith(CP_SHAPE):
+            return seconds
+        cp, backward = self.sc.run.cp, shape.endswith(":b")
         core = self.sc.chunk.stage_layers[0][0].core_f * (2.0 if backward else 1.0)
-        return max(0.0, self.cp_ring_seconds(backward) - (cp - 1) / cp * core)
+        return max(0.0, seconds - (cp - 1) / cp * core)
+
+    def rings(self, shape: str, rank: int, replicas) -> tuple:
+        """(ring function, GPU groups, bytes per GPU) of collective ``shape`` run by ``replicas`` of
+        pipeline rank ``rank``: every TP group (at each CP coordinate) or CP group (at each TP
+        coordinate) of those replicas, on the bytes :meth:`time` measures them with. Live
+        communication (:mod:`sim.moe.live`) starts them on the step's fabric."""
+        lay, name = self.sc.layout, shape.split(":")[0]
+        if name == CP_SHAPE:
+            factor = self.sc.run.cp * (2.0 if shape.endswith(":b") else 1.0)
+            groups = [lay.cp_group(rank, int(d), t) for d in replicas for t in range(lay.tp)]
+            return ring_all_gather, groups, factor * self.tokens * self.shapes[name].bytes_per_token
+        groups = [lay.tp_group(rank, int(d), c) for d in replicas for c in range(lay.cp)]
+        return RINGS[name], groups, self.tokens * self.shapes[name].bytes_per_token
 
 
 def axis_of(shape: str) -> str:

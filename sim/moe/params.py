@@ -9,7 +9,8 @@ main model (DeepSeek-V3 report, section 2.2), so a rank holding the last stage n
 too; under DualPipe (stage 0 and stage P-1 on rank 0) the rank holds each shared tensor once.
 
 Dense parameters are replicated over the whole data-parallel group of their rank; routed-expert
-parameters only over the GPUs holding the same experts (``dp / ep``): :mod:`sim.moe.layout`.
+parameters only over the GPUs holding the same experts (``tp x cp x dp / ep``; ``ep`` counts GPUs):
+:mod:`sim.moe.layout`.
 """
 from __future__ import annotations
 
@@ -56,10 +57,12 @@ class ParamCount:
         return ParamCount(self.dense + other.dense, self.expert + other.expert)
 
     def split(self, tp: int) -> "ParamCount":
-        """One GPU's share under tensor parallelism over ``tp`` GPUs: 1/tp of everything (Megatron
-        splits every Linear and the vocabulary; the router and the normalisations' weights, which it
-        replicates, are counted as split: under 0.1% of a layer)."""
-        return self if tp == 1 else ParamCount(self.dense / tp, self.expert / tp)
+        """One GPU's share under tensor parallelism over ``tp`` GPUs: 1/tp of the dense parameters
+        (Megatron splits every Linear and the vocabulary; the router and the normalisations'
+        weights, which it replicates, are counted as split: under 0.1% of a layer). Routed experts
+        are not split: a GPU holds ``E / ep`` whole experts (expert tensor parallelism 1,
+        :mod:`sim.moe.layout`)."""
+        return self if tp == 1 else ParamCount(self.dense / tp, self.expert)
 
 
 def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:

@@ -32,7 +32,8 @@ CP-KV(F) before ATTN(F); without sequence parallelism TP-AR(F) (an all-reduce) a
 after MLP(F); with it TP-AG(F) (all-gather) before each and TP-RS(F) (reduce-scatter) after each.
 Backward, the conjugates: TP-AR(B) after MLP(B) and after ATTN(B) (their input gradients), or
 TP-AG(B) before and TP-RS(B) after each; CP-KV(B) (keys and values again, and their gradients)
-before ATTN(B). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
+before ATTN(B). An MoE layer's MLP block has TP parts only if it has shared experts (the routed
+experts are not split by TP: :mod:`sim.moe.layout`). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
 collectives again. A ``W`` issues none (sequence parallelism's second all-gather of the input
 for the weight gradient is not costed). With TP-communication overlap (``RunSpec.tp_comm_overlap``,
 Megatron's userbuffers, which needs sequence parallelism) each all-gather and reduce-scatter runs
@@ -40,6 +41,7 @@ beside the block it feeds or drains, which holds ``tp_comm_sms`` of the GPU's SM
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from .chunk import LayerCost, StageEnds
@@ -50,12 +52,16 @@ class ModelParallelParts(NamedTuple):
     """Which TP and CP parts an op's layers carry: ``tp`` ``""`` (none), ``"ar"`` (all-reduces) or
     ``"sp"`` (sequence parallelism's all-gathers and reduce-scatters); ``cp``: the key/value ring;
     ``full_recompute``: the recomputed forward issues its collectives again; ``overlap``: the TP
-    parts run beside the block they feed or drain (:func:`~sim.moe.streams.as_streams`)."""
+    parts run beside the block they feed or drain (:func:`~sim.moe.streams.as_streams`);
+    ``moe_mlp_tp``: an MoE layer's MLP block has TP parts (it has shared experts, TP-split MLPs that
+    gather their input and reduce-scatter their output; the routed experts, not split by TP, take
+    each GPU's sequence shard as it is, so a layer without shared experts has none)."""
 
     tp: str = ""
     cp: bool = False
     full_recompute: bool = False
     overlap: bool = False            # TP-communication overlap: TP parts run beside their GEMMs
+    moe_mlp_tp: bool = True          # an MoE layer's MLP issues TP collectives (its shared experts')
 
 
 NO_MODEL_PARALLEL = ModelParallelParts()
@@ -71,6 +77,12 @@ def _tp(mp: ModelParallelParts, where: int, phase: str) -> list[Part]:
     return [Part(COMM, f"{name}({phase})", 0.0, shape, overlap=side) for name, shape in TP_PARTS[mp.tp][where]]
 
 
+def _mlp_tp(mp: ModelParallelParts, c: LayerCost, where: int, phase: str) -> list[Part]:
+    """The TP parts before or after a layer's MLP block: none for an MoE layer without shared
+    experts (``mp.moe_mlp_tp``)."""
+    return _tp(mp, where, phase) if mp.moe_mlp_tp or not c.moe else []
+
+
 def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:
     """The CP key/value ring before an attention block: ``cp_kv:f`` in a forward (or its
     recomputation), ``cp_kv:b`` in a backward."""
@@ -78,12 +90,15 @@ def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:
 
 
 def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attention: bool,
-                      routed_share: float = 0.0) -> list[Part]:
-    """A recomputation part, with the collectives its forward issues under ``full`` recomputation."""
-    parts = _recompute(name, seconds, routed_share)
+                      c: LayerCost) -> list[Part]:
+    """A recomputation part of layer ``c``'s attention or MLP block, with the collectives its
+    forward issues under ``full`` recomputation."""
+    parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
     if not parts or not mp.full_recompute:
         return parts
-    return (_cp(mp, "R") if attention else []) + _tp(mp, 0, "R") + parts + _tp(mp, 1, "R")
+    if attention:
+        return _cp(mp, "R") + _tp(mp, 0, "R") + parts + _tp(mp, 1, "R")
+    return _mlp_tp(mp, c, 0, "R") + parts + _mlp_tp(mp, c, 1, "R")
 
 
 def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Part]:
@@ -114,9 +129,9 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
         parts += _tp(mp, 1, "F")
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
-        parts += _tp(mp, 0, "F")
+        parts += _mlp_tp(mp, c, 0, "F")
         parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share))
-        parts += _tp(mp, 1, "F")
+        parts += _mlp_tp(mp, c, 1, "F")
         if c.moe:
             parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
     if ends.head_f:
@@ -137,15 +152,15 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
         parts += _gather(c, "GATHER(B)", zero3 and regather)
         if c.moe:
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
-        parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c.routed_share)
-        parts += _tp(mp, 0, "B")
+        parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
+        parts += _mlp_tp(mp, c, 0, "B")
         parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share))
-        parts += _tp(mp, 1, "B")
+        parts += _mlp_tp(mp, c, 1, "B")
         if with_w:
             parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
-        parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True)
+        parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
         parts += _tp(mp, 0, "B") + _cp(mp, "B")
         parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
         parts += _tp(mp, 1, "B")
@@ -169,20 +184,59 @@ def weight_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) 
 
 
 def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_ends: StageEnds,
-                     b_ends: StageEnds, zero3: bool = False) -> tuple[list[Part], list[Part]]:
+                     b_ends: StageEnds, zero3: bool = False,
+                     mp: ModelParallelParts = NO_MODEL_PARALLEL) -> tuple[list[Part], list[Part]]:
     """(compute stream, communication stream) of an F&B unit, Figure 4 order, with dependencies
-    as (stream, index) pairs in ``after``."""
+    as (stream, index) pairs in ``after``. TP and CP parts (``mp``) join the communication stream
+    in the order their chunk needs them, each after the compute part that produces its data, with
+    the compute part that consumes it waiting for it: so a chunk's collectives can run while the
+    other chunk computes."""
     comp: list[Part] = []
     comm: list[Part] = []
+
+    def compute(part: Part) -> tuple[int, int]:
+        comp.append(part)
+        return COMPUTE, len(comp) - 1
+
+    def send(parts: list[Part], after) -> list[tuple[int, int]]:
+        """Append communication ``parts``, each waiting for the ``after`` references (none: free)."""
+        deps = [d for d in after if d]
+        refs = []
+        for part in parts:
+            comm.append(replace(part, after=deps))
+            refs.append((COMM, len(comm) - 1))
+        return refs
+
+    def drained(block, parts: list[Part]):
+        """The reference the next part waits for: the collectives after ``block``, or ``block``."""
+        refs = send(parts, [block])
+        return refs[-1] if refs else block
+
+    def recomputed(name: str, seconds: float, c: LayerCost, attention: bool) -> list[tuple[int, int]]:
+        """A recomputation part (its forward's collectives under ``full``: before it, waiting for
+        nothing, and after it); the references the block's input gradient waits for."""
+        parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
+        if not parts:
+            return []
+        if not mp.full_recompute:
+            compute(parts[0])
+            return []
+        before = (_cp(mp, "R") if attention else []) + (_tp(mp, 0, "R") if attention else _mlp_tp(mp, c, 0, "R"))
+        refs = send(plain(before), [])
+        ref = compute(replace(parts[0], after=refs))
+        after = _tp(mp, 1, "R") if attention else _mlp_tp(mp, c, 1, "R")
+        return [drained(ref, plain(after))]
+
+    def plain(parts: list[Part]) -> list[Part]:
+        return [replace(p, overlap="") for p in parts]
+
     last_f = None   # (stream, index) the next forward layer waits for
     last_b = None
     if f_ends.embed_f:
-        comp.append(Part(COMPUTE, "EMBED(F)", f_ends.embed_f))
-        last_f = (COMPUTE, len(comp) - 1)
+        last_f = compute(Part(COMPUTE, "EMBED(F)", f_ends.embed_f))
     if b_ends.head_i:
-        comp.append(Part(COMPUTE, "HEAD(B)", b_ends.head_i))
-        last_b = (COMPUTE, len(comp) - 1)
-        comp.append(Part(COMPUTE, "HEAD(W)", b_ends.head_w))
+        last_b = compute(Part(COMPUTE, "HEAD(B)", b_ends.head_i))
+        compute(Part(COMPUTE, "HEAD(W)", b_ends.head_w))
     b_rev = list(reversed(b_layers))
     pending_scatter: list[Part] = []
     for j in range(max(len(f_layers), len(b_rev))):
@@ -198,44 +252,47 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
         comm += pending_scatter             # the previous layer's, behind this layer's gathers
         pending_scatter = []
         if f:
-            deps = [d for d in (last_f, gather_f) if d]
-            comp.append(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps))
-            attn_f = (COMPUTE, len(comp) - 1)
+            inputs = send(plain(_cp(mp, "F") + _tp(mp, 0, "F")), [last_f])
+            deps = [d for d in (last_f, gather_f) if d] + inputs
+            attn_f = compute(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps))
         if b and b.moe:
-            comm.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch", after=[last_b] if last_b else []))
-            comb_b = (COMM, len(comm) - 1)
+            comb_b = send([Part(COMM, "COMBINE(B)", 0.0, "dispatch")], [last_b])[0]
         if b:
-            comp += _recompute("MLP(R)", b.mlp_r, b.routed_share)
-            deps = [d for d in (comb_b or last_b, gather_b) if d]
-            comp.append(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps))
-            mlp_b = (COMPUTE, len(comp) - 1)
-            comp.append(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
-        if f and f.moe:
-            comm.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch", after=[attn_f]))
-            disp_f = (COMM, len(comm) - 1)
-        if b and b.moe:
-            comm.append(Part(COMM, "DISPATCH(B)", 0.0, "combine", after=[mlp_b]))
-            disp_b = (COMM, len(comm) - 1)
+            redone = recomputed("MLP(R)", b.mlp_r, b, attention=False)
+            grad = comb_b or last_b
+            inputs = send(plain(_mlp_tp(mp, b, 0, "B")), [grad])
+            deps = [d for d in (grad, gather_b) if d] + inputs + redone
+            mlp_b = compute(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps))
+            compute(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
         if f:
-            comp.append(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[disp_f or attn_f]))
-            mlp_f = (COMPUTE, len(comp) - 1)
+            attn_f = drained(attn_f, plain(_tp(mp, 1, "F")))
+            if f.moe:
+                disp_f = send([Part(COMM, "DISPATCH(F)", 0.0, "dispatch")], [attn_f])[0]
         if b:
-            comp += _recompute("ATTN(R)", b.attn_r)
-            comp.append(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[disp_b or mlp_b]))
-            last_b = (COMPUTE, len(comp) - 1)
-            comp.append(Part(COMPUTE, "ATTN(W)", b.attn_w))
-        if f and f.moe:
-            comm.append(Part(COMM, "COMBINE(F)", 0.0, "combine", after=[mlp_f]))
-            last_f = (COMM, len(comm) - 1)
-        elif f:
-            last_f = mlp_f
+            mlp_b = drained(mlp_b, plain(_mlp_tp(mp, b, 1, "B")))
+            if b.moe:
+                disp_b = send([Part(COMM, "DISPATCH(B)", 0.0, "combine")], [mlp_b])[0]
+        if f:
+            ready = disp_f or attn_f
+            inputs = send(plain(_mlp_tp(mp, f, 0, "F")), [ready])
+            mlp_f = compute(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[ready] + inputs))
         if b:
-            pending_scatter = _scatter(b, zero3, after=[(COMPUTE, len(comp) - 1)])
+            redone = recomputed("ATTN(R)", b.attn_r, b, attention=True)
+            grad = disp_b or mlp_b
+            inputs = send(plain(_tp(mp, 0, "B") + _cp(mp, "B")), [grad])
+            attn_b = compute(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[grad] + inputs + redone))
+            w = compute(Part(COMPUTE, "ATTN(W)", b.attn_w))
+        if f:
+            mlp_f = drained(mlp_f, plain(_mlp_tp(mp, f, 1, "F")))
+            last_f = send([Part(COMM, "COMBINE(F)", 0.0, "combine")], [mlp_f])[0] if f.moe else mlp_f
+        if b:
+            last_b = drained(attn_b, plain(_tp(mp, 1, "B")))
+            pending_scatter = _scatter(b, zero3, after=[w])
     comm += pending_scatter
     if b_ends.embed_w:
-        comp.append(Part(COMPUTE, "EMBED(W)", b_ends.embed_w))
+        compute(Part(COMPUTE, "EMBED(W)", b_ends.embed_w))
     if f_ends.head_f:
-        comp.append(Part(COMPUTE, "HEAD(F)", f_ends.head_f, after=[last_f] if last_f else []))
+        compute(Part(COMPUTE, "HEAD(F)", f_ends.head_f, after=[last_f] if last_f else []))
     return comp, comm
 
 

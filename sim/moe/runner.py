@@ -133,7 +133,8 @@ class GroupRunner:
         if self.live is None:
             t = run_op(plan, start, durations, comm_times, record)
         else:
-            t = yield from self._run_live(env, rank, plan, start, durations, comm_times, record)
+            axis_s = [0.0, 0.0]           # the TP and CP parts' seconds as they run live
+            t = yield from self._run_live(env, rank, plan, start, durations, comm_times, record, axis_s)
         st = self.stats[rank]
         st.compute_s += t.compute_s
         st.recompute_s += t.recompute_s
@@ -175,20 +176,31 @@ class GroupRunner:
         full, shared = stacked
         return list(zip(full * x, shared * x))
 
-    def _run_live(self, env, rank: int, plan, start, durations, comm_times, record: bool):
+    def _run_live(self, env, rank: int, plan, start, durations, comm_times, record: bool, axis_s: list):
         """:func:`~sim.moe.streams.walk_op` with each all-to-all started on the fabric at its
-        launch barrier and ended when its last byte lands; other communication parts (ZeRO-3's
+        launch barrier and ended when its last byte lands, and each TP or CP part's rings likewise
+        (its exposed seconds added to ``axis_s``, [TP, CP]); other communication parts (ZeRO-3's
         per-layer gathers) keep their measured times."""
         walk = walk_op(plan, start, durations, record)
+        mp = self._model_parallel
         try:
             k, at = next(walk)
             while True:
                 shape = plan.comm[k].shape
-                if not self.comm.measures(shape):
+                ring = mp is not None and mp.measures(shape)
+                if not ring and not self.comm.measures(shape):
                     k, at = walk.send(at + comm_times[k])
                     continue
                 if at > env.now:
                     yield env.timeout(at - env.now)
+                if ring:            # its rings' seconds on the fabric, from now (a CP ring's hidden
+                    t0 = env.now    # part can leave the clock ahead of the walk: the next part starts now)
+                    fn, groups, nbytes = mp.rings(shape, rank, self.replicas)
+                    yield self.live.rings(fn, groups, nbytes, mp.sc.kernels.nccl_launch_s)
+                    exposed = mp.exposed(shape, env.now - t0)
+                    axis_s[1 if axis_of(shape) == "cp" else 0] += exposed
+                    k, at = walk.send(at + exposed)
+                    continue
                 yield self.live.all_to_all(shape, rank, self.group)
                 k, at = walk.send(env.now)
         except StopIteration as stop:
@@ -284,7 +296,8 @@ class GroupRunner:
         if cached is None:
             if isinstance(op, FBOp):
                 (f_layers, f_ends), (b_layers, b_ends) = self._layers(op.f), self._layers(op.b)
-                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3 and any(zero3)))
+                plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3 and any(zero3),
+                                                      self._mp_parts))
             else:
                 plan = compile_plan(*as_streams(self._plain_parts(op, zero3)))
             durations = compute_durations(plan, self.load[rank], self._slowdown)

@@ -21,7 +21,6 @@ import networkx as nx
 
 from ..network import Fabric, LinkTable
 from ..schedules import Schedule, make_schedule, validate
-from ..schedules.ops import FBOp
 from ..schedules.registry import SEARCHED
 from .chunk import ChunkModel
 from .collective_shapes import CollectiveShape, op_collectives
@@ -94,7 +93,8 @@ class Scenario:
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0,
                                    run.tp, run.cp, self.model.heads,
-                                   self.model.kv_heads if self.model.attention == "gqa" else 0, run.tp_across_nodes)
+                                   self.model.kv_heads if self.model.attention == "gqa" else 0, run.tp_across_nodes,
+                                   run.sequence_parallel)
         if run.schedule in SEARCHED:            # Zero Bubble's search reads the stages' times and memory
             self.chunk = ChunkModel(self.model, self.gpu, run, run.pp)
             costs = stage_costs(self.model, run, self.chunk, graph, self.layout)
@@ -107,19 +107,14 @@ class Scenario:
             else:
                 self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
             self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
-        if self.layout.model_parallel > 1 and any(isinstance(op, FBOp) for ops in self.schedule.ranks.values()
-                                                  for op in ops):
-            raise SpecError(f"RunSpec.schedule {run.schedule!r} overlaps a forward with a backward (F&B units); with "
-                            f"tp ({run.tp}) or cp ({run.cp}) above 1 it is not modelled (where their collectives "
-                            "would overlap is not known): use a schedule without F&B units, such as 1f1b, "
-                            "interleaved-1f1b or zb-h1")
 
     @property
     def model_parallel_parts(self) -> ModelParallelParts:
         """Which TP and CP communication parts this run's ops carry (:mod:`sim.moe.parts`)."""
         run = self.run
         tp = ("sp" if run.sequence_parallel else "ar") if run.tp > 1 else ""
-        return ModelParallelParts(tp, run.cp > 1, run.memory_policy == "full", run.tp_comm_overlap)
+        return ModelParallelParts(tp, run.cp > 1, run.memory_policy == "full", run.tp_comm_overlap,
+                                  moe_mlp_tp=self.model.shared_experts > 0)
 
     @staticmethod
     def _schedule_file(run: RunSpec) -> Schedule:
