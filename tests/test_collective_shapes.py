@@ -33,7 +33,7 @@ def test_a_shape_is_found_by_name_or_refused_naming_the_known_ones():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("axis", "pp", r"^collective 'x': axis must be one of ep, tp, cp, dp, got 'pp'$"),
+    ("axis", "pp", r"^collective 'x': axis must be one of ep, tp, cp, dp, etp, got 'pp'$"),
     ("bytes_per_token", 0.0, r"^collective 'x': bytes_per_token must be a positive finite number, got 0.0$"),
     ("bytes_per_token", float("inf"), r"bytes_per_token must be a positive finite number, got inf$"),
     ("bytes_per_token", True, r"bytes_per_token must be a positive finite number, got True$"),
@@ -47,10 +47,19 @@ def test_a_bad_record_is_one_line_naming_the_field(field, value, message):
 
 
 def test_the_axes_are_megatrons_names_and_only_all_to_alls_are_measured_as_such():
-    assert AXES == ("ep", "tp", "cp", "dp")
+    assert AXES == ("ep", "tp", "cp", "dp", "etp")
     assert not CollectiveShape("tp_all_reduce", "tp", "ring", 2.0).is_all_to_all
 
 
 def test_any_positive_size_is_a_size():
     """Half a byte a token (a compressed format, say) is allowed: only 0, negatives and inf are not."""
     assert CollectiveShape("x", "ep", "hierarchical", 0.5).bytes_per_token == 0.5
+
+
+def test_expert_tp_adds_a_gather_and_a_reduce_scatter_over_etp_at_each_directions_precision():
+    run = load_scenario("deepseek-v3").with_(tp=2, sequence_parallel=True, expert_tp=2, dp=64)
+    shapes = {s.name: s for s in op_collectives(load_model("deepseek-v3"), run)}
+    assert shapes["etp_all_gather"].axis == shapes["etp_reduce_scatter"].axis == "etp"
+    assert shapes["etp_all_gather"].bytes_per_token == shapes["dispatch"].bytes_per_token == 7168 + 56 * 4
+    assert shapes["etp_reduce_scatter"].bytes_per_token == shapes["combine"].bytes_per_token == 7168 * 2
+    assert "etp_all_gather" not in {s.name for s in op_collectives(load_model("deepseek-v3"), run.with_(expert_tp=1))}

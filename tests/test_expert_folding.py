@@ -1,6 +1,8 @@
 """An MoE model with tensor or context parallelism: EP folded over the TP, CP and DP GPUs
 (Megatron-Core's parallel folding, expert TP 1): the all-to-alls among every GPU of the EP group,
-each GPU's tokens its sequence shard, whole experts per GPU, and the TP parts an MoE layer has."""
+each GPU's tokens its sequence shard, whole experts per GPU, and the TP parts an MoE layer has;
+expert TP above 1: strided EP groups side by side, the gather and reduce-scatter around the
+experts, split experts and the gathered copies kept."""
 import pytest
 
 from sim.moe.chunk import LayerCost, StageEnds
@@ -81,3 +83,81 @@ def test_a_folded_step_runs_with_tp_collectives_and_all_to_alls():
 def test_a_folded_layout_that_splits_a_replica_is_refused():
     with pytest.raises(SpecError, match=r"RunSpec.ep \(3\) must be a multiple of tp x cp"):
         Scenario(moe_run(ep=3, dp=4))
+
+
+# -- expert tensor parallelism (expert_tp > 1) -------------------------------------------------------
+
+def test_expert_tp_all_to_alls_are_strided_groups_side_by_side():
+    """TP 2, expert TP 2, EP 4 on one NVLink node: two EP groups of every second GPU, each GPU with
+    its 1,024-token shard, run at once; on a node's switch each GPU has links of its own, so they
+    take what TP 1 x DP 8 with EP 4 (two groups of 4 consecutive GPUs) and 1,024-token sequences
+    takes."""
+    etp = comm_of(moe_run(expert_tp=2, ep=4))
+    assert etp.layout.ep_subgroups(0, 0) == [[0, 2, 4, 6], [1, 3, 5, 7]] and etp.layout.groups_per_rank == 1
+    plain = comm_of(moe_run(tp=1, dp=8, ep=4, seq_len=1024, sequence_parallel=False))
+    for shape in ("dispatch", "combine"):
+        assert etp.time(shape, 0, 0) == pytest.approx(plain.time(shape, 0, 0), rel=1e-12)
+    from sim.network import all_to_all_load
+    both = etp.load("dispatch", 0, 0)                  # the bundle carries both sub-groups' bytes
+    one = all_to_all_load(etp.links, [0, 2, 4, 6], etp.traffic(0, 0), etp.token_bytes["dispatch"], "hierarchical",
+                          "dispatch")
+    assert both.link_bytes.sum() == pytest.approx(2 * one.link_bytes.sum()) and one.messages * 2 == both.messages > 0
+
+
+def test_expert_tp_gathers_the_dispatched_copies_by_hand():
+    """An expert-TP all-gather over 2 GPUs of an NVLink node: a GPU's topk x T / tp = 2 x 1,024
+    copies of 256 FP8 values (plus 2 scales of 4 bytes) gathered to twice that, a ring of one step of
+    half the bytes after an NCCL launch."""
+    from sim.moe.model_parallel import ModelParallelComm
+    sc = Scenario(moe_run(expert_tp=2, ep=4))
+    comm = ModelParallelComm(sc)
+    fabric = sc.step_fabric(__import__("simpy").Environment())
+    bw, latency = fabric.route_bandwidth(0, 1), sc.links.route(0, 1)[1]
+    n = 2 * (2 * 1024) * (256 + 8)
+    assert comm.time("etp_all_gather") == pytest.approx(sc.kernels.nccl_launch_s + latency + n / 2 / bw, rel=1e-12)
+    assert comm.time("etp_reduce_scatter") > comm.time("etp_all_gather")      # BF16 combine: more bytes
+
+
+def test_expert_tp_splits_experts_and_keeps_the_gathered_copies():
+    from sim.moe.activations import BF16, bytes_per_token, mlp_tensors, weight_grad_bytes
+    model = load_model("tiny-moe")
+    count = rank_params(model, [8], {0}, ep=4)
+    assert count.split(2, 2).expert == count.expert / 2
+    assert sharding_groups(moe_run(expert_tp=2, ep=4, dp=8)) == (8, 2)         # 16 GPUs / (EP 4 x ETP 2)
+    one, two = (bytes_per_token(mlp_tensors(model, True, "none", 2.0, e)) for e in (1, 2))
+    assert two - one == pytest.approx(model.hidden * 2.0 * BF16)             # a second copy of each pair
+    w1, w2 = (weight_grad_bytes(model, True, "none", 2.0, expert_tp=e) for e in (1, 2))
+    assert w2 - w1 == pytest.approx(2 * model.hidden * 2.0 * BF16)          # up's input, down's output
+
+
+def test_expert_tp_parts_surround_the_routed_experts():
+    mp = ModelParallelParts("sp", moe_mlp_tp=True, etp=True)
+    names = [p.name for p in forward_parts([_moe_layer()], StageEnds(), mp=mp)]
+    assert names[names.index("DISPATCH(F)"):] == ["DISPATCH(F)", "ETP-AG(F)", "TP-AG(F)", "MLP(F)", "TP-RS(F)",
+                                                  "ETP-RS(F)", "COMBINE(F)"]
+    back = [p.name for p in backward_parts([_moe_layer()], StageEnds(), with_w=False, mp=mp)]
+    assert back[:6] == ["COMBINE(B)", "ETP-AG(B)", "TP-AG(B)", "MLP(B)", "TP-RS(B)", "ETP-RS(B)"]
+    from sim.moe.parts import overlapped_parts
+    comp, comm = overlapped_parts([_moe_layer()], [_moe_layer()], StageEnds(), StageEnds(), mp=mp)
+    names = [p.name for p in comm]
+    mlp_f = next(i for i, p in enumerate(comp) if p.name == "MLP(F)")
+    gather, scatter = names.index("ETP-AG(F)"), names.index("ETP-RS(F)")
+    assert comm[gather].after == [(1, names.index("DISPATCH(F)"))] and (1, gather) in comp[mlp_f].after
+    assert comm[scatter].after == comm[names.index("TP-RS(F)", gather)].after == [(0, mlp_f)]   # both drain MLP(F)
+    assert comm[names.index("COMBINE(F)")].after == [(1, scatter)]
+
+
+def test_an_expert_tp_step_counts_its_rings_with_tp():
+    folded = MoEStep(Scenario(moe_run(ep=8))).simulate()
+    split = MoEStep(Scenario(moe_run(expert_tp=2, ep=4))).simulate()
+    assert split.ranks[0].tp_comm_s > folded.ranks[0].tp_comm_s > 0
+
+
+@pytest.mark.parametrize("changes,pattern", [
+    (dict(expert_tp=4), r"RunSpec.expert_tp \(4\) must divide tp \(2\): allowed 1, 2"),
+    (dict(model="llama3-8b", expert_tp=2, ep=1), r"RunSpec.expert_tp \(2\) splits an MoE model's routed experts"),
+])
+def test_bad_expert_tp_is_one_line(changes, pattern):
+    with pytest.raises(SpecError, match=pattern) as info:
+        Scenario(moe_run(**changes))
+    assert "\n" not in str(info.value)

@@ -57,14 +57,15 @@ def test_megatron_order_by_formula():
 
 @settings(max_examples=60, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2, 3]), pp=st.integers(1, 4),
-       groups=st.integers(1, 3), replicas=st.sampled_from([1, 2]))
-def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, groups, replicas):
-    dp, ep = groups * replicas, replicas * tp * cp           # an EP group: whole replicas' GPUs
-    lay = Layout(pp, dp, ep, 8, tp, cp)
+       groups=st.integers(1, 3), replicas=st.sampled_from([1, 2]), etp_share=st.sampled_from([1, 2, 4, 8]))
+def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, groups, replicas, etp_share):
+    etp = etp_share if tp % etp_share == 0 else 1
+    dp, ep = groups * replicas, replicas * tp * cp // etp   # an EP group and its expert-TP partners: whole replicas
+    lay = Layout(pp, dp, ep, 8, tp, cp, etp)
     assert lay.ep_replicas == replicas and lay.groups_per_rank == groups
     coords = [lay.coordinates(g) for g in range(lay.gpus)]
     assert len(set(coords)) == lay.gpus and all(lay.gpu_at(c) == g for g, c in enumerate(coords))
-    sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp}
+    sizes = {"tp": tp, "cp": cp, "ep": ep, "dp": dp, "pp": pp, "etp": etp}
     for axis in GROUP_AXES:
         groups_ = lay.groups(axis)
         members = sorted(g for group in groups_ for g in group)
@@ -73,10 +74,16 @@ def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, 
         for d in range(dp):
             assert lay.coordinates(lay.gpu(r, d)) == Coordinates(0, 0, d, r)
             assert lay.tp_group(r, d) in lay.groups("tp") and lay.cp_group(r, d) in lay.groups("cp")
-    assert sorted(map(sorted, lay.groups("ep"))) == sorted(
-        sorted(lay.gpu(r, d) + t + tp * c for d in lay.group_replicas(g) for t in range(tp) for c in range(cp))
-        for r in range(pp) for g in range(lay.groups_per_rank))
-    assert sorted(lay.groups("ep")) == sorted(lay.ep_group(r, g) for r in range(pp) for g in range(groups))
+    for r in range(pp):
+        for g in range(groups):          # a group's sub-groups: its replicas' GPUs, each once
+            subs = lay.ep_subgroups(r, g)
+            assert sorted(x for sub in subs for x in sub) == sorted(
+                lay.gpu(r, d) + t + tp * c for d in lay.group_replicas(g) for t in range(tp) for c in range(cp))
+            assert subs[0][0] == lay.gpu(r, g * replicas) and lay.ep_group(r, g) == subs[0]
+    assert sorted(lay.groups("ep")) == sorted(sub for r in range(pp) for g in range(groups)
+                                             for sub in lay.ep_subgroups(r, g))
+    assert sorted(lay.groups("etp")) == sorted(lay.etp_group(r, d, i) for r in range(pp) for d in range(dp)
+                                              for i in range(tp * cp // etp))
     for r in range(pp):          # the experts' DP groups: one lead per EP group, at each replica position
         leads = sorted(x for p in range(replicas) for x in lay.expert_dp_group(r, p))
         assert leads == [lay.gpu(r, d) for d in range(dp)]
@@ -132,3 +139,25 @@ def test_moe_folds_expert_parallelism_over_tp():
     small = Layout.check(1, 8, 4, 8, 64, "t", 8, tp=2, sequence_parallel=True)   # EP 4 = 2 replicas
     assert small.groups_per_rank == 4 and small.ep_group(0, 1) == [4, 5, 6, 7]
     assert small.expert_dp_group(0, 1) == [2, 6, 10, 14]
+
+
+def test_expert_tp_splits_each_expert_over_consecutive_gpus_and_strides_the_ep_group():
+    """Mixtral-like: TP 2, expert TP 2, EP 8 on 16 GPUs a stage (DP 8): each EP group is one GPU
+    of each TP pair (every second GPU), the two groups side by side; experts are split over pairs."""
+    lay = Layout.check(1, 8, 8, 8, 16, "t", 8, tp=2, heads=8, sequence_parallel=True, expert_tp=2)
+    assert lay.ep_replicas == 8 and lay.groups_per_rank == 1 and lay.ep_gpus_per_node == 4
+    assert lay.ep_subgroups(0, 0) == [list(range(0, 16, 2)), list(range(1, 16, 2))]
+    assert lay.etp_group(0, 3) == [6, 7]
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(tp=2, expert_tp=2, ep=3, dp=8, routed_experts=12), r"ep x expert_tp \(3 x 2 = 6\) must be a multiple of tp x cp"
+                                                            r" \(2 x 2 = 4\)"),
+    (dict(tp=1, expert_tp=2, ep=1, dp=8, routed_experts=0), r"expert_tp \(2\) splits an MoE model's routed experts: "
+                                                           r"a dense model leaves it 1"),
+])
+def test_expert_tp_refusals(kwargs, pattern):
+    ep, dp = kwargs.pop("ep"), kwargs.pop("dp")
+    experts = kwargs.pop("routed_experts")
+    with pytest.raises(SpecError, match=pattern):
+        Layout.check(1, dp, ep, 8, 64, "t", experts, cp=2, sequence_parallel=True, **kwargs)

@@ -106,7 +106,8 @@ def test_a_tp_step_exposes_its_collectives_and_reports_them():
 
 
 def test_axis_of_a_part_shape():
-    assert [axis_of(s) for s in ("tp_all_reduce", "cp_kv:f", "dispatch", "gather:dense")] == ["tp", "cp", "", ""]
+    assert [axis_of(s) for s in ("tp_all_reduce", "cp_kv:f", "dispatch", "gather:dense", "etp_all_gather")] == \
+        ["tp", "cp", "", "", "tp"]
 
 
 @pytest.mark.parametrize("changes,pattern", [

@@ -91,7 +91,7 @@ def cmd_run(args) -> int:
     overrides = {"model": args.model, "gpu": args.gpu, "microbatches": args.microbatches, "routing_skew": args.skew,
                  "routing_seed": args.seed,
                  "topology": args.topology, "ep": args.ep, "pp": args.pp, "dp": args.dp, "tp": args.tp, "cp": args.cp,
-                 "sequence_parallel": True if args.sequence_parallel else None,
+                 "expert_tp": args.expert_tp, "sequence_parallel": True if args.sequence_parallel else None,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
                  "optimizer_sync": args.optimizer_sync,
                  "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
@@ -240,6 +240,8 @@ def add_arguments(p) -> None:
                                             "needs --sequence-parallel)")
     p.add_argument("--cp", type=count, help="override the context-parallel size (divides seq_len / 2)")
     p.add_argument("--sequence-parallel", action="store_true", help="with TP: Megatron's sequence parallelism")
+    p.add_argument("--expert-tp", type=count, help="override the expert-tensor-parallel size (an MoE model's routed "
+                                                   "experts split over that many GPUs; divides TP; default 1)")
     p.add_argument("--topology", help="override the topology (preset or YAML)")
     p.add_argument("--model", help="override the model: a preset, a Hugging Face config.json or a YAML file of "
                                    "ModelSpec fields")

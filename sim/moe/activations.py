@@ -138,9 +138,12 @@ def _swiglu(out: list, prefix: str, inter: float, policy: str, copies: float = 1
     _keep(out, f"{prefix}.down_input", inter * copies, 0 if ds else BF16)     # SwiGLU output
 
 
-def mlp_tensors(m: ModelSpec, moe: bool, policy: str, routed_pairs: float) -> list[SavedTensor]:
+def mlp_tensors(m: ModelSpec, moe: bool, policy: str, routed_pairs: float, expert_tp: int = 1) -> list[SavedTensor]:
     """The MLP block of one layer (its pre-norm included): a dense FFN, or the router, shared
-    experts and the ``routed_pairs`` (token, routed expert) pairs per token that this GPU computes."""
+    experts and the ``routed_pairs`` (token, routed expert) pairs per token that this GPU computes;
+    under expert TP (``expert_tp`` GPUs per expert) a GPU keeps the dispatched copies it gathered
+    from its expert-TP group, ``expert_tp`` times its own, and 1/expert_tp of each one's
+    intermediate activations (the same bytes as without it)."""
     h = m.hidden
     out: list[SavedTensor] = []
     if policy == "full":
@@ -160,18 +163,19 @@ def mlp_tensors(m: ModelSpec, moe: bool, policy: str, routed_pairs: float) -> li
         _keep(out, "router.topk_indices", m.topk, IDS)
         if m.shared_experts:
             _swiglu(out, "shared", m.expert_intermediate, policy, m.shared_experts)
-        _keep(out, "routed.input", h * routed_pairs, FP8 if ds else BF16)      # the dispatched copies
+        _keep(out, "routed.input", h * routed_pairs * expert_tp, FP8 if ds else BF16)   # the dispatched copies
         _swiglu(out, "routed", m.expert_intermediate, policy, routed_pairs)
     if m.dropout:
         _keep(out, "mlp.dropout_mask", h, MASK)
     return out
 
 
-def layer_tensors(m: ModelSpec, moe: bool, policy: str, seq_len: int, routed_pairs: float) -> list[SavedTensor]:
+def layer_tensors(m: ModelSpec, moe: bool, policy: str, seq_len: int, routed_pairs: float,
+                  expert_tp: int = 1) -> list[SavedTensor]:
     """One transformer layer under ``policy``."""
     if policy not in MEMORY_POLICIES:
         raise InputError(f"memory policy must be one of {', '.join(MEMORY_POLICIES)}, got {policy!r}")
-    return attention_tensors(m, policy, seq_len) + mlp_tensors(m, moe, policy, routed_pairs)
+    return attention_tensors(m, policy, seq_len) + mlp_tensors(m, moe, policy, routed_pairs, expert_tp)
 
 
 def head_tensors(m: ModelSpec, policy: str) -> list[SavedTensor]:
@@ -197,9 +201,12 @@ def embedding_tensors() -> list[SavedTensor]:
     return [SavedTensor("embed.token_ids", 1, IDS, split_of("embed.token_ids"))]
 
 
-def linear_shapes(m: ModelSpec, moe: bool, routed_pairs: float) -> list[tuple[str, float, float, bool]]:
+def linear_shapes(m: ModelSpec, moe: bool, routed_pairs: float,
+                  expert_tp: int = 1) -> list[tuple[str, float, float, bool]]:
     """Every Linear of one layer: (name, input elements, output elements, input is the attention
-    output) per token; inputs shared by several Linears are listed once."""
+    output) per token; inputs shared by several Linears are listed once. Under expert TP a routed
+    expert's h-wide side (the up-projection's input, the down-projection's output) covers the
+    copies gathered from its ``expert_tp`` GPUs."""
     h, a, d = m.hidden, m.heads, m.head_dim
     if m.attention == "gqa":
         kv = m.kv_heads or a
@@ -219,8 +226,8 @@ def linear_shapes(m: ModelSpec, moe: bool, routed_pairs: float) -> list[tuple[st
         rows.append(("router_and_shared_up", h, m.routed_experts + 2 * ie * m.shared_experts, False))
         if m.shared_experts:
             rows.append(("shared_down", ie * m.shared_experts, h * m.shared_experts, False))
-        rows += [("routed_up", h * routed_pairs, 2 * ie * routed_pairs, False),
-                 ("routed_down", ie * routed_pairs, h * routed_pairs, False)]
+        rows += [("routed_up", h * routed_pairs * expert_tp, 2 * ie * routed_pairs, False),
+                 ("routed_down", ie * routed_pairs, h * routed_pairs * expert_tp, False)]
     return rows
 
 
@@ -229,7 +236,7 @@ def _linear_input_precision(policy: str, after_attention: bool = False) -> float
 
 
 def weight_grad_bytes(m: ModelSpec, moe: bool, policy: str, routed_pairs: float, tp: int = 1,
-                      sequence_parallel: bool = False) -> float:
+                      sequence_parallel: bool = False, expert_tp: int = 1) -> float:
     """Bytes per token a layer keeps on one GPU from its ``I`` to its deferred ``W``: each Linear's
     input (at the policy's precision) and its output gradient (BF16; FP8 under ``deepseek-v3``, whose
     weight gradients are FP8 GEMMs: report section 3.3.1). Under TP a column-parallel Linear's input
@@ -238,7 +245,7 @@ def weight_grad_bytes(m: ModelSpec, moe: bool, policy: str, routed_pairs: float,
     grad = FP8 if policy == "deepseek-v3" else BF16
     wide = 1 / tp if sequence_parallel else 1.0
     total = 0.0
-    for name, inputs, outputs, after_attention in linear_shapes(m, moe, routed_pairs):
+    for name, inputs, outputs, after_attention in linear_shapes(m, moe, routed_pairs, expert_tp):
         share_in, share_out = (1 / tp, wide) if name in ROW_PARALLEL else (wide, 1 / tp)
         total += inputs * share_in * _linear_input_precision(policy, after_attention) + outputs * share_out * grad
     return total

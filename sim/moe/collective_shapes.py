@@ -17,7 +17,10 @@ its scales, combine BF16 in DeepSeek-V3's recipe: report section 3.3); with tens
 block's BF16 activations (``h`` x 2 bytes a token): ``tp_all_reduce`` without sequence
 parallelism, ``tp_all_gather`` and ``tp_reduce_scatter`` with it (Korthikanti et al. 2022,
 section 4.2.2); with context parallelism (``cp`` > 1) the ring that passes each GPU's keys and
-values round the CP group, ``cp_kv`` (2 x key/value heads on the GPU x head_dim x 2 bytes a token).
+values round the CP group, ``cp_kv`` (2 x key/value heads on the GPU x head_dim x 2 bytes a token);
+with expert tensor parallelism (``expert_tp`` > 1) the rings around an MoE layer's routed experts
+over the expert-TP group: ``etp_all_gather`` of the token copies the all-to-all brought (at the
+dispatch precision) and ``etp_reduce_scatter`` of the experts' output (at the combine precision).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from ..network import token_bytes
 from .specs import PRECISION_BYTES, ModelSpec, RunSpec, SpecError
 
-AXES = ("ep", "tp", "cp", "dp")        # the group axes a collective runs over (Megatron-Core's names)
+AXES = ("ep", "tp", "cp", "dp", "etp")        # the group axes a collective runs over (Megatron-Core's names)
 ALL_TO_ALL_ALGORITHMS = ("hierarchical", "flat")
 
 
@@ -59,6 +62,7 @@ class CollectiveShape:
 
 RING = "ring"
 TP_SHAPES = ("tp_all_reduce", "tp_all_gather", "tp_reduce_scatter")
+ETP_SHAPES = ("etp_all_gather", "etp_reduce_scatter")
 CP_SHAPE = "cp_kv"
 
 
@@ -71,7 +75,8 @@ def op_collectives(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...
 
 def model_parallel_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveShape, ...]:
     """The TP collectives of a run with ``tp`` > 1 (all-reduce; all-gather and reduce-scatter under
-    sequence parallelism) and the CP key/value ring with ``cp`` > 1; none otherwise."""
+    sequence parallelism), the CP key/value ring with ``cp`` > 1 and an MoE model's expert-TP
+    all-gather and reduce-scatter with ``expert_tp`` > 1; none otherwise."""
     out = []
     activation = model.hidden * 2.0                       # BF16
     if run.tp > 1:
@@ -79,6 +84,9 @@ def model_parallel_shapes(model: ModelSpec, run: RunSpec) -> tuple[CollectiveSha
         out += [CollectiveShape(name, "tp", RING, activation) for name in names]
     if run.cp > 1:
         out.append(CollectiveShape(CP_SHAPE, "cp", RING, 2 * kv_heads_per_gpu(model, run.tp) * model.head_dim * 2.0))
+    if run.expert_tp > 1 and model.is_moe:
+        for name, precision in zip(ETP_SHAPES, (run.dispatch_precision, run.combine_precision)):
+            out.append(CollectiveShape(name, "etp", RING, token_bytes(model.hidden, PRECISION_BYTES[precision])))
     return tuple(out)
 
 
@@ -107,5 +115,5 @@ def shape_named(shapes, name: str) -> CollectiveShape:
     raise SpecError(f"no collective shape {name!r}; this run's are: {', '.join(s.name for s in shapes) or 'none'}")
 
 
-__all__ = ["ALL_TO_ALL_ALGORITHMS", "AXES", "CP_SHAPE", "CollectiveShape", "RING", "TP_SHAPES", "all_to_all_shapes",
-           "kv_heads_per_gpu", "model_parallel_shapes", "op_collectives", "shape_named"]
+__all__ = ["ALL_TO_ALL_ALGORITHMS", "AXES", "CP_SHAPE", "CollectiveShape", "ETP_SHAPES", "RING", "TP_SHAPES",
+           "all_to_all_shapes", "kv_heads_per_gpu", "model_parallel_shapes", "op_collectives", "shape_named"]

@@ -21,7 +21,17 @@ import weakref
 import numpy as np
 import simpy
 
-from ..network import Fabric, LinkLoad, LinkTable, MoERouting, all_to_all, all_to_all_load, link_stats, route_tokens
+from ..network import (
+    Fabric,
+    LinkLoad,
+    LinkTable,
+    MoERouting,
+    all_to_all,
+    all_to_all_load,
+    link_stats,
+    route_tokens,
+    sum_loads,
+)
 from ..perf import gc_paused
 from .collective_shapes import CollectiveShape, shape_named
 from .comm_kernels import KernelSpec
@@ -93,7 +103,7 @@ class CommModel:
 
     def _routing(self, group: int) -> MoERouting:
         r = self.run
-        return MoERouting(ep=r.ep, gpus_per_node=self.layout.gpus_per_node, num_experts=self.model.routed_experts,
+        return MoERouting(ep=r.ep, gpus_per_node=self.layout.ep_gpus_per_node, num_experts=self.model.routed_experts,
                           topk=self.model.topk, tokens_per_gpu=self.tokens_per_gpu, node_limit=r.node_limit,
                           skew=r.routing_skew, seed=r.routing_seed + group)
 
@@ -120,9 +130,10 @@ class CommModel:
             (_, old), (_, new) = self._signature(unit), self._signature(stage)
             self._loads[key] = self.load(shape, unit, group).renamed(old, new)
         else:
-            self._loads[key] = all_to_all_load(self.links, self.layout.ep_group(stage, group),
-                                               self.traffic(stage, group), self.token_bytes[shape],
-                                               shape_named(self.shapes, shape).algorithm, shape)
+            loads = [all_to_all_load(self.links, gpus, self.traffic(stage, group), self.token_bytes[shape],
+                                     shape_named(self.shapes, shape).algorithm, shape)
+                     for gpus in self.layout.ep_subgroups(stage, group)]
+            self._loads[key] = loads[0] if len(loads) == 1 else sum_loads(loads)
         return self._loads[key]
 
     def _load_factors(self) -> np.ndarray:
@@ -201,18 +212,20 @@ class CommModel:
                    for g in range(self.layout.groups_per_rank))
 
     def _signature(self, stage: int) -> tuple:
-        """The routes between the GPUs of each EP group of ``stage`` that its all-to-alls may use
-        (:meth:`_a2a_pairs`), group after group."""
+        """The routes between the GPUs of each EP group of ``stage`` (and its expert-TP siblings)
+        that its all-to-alls may use (:meth:`_a2a_pairs`), group after group."""
         if stage not in self._signatures:
-            pairs = [pair for g in range(self.layout.groups_per_rank)
-                     for pair in self._a2a_pairs(self.layout.ep_group(stage, g))]
+            pairs = [pair for g in range(self.layout.groups_per_rank) for gpus in self.layout.ep_subgroups(stage, g)
+                     for pair in self._a2a_pairs(gpus)]
             self._signatures[stage] = route_signature(self.links, pairs)
         return self._signatures[stage]
 
     def _job(self, shape: str, stages: list[int]) -> tuple:
-        """The arguments of :func:`measure_all_to_alls` after ``links``."""
-        groups = [(self.layout.ep_group(s, g), self.traffic(s, g)) for s in stages
-                  for g in range(self.layout.groups_per_rank)]
+        """The arguments of :func:`measure_all_to_alls` after ``links``: every EP group of
+        ``stages`` with its expert-TP siblings (:meth:`~sim.moe.layout.Layout.ep_subgroups`, which
+        carry the same traffic beside it), stage, group and sub-group in that order."""
+        groups = [(gpus, self.traffic(s, g)) for s in stages for g in range(self.layout.groups_per_rank)
+                  for gpus in self.layout.ep_subgroups(s, g)]
         return (groups, self.token_bytes[shape], shape_named(self.shapes, shape).algorithm, shape, self.run.a2a_chunks,
                 self.completion_window, self._gpu_rate)
 
@@ -289,7 +302,7 @@ class CommModel:
                 frames.append(frame)
             shape, unit = key
             self.link_frames[shape] = merged_link_stats(frames, float(ends.max()))
-            self._times[key] = self._ends_array(todo[key], list(ends))
+            self._times[key] = self._ends_array(todo[key], list(ends[::self.layout.etp]))   # sub-group 0's
             if bar:
                 bar.update(1)
         if bar:

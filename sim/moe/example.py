@@ -36,6 +36,7 @@ HELP = {
     "tp": "tensor-parallel GPUs per replica (divides the heads and a node's GPUs; MoE: experts not split)",
     "cp": "context-parallel GPUs per replica (the sequence split, seq_len a multiple of 2 cp)",
     "sequence_parallel": "with tp > 1: Megatron's sequence parallelism (norms and dropouts split too; MoE needs it)",
+    "expert_tp": "GPUs each routed expert is split over (divides tp; 1: whole experts, EP folded over TP)",
     "tp_across_nodes": "allow a TP group to leave its node (warned)",
     "tp_comm_overlap": "with sequence_parallel: TP all-gathers and reduce-scatters beside their GEMMs (userbuffers)",
     "tp_comm_sms": "SMs the overlapped TP communication holds (our assumption)",

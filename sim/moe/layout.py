@@ -19,7 +19,11 @@ EP coordinate), then the pipeline rank, so that
   holds ``E / ep`` whole experts and dispatches its own ``T / (tp x cp)`` tokens (its sequence
   shard: expert tensor parallelism 1 under Megatron-Core's MoE "parallel folding", whose expert
   order ``etp-ep-edp-pp`` folds EP over the attention's TP, CP and DP GPUs); with ``tp = cp = 1``
-  an EP group is ``ep`` replicas, as in DeepSeek-V3;
+  an EP group is ``ep`` replicas, as in DeepSeek-V3. With expert tensor parallelism
+  (``expert_tp`` = e, a divisor of ``tp``) each expert is split over e consecutive GPUs and an EP
+  group is every e-th GPU of a block of ``e x ep`` (whole replicas: ``e x ep / (tp x cp)`` of
+  them); the block's e EP groups run their all-to-alls side by side, the lead GPUs' group (sub 0)
+  standing for the step;
 * the data-parallel group of a rank's dense parameters is every replica of the rank at one
   (t, c) coordinate (``dp`` GPUs); its expert parameters are replicated only over the GPUs at the
   same position of every EP group of the rank (``tp x cp x dp / ep`` GPUs): for DeepSeek-V3,
@@ -44,7 +48,7 @@ from ..network import ep_group_error
 from .specs import SpecError
 
 ORDER = ("tp", "cp", "dp", "pp")       # fastest first; EP is the low digits of dp (Megatron's tp-cp-ep-dp-pp)
-GROUP_AXES = ("tp", "cp", "ep", "dp", "pp")
+GROUP_AXES = ("tp", "cp", "ep", "dp", "pp", "etp")
 
 
 class Coordinates(NamedTuple):
@@ -64,30 +68,40 @@ class Layout:
     gpus_per_node: int
     tp: int = 1
     cp: int = 1
+    etp: int = 1
 
     @classmethod
     def check(cls, pp: int, dp: int, ep: int, gpus_per_node: int, topology_gpus: int, topology: str,
               routed_experts: int = 0, tp: int = 1, cp: int = 1, heads: int = 0, kv_heads: int = 0,
-              tp_across_nodes: bool = False, sequence_parallel: bool = False) -> "Layout":
+              tp_across_nodes: bool = False, sequence_parallel: bool = False, expert_tp: int = 1) -> "Layout":
         """The layout of ``tp x cp x pp x dp`` GPUs with EP groups of ``ep`` GPUs, or a
         :class:`SpecError` naming the rule: EP groups are made of whole data-parallel replicas
         (``ep`` a multiple of ``tp x cp`` whose quotient divides ``dp``), fit the nodes and divide
         the routed experts; an MoE model with TP uses sequence parallelism (Megatron-Core refuses it
         otherwise); TP divides the attention heads (and key/value heads) and, unless
         ``tp_across_nodes``, the GPUs of a node; the topology has the GPUs."""
-        mp = tp * cp
-        if mp > 1 and ep > 1 and ep % mp:
+        mp, block = tp * cp, expert_tp * ep
+        if expert_tp > 1 and not routed_experts:
+            raise SpecError(f"RunSpec.expert_tp ({expert_tp}) splits an MoE model's routed experts: a dense model "
+                            "leaves it 1")
+        if mp > 1 and block > 1 and block % mp and expert_tp == 1:      # folding
             raise SpecError(f"RunSpec.ep ({ep}) must be a multiple of tp x cp ({tp} x {cp} = {mp}) for an MoE "
                             "model: an EP group is made of whole replicas' GPUs (expert tensor parallelism 1, "
                             "Megatron-Core's parallel folding)")
-        replicas = max(1, ep // mp)
+        if mp > 1 and block > 1 and block % mp:
+            raise SpecError(f"RunSpec.ep x expert_tp ({ep} x {expert_tp} = {block}) must be a multiple of tp x cp "
+                            f"({tp} x {cp} = {mp}): an EP group's GPUs and their expert-TP partners are whole "
+                            "replicas")
+        replicas = max(1, block // mp)
         if dp % replicas and mp == 1:
             raise SpecError(f"RunSpec.ep ({ep}) must divide dp ({dp}): an EP group is made of "
                             f"{ep} data-parallel replicas of one stage")
         if dp % replicas:
-            raise SpecError(f"RunSpec.ep ({ep}) must divide tp x cp x dp ({mp * dp}) in whole replicas: an EP "
-                            f"group is made of {ep} GPUs = {replicas} data-parallel replicas of {mp} GPUs of one "
-                            f"stage, and dp ({dp}) must be a multiple of {replicas}")
+            what = f"an EP group is made of {ep} GPUs" if expert_tp == 1 else \
+                f"an EP group and its expert-TP partners are {block} GPUs"
+            raise SpecError(f"RunSpec.ep ({ep}) must divide tp x cp x dp ({mp * dp}) in whole replicas: {what} = "
+                            f"{replicas} data-parallel replicas of {mp} GPUs of one stage, and dp ({dp}) must be a "
+                            f"multiple of {replicas}")
         if routed_experts and tp > 1 and not sequence_parallel:
             raise SpecError(f"RunSpec.sequence_parallel must be true for an MoE model with tp ({tp}) above 1 "
                             "(Megatron-Core requires sequence parallelism with MoE and tensor parallelism)")
@@ -105,10 +119,11 @@ class Layout:
             raise SpecError(f"RunSpec.tp ({tp}) must divide the {gpus_per_node} GPUs of a node of {topology!r} "
                             f"(a TP group inside one NVLink domain): allowed "
                             f"{', '.join(str(t) for t in divisors(gpus_per_node))}, or set tp_across_nodes: true")
-        problem = ep_group_error(ep, gpus_per_node, routed_experts or None)
+        problem = ep_group_error(ep, max(1, gpus_per_node // expert_tp), routed_experts or None)
         if problem:
-            raise SpecError(problem)
-        return cls(pp, dp, ep, gpus_per_node, tp, cp)
+            raise SpecError(problem if expert_tp == 1 else f"{problem} (EP groups of expert_tp {expert_tp}: "
+                            f"{max(1, gpus_per_node // expert_tp)} of a node's GPUs in each)")
+        return cls(pp, dp, ep, gpus_per_node, tp, cp, expert_tp)
 
     @property
     def gpus(self) -> int:
@@ -126,8 +141,15 @@ class Layout:
 
     @property
     def ep_replicas(self) -> int:
-        """Data-parallel replicas whose GPUs make one EP group: ``ep / (tp x cp)`` (at least 1)."""
-        return max(1, self.ep // self.model_parallel)
+        """Data-parallel replicas whose GPUs make one EP group and its expert-TP partners:
+        ``expert_tp x ep / (tp x cp)`` (at least 1)."""
+        return max(1, self.etp * self.ep // self.model_parallel)
+
+    @property
+    def ep_gpus_per_node(self) -> int:
+        """GPUs of one EP group in a node: a node's GPUs / ``expert_tp`` (an EP group takes every
+        ``expert_tp``-th GPU)."""
+        return max(1, self.gpus_per_node // self.etp)
 
     @property
     def groups_per_rank(self) -> int:
@@ -168,11 +190,24 @@ class Layout:
         e = self.ep_replicas
         return list(range(group * e, (group + 1) * e))
 
-    def ep_group(self, rank: int, group: int) -> list[int]:
-        """The GPUs of EP group ``group`` at pipeline rank ``rank``: every GPU of its replicas
-        (``ep`` consecutive GPUs; the replicas' lead GPUs when ``tp = cp = 1``)."""
-        first = self.gpu(rank, group * self.ep_replicas)
-        return list(range(first, first + self.ep))
+    def ep_group(self, rank: int, group: int, sub: int = 0) -> list[int]:
+        """The GPUs of EP group ``group`` at pipeline rank ``rank``: its replicas' GPUs at expert-TP
+        coordinate ``sub`` (every ``expert_tp``-th GPU from the first replica's lead GPU plus
+        ``sub``; ``ep`` consecutive GPUs when ``expert_tp`` is 1, the replicas' lead GPUs when
+        ``tp = cp = 1``). Group ``group`` with ``sub`` 0 holds the lead GPUs the step plays; the
+        ``expert_tp - 1`` others (:meth:`ep_subgroups`) run the same all-to-alls beside it."""
+        first = self.gpu(rank, group * self.ep_replicas) + sub
+        return list(range(first, first + self.etp * self.ep, self.etp))
+
+    def ep_subgroups(self, rank: int, group: int) -> list[list[int]]:
+        """The ``expert_tp`` EP groups on the replicas of EP group ``group`` (sub 0 first)."""
+        return [self.ep_group(rank, group, sub) for sub in range(self.etp)]
+
+    def etp_group(self, rank: int, replica: int, index: int = 0) -> list[int]:
+        """GPUs of expert-TP group ``index`` of replica ``replica`` of rank ``rank``: ``expert_tp``
+        consecutive GPUs, which split each of their experts and gather their tokens."""
+        first = self.gpu(rank, replica) + index * self.etp
+        return list(range(first, first + self.etp))
 
     def tp_group(self, rank: int, replica: int, cp: int = 0) -> list[int]:
         """GPUs of the TP group at CP coordinate ``cp`` of replica ``replica`` of rank ``rank``."""
@@ -198,16 +233,19 @@ class Layout:
     def groups(self, axis: str) -> list[list[int]]:
         """Every group of ``axis`` (:data:`GROUP_AXES`) over all GPUs: the GPUs that differ only in
         that coordinate (``ep``: in the EP digits of the replica). The groups of an axis partition
-        the GPUs; an EP group is ``ep`` consecutive GPUs of the flattened (t, c, d) index, as
-        Megatron-Core's expert order folds them."""
+        the GPUs; in the flattened (t, c, d) index Megatron-Core's expert order etp-ep-edp folds EP
+        and expert TP over them: an expert-TP group is ``expert_tp`` consecutive GPUs and an EP group
+        every ``expert_tp``-th GPU of a block of ``expert_tp x ep``."""
         if axis not in GROUP_AXES:
             raise ValueError(f"axis must be one of {', '.join(GROUP_AXES)}, got {axis!r}")
         out: dict[tuple, list[int]] = {}
         for gpu in range(self.gpus):
             c = self.coordinates(gpu)
+            flat = c.tp + self.tp * (c.cp + self.cp * c.dp)
             key = {"tp": (c.cp, c.dp, c.pp), "cp": (c.tp, c.dp, c.pp), "dp": (c.tp, c.cp, c.pp),
                    "pp": (c.tp, c.cp, c.dp),
-                   "ep": ((c.tp + self.tp * (c.cp + self.cp * c.dp)) // self.ep, c.pp)}[axis]
+                   "ep": (flat % self.etp, flat // (self.etp * self.ep), c.pp),
+                   "etp": (flat // self.etp, c.pp)}[axis]
             out.setdefault(key, []).append(gpu)
         return list(out.values())
 

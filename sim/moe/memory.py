@@ -2,8 +2,8 @@
 activations at the schedule's peak, and a fixed reserve, against the GPU's HBM.
 
 Model states (bytes per GPU), for ``Psi`` parameters replicated over a data-parallel group of
-``N`` GPUs (dense parameters: the rank's ``dp`` replicas; routed experts: ``dp / ep``, see
-:mod:`sim.moe.layout`), with ``w``, ``g``, ``o`` bytes per parameter of weights, gradients and
+``N`` GPUs (dense parameters: the rank's ``dp`` replicas times ``cp``; routed experts:
+``tp x cp x dp / (ep x expert_tp)``, see :mod:`sim.moe.layout`), with ``w``, ``g``, ``o`` bytes per parameter of weights, gradients and
 optimizer states (ZeRO, Rajbhandari et al. SC'20):
 
 =========  =========  =========  =========
@@ -94,8 +94,9 @@ def sharding_groups(run: RunSpec) -> tuple[int, int]:
     """(GPUs a dense parameter's ZeRO shards spread over, GPUs an expert parameter's do): the
     data-parallel replicas times the CP GPUs (which hold the same weights: Megatron-Core shards
     its distributed optimizer over DP x CP), and the GPUs holding the same routed experts for them:
-    ``tp x cp x dp / ep`` (Megatron-Core's expert data-parallel group; ``ep`` counts GPUs)."""
-    return run.dp * run.cp, max(1, run.tp * run.cp * run.dp // run.ep)
+    ``tp x cp x dp / (ep x expert_tp)`` (Megatron-Core's expert data-parallel group; ``ep`` counts
+    GPUs)."""
+    return run.dp * run.cp, max(1, run.tp * run.cp * run.dp // (run.ep * run.expert_tp))
 
 
 def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
@@ -103,7 +104,7 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
     ``I`` to a deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced
     routing). A GPU holds ``T / cp`` tokens, each tensor's TP share (:mod:`sim.moe.activations`)."""
     T, policy, pairs = run.tokens_per_microbatch // run.cp, run.memory_policy, float(m.topk)
-    tp, sp = run.tp, run.sequence_parallel
+    tp, sp, etp = run.tp, run.sequence_parallel, run.expert_tp
 
     def per_token(tensors) -> float:
         return bytes_per_token(tensors, tp, sp)
@@ -113,15 +114,15 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
         held = wkeep = 0.0
         for i in range(first, first + count):
             moe = i >= m.dense_layers
-            held += per_token(layer_tensors(m, moe, policy, run.seq_len, pairs))
-            wkeep += weight_grad_bytes(m, moe, policy, pairs, tp, sp)
+            held += per_token(layer_tensors(m, moe, policy, run.seq_len, pairs, etp))
+            wkeep += weight_grad_bytes(m, moe, policy, pairs, tp, sp, etp)
         if s == 0:
             held += per_token(embedding_tensors())
         if s == last:
             for _ in range(m.mtp_modules):
-                held += per_token(layer_tensors(m, m.is_moe, policy, run.seq_len, pairs))
+                held += per_token(layer_tensors(m, m.is_moe, policy, run.seq_len, pairs, etp))
                 held += per_token(mtp_extra_tensors(m, policy))
-                wkeep += weight_grad_bytes(m, m.is_moe, policy, pairs, tp, sp) + mtp_weight_grad_bytes(m, policy)
+                wkeep += weight_grad_bytes(m, m.is_moe, policy, pairs, tp, sp, etp) + mtp_weight_grad_bytes(m, policy)
             heads = 1 + m.mtp_modules
             held += heads * per_token(head_tensors(m, policy))
             wkeep += heads * head_weight_grad_bytes(m, tp, sp)
@@ -172,13 +173,13 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
     dense_dp, expert_dp = sharding_groups(run)
     out = []
     for rank, stages in sorted(stages_held(schedule).items()):
-        count = rank_params(model, layers_per_stage, stages, run.ep).split(run.tp)
+        count = rank_params(model, layers_per_stage, stages, run.ep).split(run.tp, run.expert_tp)
         w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
             w = run.weight_bytes * count.total
         elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
-            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).split(run.tp).total
+            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).split(run.tp, run.expert_tp).total
                                                for moe in (False, True))
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,

@@ -17,6 +17,10 @@ GPUs share the first node running it at once, after an NCCL kernel launch:
   ``max(0, ring - (c - 1) / c x core)`` (``core``: the attention core's seconds on a GPU; its
   first block waits for nothing). ``cp_kv:f`` is the forward's; ``cp_kv:b``, the backward's,
   passes twice the bytes (keys and values, then their gradients) behind twice the core.
+* Expert TP (``expert_tp`` = e > 1, an MoE model): around the routed experts, a ring all-gather
+  over the e GPUs of an expert-TP group of the token copies each received from the all-to-all
+  (balanced routing: ``topk x T / (tp x cp)`` of them, e times that gathered), ``etp_all_gather``,
+  and a ring reduce-scatter of the experts' output, ``etp_reduce_scatter``; counted with TP.
 """
 from __future__ import annotations
 
@@ -26,16 +30,18 @@ from ..network import ring_all_gather, ring_all_reduce, ring_reduce_scatter
 from ..perf import gc_paused
 from .collective_shapes import CP_SHAPE, CollectiveShape
 
-RINGS = {"tp_all_reduce": ring_all_reduce, "tp_all_gather": ring_all_gather, "tp_reduce_scatter": ring_reduce_scatter}
+RINGS = {"tp_all_reduce": ring_all_reduce, "tp_all_gather": ring_all_gather, "tp_reduce_scatter": ring_reduce_scatter,
+         "etp_all_gather": ring_all_gather, "etp_reduce_scatter": ring_reduce_scatter}
 
 
 class ModelParallelComm:
     """The TP and CP collectives of a scenario: :meth:`time` of a communication part's shape
-    (``tp_all_reduce``, ``tp_all_gather``, ``tp_reduce_scatter``, ``cp_kv:f``, ``cp_kv:b``)."""
+    (``tp_all_reduce``, ``tp_all_gather``, ``tp_reduce_scatter``, ``cp_kv:f``, ``cp_kv:b``,
+    ``etp_all_gather``, ``etp_reduce_scatter``)."""
 
     def __init__(self, scenario):
         self.sc = scenario
-        self.shapes = {s.name: s for s in scenario.collectives if s.axis in ("tp", "cp")}
+        self.shapes = {s.name: s for s in scenario.collectives if s.axis in ("tp", "cp", "etp")}
         self._times: dict[str, float] = {}
 
     def measures(self, shape: str) -> bool:
@@ -48,6 +54,9 @@ class ModelParallelComm:
             name = shape.split(":")[0]
             if name == CP_SHAPE:
                 self._times[shape] = self._cp_exposed(backward=shape.endswith(":b"))
+            elif self.shapes[name].axis == "etp":
+                self._times[shape] = self.ring_seconds(self.shapes[name], RINGS[name], self._etp_groups(),
+                                                       self.etp_factor)
             else:
                 self._times[shape] = self.ring_seconds(self.shapes[name], RINGS[name], self._tp_groups())
         return self._times[shape]
@@ -57,6 +66,13 @@ class ModelParallelComm:
         """Tokens one GPU holds: ``T / cp``."""
         return self.sc.run.tokens_per_microbatch // self.sc.run.cp
 
+    @property
+    def etp_factor(self) -> float:
+        """An expert-TP ring's bytes per GPU over ``tokens x bytes_per_token``: the ``topk x T /
+        (tp x cp)`` token copies a GPU received, gathered from ``expert_tp`` GPUs."""
+        run = self.sc.run
+        return run.expert_tp * self.sc.model.topk / run.tp
+
     def _replicas_on_first_node(self) -> range:
         lay = self.sc.layout
         return range(min(lay.dp, max(1, lay.gpus_per_node // lay.model_parallel)))
@@ -65,6 +81,11 @@ class ModelParallelComm:
         """The TP groups that share the first node: every CP coordinate of those replicas of rank 0."""
         lay = self.sc.layout
         return [lay.tp_group(0, d, c) for d in self._replicas_on_first_node() for c in range(lay.cp)]
+
+    def _etp_groups(self) -> list[list[int]]:
+        lay = self.sc.layout
+        return [lay.etp_group(0, d, i) for d in self._replicas_on_first_node()
+                for i in range(lay.model_parallel // lay.etp)]
 
     def _cp_groups(self) -> list[list[int]]:
         lay = self.sc.layout
@@ -113,12 +134,18 @@ class ModelParallelComm:
             factor = self.sc.run.cp * (2.0 if shape.endswith(":b") else 1.0)
             groups = [lay.cp_group(rank, int(d), t) for d in replicas for t in range(lay.tp)]
             return ring_all_gather, groups, factor * self.tokens * self.shapes[name].bytes_per_token
+        if self.shapes[name].axis == "etp":
+            groups = [lay.etp_group(rank, int(d), i) for d in replicas for i in range(lay.model_parallel // lay.etp)]
+            return RINGS[name], groups, self.etp_factor * self.tokens * self.shapes[name].bytes_per_token
         groups = [lay.tp_group(rank, int(d), c) for d in replicas for c in range(lay.cp)]
         return RINGS[name], groups, self.tokens * self.shapes[name].bytes_per_token
 
 
 def axis_of(shape: str) -> str:
-    """``tp``, ``cp`` or ``""``: which model-parallel axis a communication part's shape runs over."""
+    """``tp``, ``cp`` or ``""``: which model-parallel axis a communication part's shape runs over
+    (expert TP's rings count as ``tp``)."""
+    if shape.startswith("etp_"):
+        return "tp"
     return shape[:2] if shape.startswith(("tp_", "cp_")) else ""
 
 

@@ -56,13 +56,14 @@ class ParamCount:
     def __add__(self, other: "ParamCount") -> "ParamCount":
         return ParamCount(self.dense + other.dense, self.expert + other.expert)
 
-    def split(self, tp: int) -> "ParamCount":
+    def split(self, tp: int, expert_tp: int = 1) -> "ParamCount":
         """One GPU's share under tensor parallelism over ``tp`` GPUs: 1/tp of the dense parameters
         (Megatron splits every Linear and the vocabulary; the router and the normalisations'
-        weights, which it replicates, are counted as split: under 0.1% of a layer). Routed experts
-        are not split: a GPU holds ``E / ep`` whole experts (expert tensor parallelism 1,
-        :mod:`sim.moe.layout`)."""
-        return self if tp == 1 else ParamCount(self.dense / tp, self.expert)
+        weights, which it replicates, are counted as split: under 0.1% of a layer) and 1/expert_tp
+        of its ``E / ep`` routed experts (whole experts with expert TP 1, :mod:`sim.moe.layout`)."""
+        if tp == 1 and expert_tp == 1:
+            return self
+        return ParamCount(self.dense / tp, self.expert / expert_tp)
 
 
 def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:

@@ -33,7 +33,10 @@ after MLP(F); with it TP-AG(F) (all-gather) before each and TP-RS(F) (reduce-sca
 Backward, the conjugates: TP-AR(B) after MLP(B) and after ATTN(B) (their input gradients), or
 TP-AG(B) before and TP-RS(B) after each; CP-KV(B) (keys and values again, and their gradients)
 before ATTN(B). An MoE layer's MLP block has TP parts only if it has shared experts (the routed
-experts are not split by TP: :mod:`sim.moe.layout`). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
+experts are not split by TP: :mod:`sim.moe.layout`); with expert TP an MoE layer's MLP block also
+has ETP-AG (the dispatched tokens gathered over the expert-TP group) before it and ETP-RS after it,
+in the forward and the backward (not in a recomputation, which, like the all-to-alls, is not
+sent again). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
 collectives again. A ``W`` issues none (sequence parallelism's second all-gather of the input
 for the weight gradient is not costed). With TP-communication overlap (``RunSpec.tp_comm_overlap``,
 Megatron's userbuffers, which needs sequence parallelism) each all-gather and reduce-scatter runs
@@ -45,6 +48,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from .chunk import LayerCost, StageEnds
+from .collective_shapes import ETP_SHAPES
 from .streams import COMM, COMPUTE, Part
 
 
@@ -55,13 +59,16 @@ class ModelParallelParts(NamedTuple):
     parts run beside the block they feed or drain (:func:`~sim.moe.streams.as_streams`);
     ``moe_mlp_tp``: an MoE layer's MLP block has TP parts (it has shared experts, TP-split MLPs that
     gather their input and reduce-scatter their output; the routed experts, not split by TP, take
-    each GPU's sequence shard as it is, so a layer without shared experts has none)."""
+    each GPU's sequence shard as it is, so a layer without shared experts has none); ``etp``: an
+    MoE layer's MLP block gathers the dispatched tokens over the expert-TP group before it and
+    reduce-scatters its output after it (``expert_tp`` > 1)."""
 
     tp: str = ""
     cp: bool = False
     full_recompute: bool = False
     overlap: bool = False            # TP-communication overlap: TP parts run beside their GEMMs
     moe_mlp_tp: bool = True          # an MoE layer's MLP issues TP collectives (its shared experts')
+    etp: bool = False                # expert TP: an MoE layer's routed experts gather and scatter their tokens
 
 
 NO_MODEL_PARALLEL = ModelParallelParts()
@@ -79,8 +86,13 @@ def _tp(mp: ModelParallelParts, where: int, phase: str) -> list[Part]:
 
 def _mlp_tp(mp: ModelParallelParts, c: LayerCost, where: int, phase: str) -> list[Part]:
     """The TP parts before or after a layer's MLP block: none for an MoE layer without shared
-    experts (``mp.moe_mlp_tp``)."""
-    return _tp(mp, where, phase) if mp.moe_mlp_tp or not c.moe else []
+    experts (``mp.moe_mlp_tp``); an MoE layer's expert-TP gather (before, outside the TP parts)
+    or reduce-scatter (after) with ``mp.etp``."""
+    tp = _tp(mp, where, phase) if mp.moe_mlp_tp or not c.moe else []
+    if not (mp.etp and c.moe) or phase == "R":        # a recomputed MLP reuses its gathered tokens
+        return tp
+    etp = [Part(COMM, f"ETP-{('AG', 'RS')[where]}({phase})", 0.0, ETP_SHAPES[where])]
+    return etp + tp if where == 0 else tp + etp
 
 
 def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:

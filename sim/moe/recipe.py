@@ -21,6 +21,7 @@ def recipe(run: RunSpec, topology_gpus: int | None = None) -> dict:
     sequences = run.dp * run.microbatches * run.microbatch_size
     out = {"model": spec_label(run.model), "gpu": spec_label(run.gpu), "topology": spec_label(run.topology),
            "gpus": run.gpus, "tp": run.tp, "cp": run.cp, "sequence_parallel": run.sequence_parallel,
+           "expert_tp": run.expert_tp,
            "pp": run.pp, "dp": run.dp, "ep": run.ep, "microbatches": run.microbatches,
            "microbatch_size": run.microbatch_size, "seq_len": run.seq_len, "global_batch_seqs": sequences,
            "global_batch_tokens": sequences * run.seq_len, "gemm_precision": run.gemm_precision,
@@ -37,8 +38,9 @@ def recipe_line(r: dict) -> str:
     batch = (f"global batch {r['global_batch_seqs']:,} sequences x {r['seq_len']:,} tokens = "
              f"{r['global_batch_tokens'] / 1e6:.3g}M tokens (M={r['microbatches']:,} micro-batches of "
              f"{r['microbatch_size']} per replica)")
+    etp = f" x expert TP{r['expert_tp']}" if int(r.get("expert_tp", 1)) > 1 else ""
     return (f"simulated: {r['model']} on {r['gpus']:,} {r['gpu']} of {r['topology']} ({layout_label(r)}, "
-            f"EP{r['ep']}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
+            f"EP{r['ep']}{etp}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
             f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}; "
             f"kernels {r['kernels']}, communication {r['communication']}")
 

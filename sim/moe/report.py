@@ -67,7 +67,8 @@ def model_parallel_lines(results: list[StepResult]) -> list[str]:
             tp = sum(k.tp_comm_s for k in r.ranks) / len(r.ranks)
             cp = sum(k.cp_comm_s for k in r.ranks) / len(r.ranks)
             out.append(f"{r.run.schedule}: TP collectives {tp:.3f} s, CP key/value rings (what attention did not "
-                       f"hide) {cp:.3f} s per rank, exposed on the compute path")
+                       f"hide) {cp:.3f} s per rank (on the compute path in plain ops, beside the other chunk's "
+                       "compute in F&B units)")
     return out
 
 

@@ -94,7 +94,7 @@ class Scenario:
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0,
                                    run.tp, run.cp, self.model.heads,
                                    self.model.kv_heads if self.model.attention == "gqa" else 0, run.tp_across_nodes,
-                                   run.sequence_parallel)
+                                   run.sequence_parallel, run.expert_tp)
         if run.schedule in SEARCHED:            # Zero Bubble's search reads the stages' times and memory
             self.chunk = ChunkModel(self.model, self.gpu, run, run.pp)
             costs = stage_costs(self.model, run, self.chunk, graph, self.layout)
@@ -114,7 +114,8 @@ class Scenario:
         run = self.run
         tp = ("sp" if run.sequence_parallel else "ar") if run.tp > 1 else ""
         return ModelParallelParts(tp, run.cp > 1, run.memory_policy == "full", run.tp_comm_overlap,
-                                  moe_mlp_tp=self.model.shared_experts > 0)
+                                  moe_mlp_tp=self.model.shared_experts > 0,
+                                  etp=run.expert_tp > 1 and self.model.is_moe)
 
     @staticmethod
     def _schedule_file(run: RunSpec) -> Schedule:

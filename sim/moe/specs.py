@@ -215,6 +215,10 @@ class RunSpec:
     parallelism): each TP all-gather and reduce-scatter runs beside the GEMM block it feeds or
     drains, as Megatron's userbuffers overlap does, and slows the block by holding ``tp_comm_sms``
     SMs (our assumption: 2; Transformer Engine's ring exchange uses copy engines and few SMs).
+    ``expert_tp`` (Megatron-Core's expert tensor parallelism, a divisor of ``tp``): each routed
+    expert split over that many GPUs, which all-gather the tokens dispatched to them before the
+    experts and reduce-scatter the experts' output after; 1 (the default, Megatron-Core's MoE
+    "parallel folding") keeps experts whole and folds EP over the TP, CP and DP GPUs.
 
     ``faults``: slow GPUs, kernel-time jitter, degraded or failed links (:mod:`sim.moe.faults`;
     a mapping in YAML); any makes the step simulate every rank.
@@ -238,6 +242,7 @@ class RunSpec:
     tp_across_nodes: bool = False                # allow a TP group to span NVLink domains (warned)
     tp_comm_overlap: bool = False                # TP all-gathers / reduce-scatters beside their GEMMs (needs SP)
     tp_comm_sms: int = 2                         # SMs the overlapped TP communication holds (our assumption)
+    expert_tp: int = 1                           # GPUs each routed expert is split over (divides tp)
     microbatch_size: int = 1
     chunks: Optional[int] = None                 # interleaved-1f1b only
     comm_sms: int = 20
@@ -284,8 +289,11 @@ class RunSpec:
                 raise SpecError(f"RunSpec.{name} must be a name (text), got {getattr(self, name)!r}")
         for name in ("pp", "ep", "dp", "microbatches", "seq_len", "microbatch_size", "a2a_chunks"):
             _pos(self, name, high=100_000_000)
-        for name in ("tp", "cp"):
+        for name in ("tp", "cp", "expert_tp"):
             _pos(self, name, high=1_024)
+        if self.tp % self.expert_tp:
+            raise SpecError(f"RunSpec.expert_tp ({self.expert_tp}) must divide tp ({self.tp}): allowed "
+                            f"{', '.join(str(d) for d in range(1, self.tp + 1) if self.tp % d == 0)}")
         for name in ("sequence_parallel", "tp_across_nodes", "reshard_after_forward", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
