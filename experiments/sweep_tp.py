@@ -1,6 +1,6 @@
-"""TP x PP for a dense scenario at its GPU count (Llama 3 70B on 64 H100 in Megatron-Bridge's layout
-by default, ``--scenario`` for another): TP 1, 2, 4, 8 (with the scenario's sequence parallelism)
-and PP 2, 4, 8, 16, DP = GPUs / (TP x PP), micro-batches = the scenario's global batch / DP. A
+"""TP x PP for a scenario at its GPU count (Llama 3 70B on 64 H100 in Megatron-Bridge's layout
+by default, ``--scenario`` for another): TP 1, 2, 4, 8 (with the scenario's sequence parallelism;
+always for an MoE model, as Megatron-Core requires, its EP folded over TP) and PP 2, 4, 8, 16, DP = GPUs / (TP x PP), micro-batches = the scenario's global batch / DP. A
 layout that does not divide the GPUs or the batch, or whose schedule cannot split the layers, is an
 error row saying so. Representative pipeline; memory is reported, not enforced (hollow points in
 the figure do not fit HBM).
@@ -29,8 +29,10 @@ def layout(base, tp: int, pp: int) -> dict:
     dp = gpus // (tp * pp * base.cp)
     if sequences % (dp * base.microbatch_size):
         raise InputError(f"the global batch of {sequences} sequences does not split over DP {dp}")
+    from sim.moe.specs import load_model
+    sp = base.sequence_parallel or load_model(base.model).is_moe      # Megatron-Core: MoE with TP needs SP
     return {"tp": tp, "pp": pp, "dp": dp, "microbatches": sequences // (dp * base.microbatch_size),
-            "sequence_parallel": base.sequence_parallel and tp > 1}
+            "sequence_parallel": sp and tp > 1}
 
 
 def point(p: dict) -> dict:

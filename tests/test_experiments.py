@@ -177,3 +177,14 @@ def test_the_tp_sweep_keeps_gpus_and_batch_and_draws(tmp_path):
     assert "cannot be split over 160 pipeline stages" in refused[2]         # DP 1: 80 layers, 32 x 5 chunks
     plots.sweep_tp(df, tmp_path)
     assert (tmp_path / "sweep_tp.png").stat().st_size > 10_000
+
+
+def test_the_tp_sweep_runs_an_moe_scenario_with_sequence_parallelism():
+    """Megatron-Core needs sequence parallelism for an MoE model with TP: the sweep turns it on there."""
+    from experiments import sweep_tp
+    from sim.moe.specs import load_scenario
+    base = load_scenario("tiny")
+    assert not base.sequence_parallel
+    assert sweep_tp.layout(base, 2, 2)["sequence_parallel"] and not sweep_tp.layout(base, 1, 2)["sequence_parallel"]
+    row = sweep_tp.point({"scenario": "tiny", "tp": 2, "pp": 2})
+    assert row["mean_tp_comm_s"] > 0

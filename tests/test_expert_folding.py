@@ -14,6 +14,8 @@ from sim.moe.scenario import Scenario
 from sim.moe.specs import RunSpec, SpecError, load_model
 from sim.moe.step import MoEStep
 
+BF16_BYTES = 2.0
+
 
 def moe_run(**changes) -> RunSpec:
     """tiny-moe (16 routed experts, top 2, one shared expert) on one H800 node."""
@@ -126,8 +128,22 @@ def test_expert_tp_splits_experts_and_keeps_the_gathered_copies():
     assert sharding_groups(moe_run(expert_tp=2, ep=4, dp=8)) == (8, 2)         # 16 GPUs / (EP 4 x ETP 2)
     one, two = (bytes_per_token(mlp_tensors(model, True, "none", 2.0, e)) for e in (1, 2))
     assert two - one == pytest.approx(model.hidden * 2.0 * BF16)             # a second copy of each pair
+    assert bytes_per_token(mlp_tensors(model, True, "none", 2.0)) == one     # expert TP 1 unless given
     w1, w2 = (weight_grad_bytes(model, True, "none", 2.0, expert_tp=e) for e in (1, 2))
     assert w2 - w1 == pytest.approx(2 * model.hidden * 2.0 * BF16)          # up's input, down's output
+    assert weight_grad_bytes(model, True, "none", 2.0) == w1
+    from sim.moe.activations import linear_shapes
+    assert linear_shapes(model, True, 2.0) == linear_shapes(model, True, 2.0, 1) != linear_shapes(model, True, 2.0, 2)
+
+
+def test_a_stage_keeps_the_gathered_copies_of_each_moe_layer():
+    """tiny-moe, one stage of 8 layers (7 MoE), TP 2 with sequence parallelism: expert TP 2 keeps
+    one more h-wide BF16 copy of each of a token's topk = 2 pairs per MoE layer, on T / tp tokens."""
+    from sim.moe.memory import stage_activation_bytes
+    model = load_model("tiny-moe")
+    (held1, _), = stage_activation_bytes(model, moe_run(ep=8), [8])
+    (held2, _), = stage_activation_bytes(model, moe_run(expert_tp=2, ep=4), [8])
+    assert held2 - held1 == pytest.approx(7 * 2 * model.hidden * BF16_BYTES * 2048 / 2)
 
 
 def test_expert_tp_parts_surround_the_routed_experts():
@@ -161,3 +177,41 @@ def test_bad_expert_tp_is_one_line(changes, pattern):
     with pytest.raises(SpecError, match=pattern) as info:
         Scenario(moe_run(**changes))
     assert "\n" not in str(info.value)
+
+
+def test_expert_tp_rings_live_alone_take_their_measured_time():
+    """TP 4 with expert TP 2 (two expert-TP pairs a replica), EP 4, on one node: live, each ETP ring
+    of the replica's two pairs runs on the fabric and, alone there, lasts its measured time."""
+    run = moe_run(tp=4, dp=2, expert_tp=2, ep=4)
+    measured, live = (MoEStep(Scenario(run.with_(communication=c))).simulate() for c in ("measured", "live"))
+    assert live.step_time_s == pytest.approx(measured.step_time_s, rel=1e-9)
+    assert live.ranks[0].tp_comm_s == pytest.approx(measured.ranks[0].tp_comm_s, rel=1e-9)
+    half = MoEStep(Scenario(run.with_(communication="live", expert_tp=1, ep=8))).simulate()
+    assert live.ranks[0].tp_comm_s > half.ranks[0].tp_comm_s          # the ETP rings are there
+
+
+def test_expert_tp_rings_of_every_pair_are_measured_by_hand():
+    """TP 4, expert TP 2: a replica's two pairs (0, 1) and (2, 3) gather at once, each on links of
+    its own, so the all-gather takes one pair's time: an NCCL launch, then one step of half of
+    2 x 2 x (T / 4) copies of 264 bytes."""
+    from sim.moe.model_parallel import ModelParallelComm
+    sc = Scenario(moe_run(tp=4, dp=2, expert_tp=2, ep=4))
+    assert sc.layout.etp_group(0, 1, 1) == [6, 7]
+    fabric = sc.step_fabric(__import__("simpy").Environment())
+    bw, latency = fabric.route_bandwidth(0, 1), sc.links.route(0, 1)[1]
+    n = 2 * 2 * (2048 // 4) * 264
+    assert ModelParallelComm(sc).time("etp_all_gather") == pytest.approx(sc.kernels.nccl_launch_s + latency + n / 2 / bw,
+                                                                       rel=1e-12)
+
+
+def test_live_rings_are_the_replicas_own_groups():
+    """The rings a live TP, CP or expert-TP part starts for replica 1 of rank 1 (TP 4 = 2 expert-TP
+    pairs; 16 GPUs, PP 2 x DP 2): its own GPUs 12-15."""
+    from sim.moe.model_parallel import ModelParallelComm
+    from sim.network import ring_all_gather, ring_reduce_scatter
+    sc = Scenario(moe_run(topology="h800-16", tp=4, dp=2, pp=2, expert_tp=2, ep=4))
+    comm = ModelParallelComm(sc)
+    ring, groups, nbytes = comm.rings("etp_all_gather", 1, [1])
+    assert ring is ring_all_gather and groups == [[12, 13], [14, 15]] and nbytes == 2 * 2 * (2048 // 4) * 264
+    ring, groups, nbytes = comm.rings("tp_reduce_scatter", 1, [1])
+    assert ring is ring_reduce_scatter and groups == [[12, 13, 14, 15]] and nbytes == 2048 * 256 * 2

@@ -30,7 +30,7 @@ def test_parameter_shard_groups():
 @pytest.mark.parametrize("args,pattern", [
     ((16, 128, 48, 8, 2048, "t", 256), "ep \\(48\\) must divide dp \\(128\\)"),
     ((16, 256, 64, 8, 2048, "t", 256), "4096 GPUs, but topology 't' has 2048"),
-    ((4, 12, 12, 8, 64, "t", 48), "multiple of gpus_per_node=8"),
+    ((4, 12, 12, 8, 64, "t", 48), "multiple of gpus_per_node=8 \\(or at most 8\\): an EP group spans whole nodes$"),
     ((4, 6, 3, 8, 64, "t", 48), "must divide the 8 GPUs per node"),
     ((4, 8, 8, 8, 64, "t", 12), "ep must divide num_experts"),
 ])
@@ -94,7 +94,8 @@ def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, 
     (dict(tp=3, heads=12), r"tp \(3\) must divide the 8 GPUs of a node of 't' \(a TP group inside one NVLink "
                            r"domain\): allowed 1, 2, 4, 8, or set tp_across_nodes: true"),
     (dict(tp=8, heads=12), r"tp \(8\) must divide the model's 12 attention heads: allowed 1, 2, 3, 4, 6, 12"),
-    (dict(tp=4, heads=8, kv_heads=6), r"tp \(4\) and the model's 6 key/value heads must divide one another"),
+    (dict(tp=4, heads=8, kv_heads=6), r"tp \(4\) and the model's 6 key/value heads must divide one another \(each "
+                                      r"TP GPU holds whole key/value heads, or a head is copied to several\)$"),
     (dict(tp=2, routed_experts=8), r"sequence_parallel must be true for an MoE model with tp \(2\) above 1 "
                                    r"\(Megatron-Core requires sequence parallelism with MoE and tensor parallelism\)"),
     (dict(tp=8, cp=2), r"tp x cp x pp x dp = 8 x 2 x 1 x 8 = 128 GPUs, but topology 't' has 64"),
@@ -121,6 +122,7 @@ def test_a_dense_layout_needs_no_expert_count_and_a_gpu_outside_it_is_named():
 @pytest.mark.parametrize("dp,ep,tp,cp,pattern", [
     (8, 3, 2, 1, r"ep \(3\) must be a multiple of tp x cp \(2 x 1 = 2\) for an MoE model: an EP group is made of "
                  r"whole replicas' GPUs \(expert tensor parallelism 1, Megatron-Core's parallel folding\)"),
+    (8, 2, 4, 1, r"ep \(2\) must be a multiple of tp x cp \(4 x 1 = 4\) for an MoE model"),
     (6, 8, 2, 1, r"ep \(8\) must divide tp x cp x dp \(12\) in whole replicas: an EP group is made of 8 GPUs = "
                  r"4 data-parallel replicas of 2 GPUs of one stage, and dp \(6\) must be a multiple of 4"),
 ])
@@ -152,12 +154,42 @@ def test_expert_tp_splits_each_expert_over_consecutive_gpus_and_strides_the_ep_g
 
 @pytest.mark.parametrize("kwargs,pattern", [
     (dict(tp=2, expert_tp=2, ep=3, dp=8, routed_experts=12), r"ep x expert_tp \(3 x 2 = 6\) must be a multiple of tp x cp"
-                                                            r" \(2 x 2 = 4\)"),
+                                                            r" \(2 x 2 = 4\): an EP group's GPUs and their expert-TP "
+                                                            r"partners are whole replicas$"),
+    (dict(tp=4, expert_tp=2, ep=1, dp=8, routed_experts=12), r"ep x expert_tp \(1 x 2 = 2\) must be a multiple of tp x cp"),
+    (dict(tp=2, expert_tp=2, ep=8, dp=6, routed_experts=16), r"ep \(8\) must divide tp x cp x dp \(24\) in whole "
+                                                            r"replicas: an EP group and its expert-TP partners are 16 GPUs"
+                                                            r" = 4 data-parallel replicas of 4 GPUs of one stage, and dp "
+                                                            r"\(6\) must be a multiple of 4$"),
+    (dict(tp=2, expert_tp=2, ep=6, dp=6, routed_experts=12), r"^ep \(6\) must be a multiple of gpus_per_node=4 \(or at "
+                                                            r"most 4\): an EP group spans whole nodes \(EP groups of "
+                                                            r"expert_tp 2: 4 of a node's GPUs in each\)$"),
     (dict(tp=1, expert_tp=2, ep=1, dp=8, routed_experts=0), r"expert_tp \(2\) splits an MoE model's routed experts: "
                                                            r"a dense model leaves it 1"),
 ])
 def test_expert_tp_refusals(kwargs, pattern):
+    kwargs = dict(kwargs)                        # the parameter's own dict stays as it is for a rerun
     ep, dp = kwargs.pop("ep"), kwargs.pop("dp")
     experts = kwargs.pop("routed_experts")
     with pytest.raises(SpecError, match=pattern):
         Layout.check(1, dp, ep, 8, 64, "t", experts, cp=2, sequence_parallel=True, **kwargs)
+
+
+def test_grouped_query_heads_copied_over_tp_and_a_bad_axis():
+    lay = Layout.check(1, 8, 1, 8, 64, "t", tp=4, heads=8, kv_heads=2)      # 2 key/value heads, each on 2 GPUs
+    assert lay.tp == 4
+    with pytest.raises(ValueError, match=r"^axis must be one of tp, cp, ep, dp, pp, etp, got 'xx'$"):
+        lay.groups("xx")
+
+
+def test_an_ep_group_of_one_gpu_a_node_under_expert_tp():
+    """Nodes of 2 GPUs, TP 2 = expert TP 2: each EP group takes one GPU of each node, so any EP size
+    fits whole nodes (3 here)."""
+    lay = Layout.check(1, 3, 3, 2, 6, "t", 6, tp=2, heads=2, sequence_parallel=True, expert_tp=2)
+    assert lay.ep_gpus_per_node == 1 and lay.ep_subgroups(0, 0) == [[0, 2, 4], [1, 3, 5]]
+
+
+def test_an_expert_count_an_ep_group_cannot_split_is_named_with_its_expert_tp():
+    with pytest.raises(SpecError, match=r"^ep must divide num_experts: ep=3, num_experts=7 \(each GPU holds num_experts "
+                                        r"/ ep routed experts\) \(EP groups of expert_tp 2: 1 of a node's GPUs in each\)$"):
+        Layout.check(1, 3, 3, 2, 6, "t", 7, tp=2, heads=2, sequence_parallel=True, expert_tp=2)

@@ -65,13 +65,34 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
 EQUIVALENT = {
+    "sim.moe.layout.x_divisors__mutmut_7": "range(1, n + 2): n + 1 never divides n >= 1",
+    "sim.moe.layout.xǁLayoutǁcheck__mutmut_5": "kv_heads 1 by default: 1 % tp and tp % 1 == 0, never refused, as 0",
+    "sim.moe.layout.xǁLayoutǁcheck__mutmut_22": "mp >= 1: at mp 1 block % 1 is 0 and the check never fires",
+    "sim.moe.layout.xǁLayoutǁcheck__mutmut_38": "mp >= 1: at mp 1 block % 1 is 0 and the check never fires",
+    "sim.moe.layout.xǁLayoutǁcheck__mutmut_39": "mp > 2: at mp 2 expert TP above 1 means TP 2 = expert TP 2, an even "
+                                               "block; expert TP 1 meets the folding check first",
     "sim.moe.activations.x_linear_shapes__mutmut_9": "a column-parallel Linear's name is read only by the "
                                                      "ROW_PARALLEL lookup, which it is not in either way",
-    "sim.moe.activations.x_linear_shapes__mutmut_27": "same as mutmut_9 (q_up, column-parallel)",
-    "sim.moe.activations.x_mlp_tensors__mutmut_11": "a saved tensor's name is a label; split_of reads None as "
+    "sim.moe.activations.x_linear_shapes__mutmut_10": "same as mutmut_9 (qkv spelt in capitals)",
+    "sim.moe.activations.x_linear_shapes__mutmut_28": "same as mutmut_9 (q_up, column-parallel)",
+    "sim.moe.activations.x_linear_shapes__mutmut_29": "same as mutmut_9 (q_up in capitals)",
+    "sim.moe.activations.x_linear_shapes__mutmut_80": "same as mutmut_9 (routed_up, column-parallel)",
+    "sim.moe.activations.x_linear_shapes__mutmut_81": "same as mutmut_9 (routed_up in capitals)",
+    "sim.moe.activations.x_linear_shapes__mutmut_88": "routed_down out of ROW_PARALLEL: its shares swap between 1/tp "
+                                                      "and the wide share, which is 1/tp too under sequence "
+                                                      "parallelism, the only way an MoE model runs with TP",
+    "sim.moe.activations.x_linear_shapes__mutmut_89": "same as mutmut_88 (routed_down in capitals)",
+    "sim.moe.activations.x_mlp_tensors__mutmut_12": "a saved tensor's name is a label; split_of reads None as "
                                                     "'sp', mlp.norm_input's own split",
-    "sim.moe.activations.x_mlp_tensors__mutmut_133": "the routed experts' names only choose their TP split, and an "
-                                                     "MoE model runs at TP 1 (Layout.check refuses more)",
+    "sim.moe.activations.x_mlp_tensors__mutmut_111": "routed.input's name None: split_of reads None as 'sp', "
+                                                     "routed.input's own split",
+    "sim.moe.activations.x_mlp_tensors__mutmut_118": "routed.input misspelt: split_of reads an unknown name as 'sp', "
+                                                     "routed.input's own split",
+    "sim.moe.activations.x_mlp_tensors__mutmut_119": "same as mutmut_118 (in capitals)",
+    "sim.moe.activations.x_mlp_tensors__mutmut_134": "the routed experts' names only choose their split, 'tp' or "
+                                                     "'sp', alike under sequence parallelism, the only way an MoE "
+                                                     "model runs with TP (Layout.check)",
+    "sim.moe.activations.x_mlp_tensors__mutmut_135": "same as mutmut_134 (routed in capitals)",
     "sim.moe.runpage.x_build_run_page__mutmut_21": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
     "sim.moe.runpage.x_build_run_page__mutmut_22": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
     "sim.moe.runpage.x_captions__mutmut_18": "groupby(sort=None): pandas reads None as False, the same order",

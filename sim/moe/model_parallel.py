@@ -74,8 +74,9 @@ class ModelParallelComm:
         return run.expert_tp * self.sc.model.topk / run.tp
 
     def _replicas_on_first_node(self) -> range:
+        """The replicas with a GPU on the first node: ``ceil(gpus_per_node / (tp x cp))``, at most ``dp``."""
         lay = self.sc.layout
-        return range(min(lay.dp, max(1, lay.gpus_per_node // lay.model_parallel)))
+        return range(min(lay.dp, -(-lay.gpus_per_node // lay.model_parallel)))
 
     def _tp_groups(self) -> list[list[int]]:
         """The TP groups that share the first node: every CP coordinate of those replicas of rank 0."""
@@ -112,7 +113,7 @@ class ModelParallelComm:
                                  factor=cp * (2.0 if backward else 1.0))
 
     def _cp_exposed(self, backward: bool) -> float:
-        return self.exposed(CP_SHAPE + (":b" if backward else ":f"), self.cp_ring_seconds(backward))
+        return self.exposed(CP_SHAPE + ":b" if backward else CP_SHAPE, self.cp_ring_seconds(backward))
 
     def exposed(self, shape: str, seconds: float) -> float:
         """Seconds the compute stream waits for collective ``shape`` that ran ``seconds`` from its

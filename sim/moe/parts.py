@@ -41,6 +41,9 @@ collectives again. A ``W`` issues none (sequence parallelism's second all-gather
 for the weight gradient is not costed). With TP-communication overlap (``RunSpec.tp_comm_overlap``,
 Megatron's userbuffers, which needs sequence parallelism) each all-gather and reduce-scatter runs
 beside the block it feeds or drains, which holds ``tp_comm_sms`` of the GPU's SMs meanwhile.
+In an ``FB`` unit the same parts join the communication stream, in the order the two chunks need
+them, each after the compute part producing its data and before the one consuming it
+(:func:`overlapped_parts`), so one chunk's collectives can run while the other chunk computes.
 """
 from __future__ import annotations
 
