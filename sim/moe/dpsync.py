@@ -64,7 +64,7 @@ def stage_param_counts(sc: Scenario) -> dict[int, dict[int, ParamCount]]:
             count, shared = stage_params(m, layers, s, sc.run.ep)
             new = shared - seen
             seen |= shared
-            out[rank][s] = (count + ParamCount(len(new) * m.vocab * m.hidden, 0.0)).split(sc.run.tp, sc.run.expert_tp)
+            out[rank][s] = (count + ParamCount(len(new) * m.vocab * m.hidden, 0.0)).on_gpu(sc.run)
     return out
 
 
@@ -75,7 +75,7 @@ def stage_layer_params(sc: Scenario, stage: int) -> ParamCount:
     total = ParamCount(0.0, 0.0)
     for c in sc.chunk.stage_layers[stage]:
         total = total + layer_params(m, c.moe, sc.run.ep)
-    return total.split(sc.run.tp, sc.run.expert_tp)
+    return total.on_gpu(sc.run)
 
 
 class LayerCollectives:
@@ -91,7 +91,7 @@ class LayerCollectives:
     def time(self, shape: str) -> float:
         if shape not in self._times:
             kind, layer = shape.split(":")
-            count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep).split(self.sc.run.tp, self.sc.run.expert_tp)
+            count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep).on_gpu(self.sc.run)
             per_param = self.sc.run.weight_bytes if kind == "gather" else self.sc.run.grad_bytes
             self._times[shape] = self._measure(count, per_param, gather=kind == "gather")
         return self._times[shape]

@@ -173,13 +173,13 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
     dense_dp, expert_dp = sharding_groups(run)
     out = []
     for rank, stages in sorted(stages_held(schedule).items()):
-        count = rank_params(model, layers_per_stage, stages, run.ep).split(run.tp, run.expert_tp)
+        count = rank_params(model, layers_per_stage, stages, run.ep).on_gpu(run)
         w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
             w = run.weight_bytes * count.total
         elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
-            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).split(run.tp, run.expert_tp).total
+            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).on_gpu(run).total
                                                for moe in (False, True))
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,

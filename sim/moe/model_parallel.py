@@ -28,7 +28,7 @@ import simpy
 
 from ..network import ring_all_gather, ring_all_reduce, ring_reduce_scatter
 from ..perf import gc_paused
-from .collective_shapes import CP_SHAPE, CollectiveShape
+from .collective_shapes import CP_SHAPE
 
 RINGS = {"tp_all_reduce": ring_all_reduce, "tp_all_gather": ring_all_gather, "tp_reduce_scatter": ring_reduce_scatter,
          "etp_all_gather": ring_all_gather, "etp_reduce_scatter": ring_reduce_scatter}
@@ -49,22 +49,22 @@ class ModelParallelComm:
         return shape.split(":")[0] in self.shapes
 
     def time(self, shape: str) -> float:
-        """Seconds one GPU's compute stream waits for the collective ``shape``."""
+        """Seconds one GPU's compute stream waits for the collective ``shape``: its rings
+        (:meth:`rings`) of every replica whose GPUs share the first node, at once, from the NCCL
+        launch to the last byte, less what the attention hides of a CP ring (:meth:`exposed`)."""
         if shape not in self._times:
-            name = shape.split(":")[0]
-            if name == CP_SHAPE:
-                self._times[shape] = self._cp_exposed(backward=shape.endswith(":b"))
-            elif self.shapes[name].axis == "etp":
-                self._times[shape] = self.ring_seconds(self.shapes[name], RINGS[name], self._etp_groups(),
-                                                       self.etp_factor)
-            else:
-                self._times[shape] = self.ring_seconds(self.shapes[name], RINGS[name], self._tp_groups())
+            self._times[shape] = self.exposed(shape, self.ring_seconds(shape))
         return self._times[shape]
 
     @property
     def tokens(self) -> int:
         """Tokens one GPU holds: ``T / cp``."""
         return self.sc.run.tokens_per_microbatch // self.sc.run.cp
+
+    @property
+    def launch_s(self) -> float:
+        """An NCCL kernel's launch before each ring (:mod:`sim.moe.comm_kernels`)."""
+        return self.sc.kernels.nccl_launch_s
 
     @property
     def etp_factor(self) -> float:
@@ -78,24 +78,11 @@ class ModelParallelComm:
         lay = self.sc.layout
         return range(min(lay.dp, -(-lay.gpus_per_node // lay.model_parallel)))
 
-    def _tp_groups(self) -> list[list[int]]:
-        """The TP groups that share the first node: every CP coordinate of those replicas of rank 0."""
-        lay = self.sc.layout
-        return [lay.tp_group(0, d, c) for d in self._replicas_on_first_node() for c in range(lay.cp)]
-
-    def _etp_groups(self) -> list[list[int]]:
-        lay = self.sc.layout
-        return [lay.etp_group(0, d, i) for d in self._replicas_on_first_node()
-                for i in range(lay.model_parallel // lay.etp)]
-
-    def _cp_groups(self) -> list[list[int]]:
-        lay = self.sc.layout
-        return [lay.cp_group(0, d, t) for d in self._replicas_on_first_node() for t in range(lay.tp)]
-
-    def ring_seconds(self, shape: CollectiveShape, ring, groups: list[list[int]], factor: float = 1.0) -> float:
-        """Seconds of ``ring`` on ``factor x tokens x bytes_per_token`` bytes per GPU over each of
-        ``groups`` at once, from its NCCL launch to its last byte."""
-        nbytes = factor * self.tokens * shape.bytes_per_token
+    def ring_seconds(self, shape: str) -> float:
+        """Seconds of the rings of collective ``shape`` (:meth:`rings` of rank 0's replicas on the
+        first node) at once on a fresh fabric of the run's topology, from the NCCL launch to the
+        last byte (before any overlap)."""
+        ring, groups, nbytes = self.rings(shape, 0, self._replicas_on_first_node())
         env = simpy.Environment()
         with gc_paused():
             fabric = self.sc.step_fabric(env)
@@ -103,17 +90,12 @@ class ModelParallelComm:
             ends: list[float] = []
             simpy.AllOf(env, events).callbacks.append(lambda _e: ends.append(env.now))
             env.run()
-        return self.sc.kernels.nccl_launch_s + ends[0]
+        return self.launch_s + ends[0]
 
     def cp_ring_seconds(self, backward: bool = False) -> float:
         """Seconds of the whole key/value ring of the CP groups (before any overlap): a ring
         all-gather of ``cp`` blocks (twice the bytes in the backward)."""
-        cp = self.sc.run.cp
-        return self.ring_seconds(self.shapes[CP_SHAPE], ring_all_gather, self._cp_groups(),
-                                 factor=cp * (2.0 if backward else 1.0))
-
-    def _cp_exposed(self, backward: bool) -> float:
-        return self.exposed(CP_SHAPE + ":b" if backward else CP_SHAPE, self.cp_ring_seconds(backward))
+        return self.ring_seconds(CP_SHAPE + ":b" if backward else CP_SHAPE)
 
     def exposed(self, shape: str, seconds: float) -> float:
         """Seconds the compute stream waits for collective ``shape`` that ran ``seconds`` from its
@@ -127,19 +109,20 @@ class ModelParallelComm:
 
     def rings(self, shape: str, rank: int, replicas) -> tuple:
         """(ring function, GPU groups, bytes per GPU) of collective ``shape`` run by ``replicas`` of
-        pipeline rank ``rank``: every TP group (at each CP coordinate) or CP group (at each TP
-        coordinate) of those replicas, on the bytes :meth:`time` measures them with. Live
-        communication (:mod:`sim.moe.live`) starts them on the step's fabric."""
+        pipeline rank ``rank``: every TP group (at each CP coordinate), expert-TP group or CP group
+        (at each TP coordinate) of those replicas. :meth:`time` measures them; live communication
+        (:mod:`sim.moe.live`) starts them on the step's fabric."""
         lay, name = self.sc.layout, shape.split(":")[0]
+        per_token = self.tokens * self.shapes[name].bytes_per_token
         if name == CP_SHAPE:
             factor = self.sc.run.cp * (2.0 if shape.endswith(":b") else 1.0)
             groups = [lay.cp_group(rank, int(d), t) for d in replicas for t in range(lay.tp)]
-            return ring_all_gather, groups, factor * self.tokens * self.shapes[name].bytes_per_token
+            return ring_all_gather, groups, factor * per_token
         if self.shapes[name].axis == "etp":
             groups = [lay.etp_group(rank, int(d), i) for d in replicas for i in range(lay.model_parallel // lay.etp)]
-            return RINGS[name], groups, self.etp_factor * self.tokens * self.shapes[name].bytes_per_token
+            return RINGS[name], groups, self.etp_factor * per_token
         groups = [lay.tp_group(rank, int(d), c) for d in replicas for c in range(lay.cp)]
-        return RINGS[name], groups, self.tokens * self.shapes[name].bytes_per_token
+        return RINGS[name], groups, per_token
 
 
 def axis_of(shape: str) -> str:

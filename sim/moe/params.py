@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .specs import ModelSpec
+from .specs import ModelSpec, RunSpec
 
 
 def attention_params(m: ModelSpec) -> float:
@@ -64,6 +64,10 @@ class ParamCount:
         if tp == 1 and expert_tp == 1:
             return self
         return ParamCount(self.dense / tp, self.expert / expert_tp)
+
+    def on_gpu(self, run: RunSpec) -> "ParamCount":
+        """:meth:`split` by ``run``'s TP and expert TP: one GPU's share."""
+        return self.split(run.tp, run.expert_tp)
 
 
 def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:

@@ -104,6 +104,16 @@ def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:
     return [Part(COMM, f"CP-KV({phase})", 0.0, "cp_kv:b" if phase == "B" else "cp_kv:f")] if mp.cp else []
 
 
+def _around(mp: ModelParallelParts, c: LayerCost, attention: bool, phase: str) -> tuple[list[Part], list[Part]]:
+    """(the TP, CP and expert-TP parts before a layer's attention or MLP block in ``phase``, those
+    after it): the attention's CP ring and TP gather (the backward gathers before its CP ring), its
+    reduce-scatter or all-reduce after; the MLP's as :func:`_mlp_tp` says."""
+    if attention:
+        before = _tp(mp, 0, phase) + _cp(mp, phase) if phase == "B" else _cp(mp, phase) + _tp(mp, 0, phase)
+        return before, _tp(mp, 1, phase)
+    return _mlp_tp(mp, c, 0, phase), _mlp_tp(mp, c, 1, phase)
+
+
 def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attention: bool,
                       c: LayerCost) -> list[Part]:
     """A recomputation part of layer ``c``'s attention or MLP block, with the collectives its
@@ -111,9 +121,8 @@ def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attenti
     parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
     if not parts or not mp.full_recompute:
         return parts
-    if attention:
-        return _cp(mp, "R") + _tp(mp, 0, "R") + parts + _tp(mp, 1, "R")
-    return _mlp_tp(mp, c, 0, "R") + parts + _mlp_tp(mp, c, 1, "R")
+    before, after = _around(mp, c, attention, "R")
+    return before + parts + after
 
 
 def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Part]:
@@ -139,14 +148,12 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
     parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
     for j, c in enumerate(layers):
         parts += _gather(c, "GATHER(F)", zero3 and not (prefetch and j))
-        parts += _cp(mp, "F") + _tp(mp, 0, "F")
-        parts.append(Part(COMPUTE, "ATTN(F)", c.attn_f))
-        parts += _tp(mp, 1, "F")
+        before, after = _around(mp, c, True, "F")
+        parts += before + [Part(COMPUTE, "ATTN(F)", c.attn_f)] + after
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
-        parts += _mlp_tp(mp, c, 0, "F")
-        parts.append(Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share))
-        parts += _mlp_tp(mp, c, 1, "F")
+        before, after = _around(mp, c, False, "F")
+        parts += before + [Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share)] + after
         if c.moe:
             parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
     if ends.head_f:
@@ -168,17 +175,15 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
         if c.moe:
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
         parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
-        parts += _mlp_tp(mp, c, 0, "B")
-        parts.append(Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share))
-        parts += _mlp_tp(mp, c, 1, "B")
+        before, after = _around(mp, c, False, "B")
+        parts += before + [Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share)] + after
         if with_w:
             parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
         parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
-        parts += _tp(mp, 0, "B") + _cp(mp, "B")
-        parts.append(Part(COMPUTE, "ATTN(B)", c.attn_i))
-        parts += _tp(mp, 1, "B")
+        before, after = _around(mp, c, True, "B")
+        parts += before + [Part(COMPUTE, "ATTN(B)", c.attn_i)] + after
         if with_w:
             parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
             parts += _scatter(c, zero3)
@@ -236,10 +241,9 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
         if not mp.full_recompute:
             compute(parts[0])
             return []
-        before = (_cp(mp, "R") if attention else []) + (_tp(mp, 0, "R") if attention else _mlp_tp(mp, c, 0, "R"))
+        before, after = _around(mp, c, attention, "R")
         refs = send(plain(before), [])
         ref = compute(replace(parts[0], after=refs))
-        after = _tp(mp, 1, "R") if attention else _mlp_tp(mp, c, 1, "R")
         return [drained(ref, plain(after))]
 
     def plain(parts: list[Part]) -> list[Part]:
@@ -267,7 +271,8 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
         comm += pending_scatter             # the previous layer's, behind this layer's gathers
         pending_scatter = []
         if f:
-            inputs = send(plain(_cp(mp, "F") + _tp(mp, 0, "F")), [last_f])
+            f_attn, f_mlp = _around(mp, f, True, "F"), _around(mp, f, False, "F")
+            inputs = send(plain(f_attn[0]), [last_f])
             deps = [d for d in (last_f, gather_f) if d] + inputs
             attn_f = compute(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps))
         if b and b.moe:
@@ -275,33 +280,34 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
         if b:
             redone = recomputed("MLP(R)", b.mlp_r, b, attention=False)
             grad = comb_b or last_b
-            inputs = send(plain(_mlp_tp(mp, b, 0, "B")), [grad])
+            b_attn, b_mlp = _around(mp, b, True, "B"), _around(mp, b, False, "B")
+            inputs = send(plain(b_mlp[0]), [grad])
             deps = [d for d in (grad, gather_b) if d] + inputs + redone
             mlp_b = compute(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps))
             compute(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
         if f:
-            attn_f = drained(attn_f, plain(_tp(mp, 1, "F")))
+            attn_f = drained(attn_f, plain(f_attn[1]))
             if f.moe:
                 disp_f = send([Part(COMM, "DISPATCH(F)", 0.0, "dispatch")], [attn_f])[0]
         if b:
-            mlp_b = drained(mlp_b, plain(_mlp_tp(mp, b, 1, "B")))
+            mlp_b = drained(mlp_b, plain(b_mlp[1]))
             if b.moe:
                 disp_b = send([Part(COMM, "DISPATCH(B)", 0.0, "combine")], [mlp_b])[0]
         if f:
             ready = disp_f or attn_f
-            inputs = send(plain(_mlp_tp(mp, f, 0, "F")), [ready])
+            inputs = send(plain(f_mlp[0]), [ready])
             mlp_f = compute(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[ready] + inputs))
         if b:
             redone = recomputed("ATTN(R)", b.attn_r, b, attention=True)
             grad = disp_b or mlp_b
-            inputs = send(plain(_tp(mp, 0, "B") + _cp(mp, "B")), [grad])
+            inputs = send(plain(b_attn[0]), [grad])
             attn_b = compute(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[grad] + inputs + redone))
             w = compute(Part(COMPUTE, "ATTN(W)", b.attn_w))
         if f:
-            mlp_f = drained(mlp_f, plain(_mlp_tp(mp, f, 1, "F")))
+            mlp_f = drained(mlp_f, plain(f_mlp[1]))
             last_f = send([Part(COMM, "COMBINE(F)", 0.0, "combine")], [mlp_f])[0] if f.moe else mlp_f
         if b:
-            last_b = drained(attn_b, plain(_tp(mp, 1, "B")))
+            last_b = drained(attn_b, plain(b_attn[1]))
             pending_scatter = _scatter(b, zero3, after=[w])
     comm += pending_scatter
     if b_ends.embed_w:

@@ -196,7 +196,7 @@ class GroupRunner:
                 if ring:            # its rings' seconds on the fabric, from now (a CP ring's hidden
                     t0 = env.now    # part can leave the clock ahead of the walk: the next part starts now)
                     fn, groups, nbytes = mp.rings(shape, rank, self.replicas)
-                    yield self.live.rings(fn, groups, nbytes, mp.sc.kernels.nccl_launch_s)
+                    yield self.live.rings(fn, groups, nbytes, mp.launch_s)
                     exposed = mp.exposed(shape, env.now - t0)
                     axis_s[1 if axis_of(shape) == "cp" else 0] += exposed
                     k, at = walk.send(at + exposed)
