@@ -159,3 +159,23 @@ def test_default_lists_the_sixteen_busiest_links_indexed_from_zero():
     empty = idle.utilization(links=np.array([0]))
     assert empty.empty and empty.columns.tolist() == ["time_s", "bin_s", "link", "kind", "utilization"]
     assert idle.utilization().columns.tolist() == ["time_s", "bin_s", "link", "kind", "utilization"]
+
+
+def test_engines_that_bind_stay_out_of_the_timeline():
+    """A fabric with ``gpu_rate`` below the link's bandwidth adds an outgoing and an incoming engine
+    per GPU after the topology's links, and a transfer crosses them: the engines carry a rate.
+    The timeline holds the topology's links only, so the engines must not reach it (they did: an
+    IndexError on every H100 cluster, whose 450 GB/s NVLink is faster than the comm kernels' rate,
+    while 160 GB/s H800 NVLink never let the engines bind). 100 B at the 40 B/s engine: 2.5 s."""
+    env = simpy.Environment()
+    fab = Fabric(env, chain(), gpu_rate=40.0)
+    tl = LinkTimeline(fab, bin_s=1.0, max_bins=4)
+    seen = []
+    fab.observers.append(lambda now, rates: seen.append(rates.size))
+    fab.transfer(0, 1, 100.0)
+    env.run()
+    tl.finish()
+    assert env.now == pytest.approx(2.5)
+    assert set(seen) == {len(fab.links)}
+    assert tl.bytes.sum() == pytest.approx(100.0)
+    assert tl.utilization()["utilization"].tolist() == pytest.approx([0.4, 0.4, 0.2])

@@ -80,7 +80,9 @@ class Fabric(FlowLoop):
         self.gpu_rate = gpu_rate
         if gpu_rate is not None:
             capacity = np.concatenate([capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
-        super().__init__(env, capacity, completion_window, incremental)
+        # Observers (a LinkTimeline) see the topology's links only: the engines come after them and
+        # carry rates whenever they bind (links faster than ``gpu_rate``, such as 450 GB/s NVLink).
+        super().__init__(env, capacity, completion_window, incremental, observed=self._n_links)
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}   # (links, engines too; latency)
         if gpu_rate is not None:
             # An engine that cannot bind is left out (the same rates, fewer pairs): a GPU's flows

@@ -49,10 +49,12 @@ class FlowLoop:
     ``capacity`` (bytes/s): the links' (every link the flows may cross); ``completion_window``:
     see :meth:`_complete_finished`; ``incremental``: recompute only the rates that may change
     (:mod:`sim.network.fairshare.refill`), else every rate each time. ``link_state``: the links'
-    record (:class:`~sim.network.fairshare.Links`): rates, tallies, peak utilisation."""
+    record (:class:`~sim.network.fairshare.Links`): rates, tallies, peak utilisation. ``observed``:
+    how many of the first links the ``observers`` are shown (default: all of ``capacity``); links
+    beyond them (a fabric's GPU engines, bundles' added links) carry rates the observers never see."""
 
     def __init__(self, env: simpy.Environment, capacity: np.ndarray, completion_window: float = 0.0,
-                 incremental: bool = True):
+                 incremental: bool = True, observed: int | None = None):
         self.env = env
         self.completion_window = completion_window
         self.incremental = incremental
@@ -73,7 +75,7 @@ class FlowLoop:
         self.unchanged_solves = 0                     # recomputations that left every earlier rate as it was
         self.refilled_flows = 0                       # flows whose rates recomputations refilled, in all
         self.observers: list[Callable[[float, np.ndarray], None]] = []  # (now, link rates) after each recompute
-        self._observed = capacity.size                # the links observers see (the first ones)
+        self._observed = capacity.size if observed is None else int(observed)   # the links observers see (the first ones)
         self._tick = 0                                # scratch marks compare against ever-increasing ticks
         self._busy_since = None
         self._settled = False                         # no flow is due now that _complete_finished would remove
