@@ -54,12 +54,13 @@ def test_measured_profile_replaces_flops(tmp_path):
 
 
 def test_recomputation_by_policy():
-    """Seconds recomputed before each input gradient: selective reruns the attention core, full the
-    whole layer forward, deepseek-v3 the MLA up-projections and the scores (FlashAttention-style)."""
+    """The FLOPs model's seconds recomputed before each input gradient: selective reruns the
+    attention core, full the whole layer forward, deepseek-v3 the MLA up-projections and the scores
+    (FlashAttention-style)."""
     from sim.moe.chunk import attention_core_flops, mla_up_projection_params, scores_share
     m, g = load_model("deepseek-v3"), load_gpu("h800")
-    layer = {p: ChunkModel(m, g, load_scenario("deepseek-v3", memory_policy=p), 16).stage_layers[1][0]
-             for p in ("none", "selective", "full", "deepseek-v3")}
+    layer = {p: ChunkModel(m, g, load_scenario("deepseek-v3", memory_policy=p, compute_model="flops"), 16)
+             .stage_layers[1][0] for p in ("none", "selective", "full", "deepseek-v3")}
     core = attention_core_flops(m, 4096, 4096) / (989e12 * 0.4)
     assert (layer["none"].attn_r, layer["none"].mlp_r) == (0.0, 0.0)
     assert layer["selective"].attn_r == pytest.approx(core) and layer["selective"].mlp_r == 0.0
@@ -73,9 +74,9 @@ def test_recomputation_by_policy():
 
 
 def test_head_in_bf16_with_its_loss_and_the_embedding():
-    """DeepSeek-V3's last stage: 2 heads (main + MTP), each 2ThV FLOPs per pass at the BF16 peak,
-    plus the loss (8 V bytes per token forward, 6 V backward) at the HBM bandwidth x 0.7."""
-    c = ChunkModel(load_model("deepseek-v3"), load_gpu("h800"), load_scenario("deepseek-v3"), 16)
+    """The FLOPs model, DeepSeek-V3's last stage: 2 heads (main + MTP), each 2ThV FLOPs per pass at
+    the BF16 peak, plus the loss (8 V bytes per token forward, 6 V backward) at the HBM bandwidth x 0.7."""
+    c = ChunkModel(load_model("deepseek-v3"), load_gpu("h800"), load_scenario("deepseek-v3", compute_model="flops"), 16)
     gemm = 2 * 4096 * 7168 * 129280 / (989e12 * 0.6)
     hbm = 3.35e12 * 0.7
     last = c.stage_work(15)[1]

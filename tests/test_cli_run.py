@@ -39,7 +39,7 @@ def test_run_errors(capsys, argv, pattern):
 
 def test_a_scenario_file_reads_exponent_numbers_and_a_long_step_ends(tmp_path, capsys):
     """``seq_len: 1e7`` is a number (YAML 1.2; PyYAML alone reads it as text and the field refused
-    it), and the step it makes, about 7,800 s, ends: its pipeline sends' last bytes, due sooner than
+    it), and the step it makes, about 7,800 s in tiny's FLOPs model, ends: its pipeline sends' last bytes, due sooner than
     the float clock can tick at that hour, once re-armed a timer at the same instant forever."""
     import time
 

@@ -15,7 +15,7 @@ def test_the_template_names_every_field_and_loads_as_a_scenario(tmp_path):
     mapping = yaml.safe_load(text)
     assert set(mapping) == {f.name for f in fields(RunSpec)}
     assert all(f"{f.name}:" in text for f in fields(RunSpec))
-    assert "(required)" in text and "(default 0.6)" in text        # each line says its default
+    assert "(required)" in text and "(default 0.7)" in text        # each line says its default
     path = tmp_path / "my.yaml"
     path.write_text(text)
     run = load_scenario(str(path))

@@ -20,7 +20,7 @@ BF16_BYTES = 2.0
 def moe_run(**changes) -> RunSpec:
     """tiny-moe (16 routed experts, top 2, one shared expert) on one H800 node."""
     run = RunSpec(model="tiny-moe", gpu="h800", topology="h800-node", pp=1, dp=4, ep=8, tp=2, sequence_parallel=True,
-                  schedule="1f1b", microbatches=2, seq_len=2048)
+                  schedule="1f1b", microbatches=2, seq_len=2048, compute_model="flops")
     return run.with_(**changes)
 
 

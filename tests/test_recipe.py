@@ -51,11 +51,12 @@ def test_mfu_is_counted_against_the_peak_of_the_precision_that_runs(precision, p
 
 
 def test_the_recipe_line_and_warnings_read_whole():
-    r = recipe(load_scenario("tiny", pp=2, dp=4, ep=4), topology_gpus=16)
+    r = recipe(load_scenario("tiny", pp=2, dp=4, ep=4), topology_gpus=16, compute="kernels sm90, flash3")
     assert recipe_line(r) == (
         "simulated: tiny-moe on 8 h800 of h800-16 (PP2 x DP4, EP4); global batch 32 sequences x 512 tokens = "
         "0.0164M tokens (M=8 micro-batches of 1 per replica); GEMMs bf16, all-to-all wire fp8/bf16; memory policy "
-        "none, ZeRO-1; kernels ideal, communication measured")
+        "none, ZeRO-1; compute: kernels sm90, flash3; communication kernels ideal, communication measured")
+    assert "compute:" not in recipe_line(recipe(load_scenario("tiny")))
     assert recipe_warnings(r, mfu=0.75) == [
         "the layout uses 8 of the 16 GPUs of topology 'h800-16' (PP2 x DP4); the rest stay idle and carry no traffic",
         "MFU 0.75 is above 0.7: it assumes no kernel launch gaps or per-token work beyond the FLOPs model; "

@@ -80,7 +80,8 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    memory_policy=run.recompute if run.recompute not in (None, "auto") else "none",
                    zero_stage=run.zero, reshard_after_forward=bool(run.reshard_after_forward),
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
-                   optimizer_sync=run.optimizer_sync or "global", profile=profile, description=run.id)
+                   optimizer_sync=run.optimizer_sync or "global", attention_kernel=run.attention_kernel or "flash",
+                   profile=profile, description=run.id)
 
 
 def profiled_stage_layers(profile: str) -> int:

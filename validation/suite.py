@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
+from sim.compute.ops import ATTENTION_KERNELS
 from sim.moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC
 
 ROOT = Path(__file__).resolve().parent
@@ -81,6 +82,7 @@ class Run:
     note: str = ""
     sequence_parallel: int = 0            # 1: Megatron's sequence parallelism with TP (the source says or implies it)
     reshard_after_forward: int = 1        # ZeRO-3: 0 when the weights stay gathered for the step (Llama 3's FSDP)
+    attention_kernel: str | None = None   # "unfused": the run used Megatron's unfused core attention (None: fused)
 
     @property
     def is_kernel(self) -> bool:
@@ -167,6 +169,8 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         choice(run.precision, f"{where}: precision", GEMM_PRECISIONS, error=ValidationDataError)
     if run.optimizer_sync is not None:
         choice(run.optimizer_sync, f"{where}: optimizer_sync", OPTIMIZER_SYNC, error=ValidationDataError)
+    if run.attention_kernel is not None:
+        choice(run.attention_kernel, f"{where}: attention_kernel", ATTENTION_KERNELS, error=ValidationDataError)
     if run.global_batch % (run.dp * run.microbatch_size):
         raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
                                   f"microbatch_size ({run.dp} x {run.microbatch_size})")

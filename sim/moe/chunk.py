@@ -49,12 +49,14 @@ and for the gradient before the down-projections, BF16 for both combines).
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from ..checks import number
+from ..compute import KernelModel, LayerShape, OpCost, embedding_ops, head_ops, layer_ops
 from ..network import token_bytes
 from .params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
-from .specs import PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
+from .specs import FLOPS_MODEL_EFFICIENCY, PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,24 @@ def mla_up_projection_params(m: ModelSpec) -> float:
     return q_up + m.kv_lora_rank * m.heads * 2 * m.head_dim
 
 
+# The forward kernels each memory policy reruns before the backward (the kernel model): selective, the
+# attention core (Megatron's core-attention checkpoint; its backward then has the output it needs); deepseek-v3,
+# every RMSNorm, the MLA up-projections and the SwiGLU whose output is not kept (the DeepSeek-V3 report, 3.2.3);
+# full: the whole forward.
+CORE_OPS = ("attn_core", "attn_scores", "attn_softmax", "attn_dropout", "attn_values")   # the attention core's kernels
+RECOMPUTED = {"selective": {"attn": CORE_OPS},
+              "deepseek-v3": {"attn": ("norm", "q_norm", "kv_norm", "q_up", "kv_up"),
+                              "mlp": ("norm", "fc.swiglu", "experts.swiglu", "shared.swiglu")}}
+
+
+def _by_phase(costs: list[OpCost]) -> dict:
+    """Seconds summed by (block, phase)."""
+    sums: dict = defaultdict(float)
+    for c in costs:
+        sums[(c.op.block, c.op.phase)] += c.seconds
+    return sums
+
+
 PROFILE_PARTS = ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w", "attn_r", "mlp_r")
 WHOLE_LAYER_PARTS = {"f": ("attn_f", "mlp_f"), "i": ("attn_i", "mlp_i"), "w": ("attn_w", "mlp_w")}
 
@@ -212,8 +232,9 @@ def _profile_rows(path: str, reader) -> dict[str, dict[str, float]]:
 
 
 class ChunkModel:
-    """Costs of every layer of every stage for one run (from FLOPs, or from a measured profile:
-    ``RunSpec.profile``, whose parts replace the FLOPs model's wherever given)."""
+    """Costs of every layer of every stage for one run: from its kernels (``compute_model: kernels``,
+    :mod:`sim.compute`), or from FLOPs at flat efficiencies (``flops``), and in either from a
+    measured profile (``RunSpec.profile``) wherever it gives a part."""
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, run: RunSpec, num_stages: int):
         self.model, self.gpu, self.run = model, gpu, run
@@ -221,10 +242,18 @@ class ChunkModel:
         self.microbatch_tokens = run.tokens_per_microbatch      # all TP x CP GPUs of a replica
         self.tokens = run.tokens_per_microbatch // run.cp        # on one GPU: its share of the sequence
         self.split = run.tp * run.cp                             # a GPU's share of the FLOPs: 1 / split
-        self.gemm_rate = gpu.peak_flops(run.gemm_precision) * run.gemm_efficiency
-        self.bf16_gemm_rate = gpu.peak_flops("bf16") * run.gemm_efficiency
-        self.attn_rate = gpu.peak_flops("bf16") * run.attention_efficiency
+        gemm_eff = run.gemm_efficiency or FLOPS_MODEL_EFFICIENCY["gemm"]
+        self.gemm_rate = gpu.peak_flops(run.gemm_precision) * gemm_eff
+        self.bf16_gemm_rate = gpu.peak_flops("bf16") * gemm_eff
+        self.attn_rate = gpu.peak_flops("bf16") * (run.attention_efficiency or FLOPS_MODEL_EFFICIENCY["attention"])
         self.hbm_rate = gpu.hbm_tbps * 1e12 * run.hbm_efficiency
+        self.kernels = None if run.compute_model == "flops" else KernelModel(
+            gpu.figures(), hbm_efficiency=run.hbm_efficiency, launch_us=run.kernel_launch_us,
+            gemm_efficiency=run.gemm_efficiency, attention_efficiency=run.attention_efficiency,
+            families=run.compute_kernels)
+        if self.kernels is not None:
+            self.kernels.gemm_fit(run.gemm_precision)            # refuse a precision the GPU's family has no fit for
+        self._layers: dict[tuple, LayerCost] = {}
         self.layers_per_stage = stage_layer_counts(model.layers, num_stages, run.stage_layers,
                                                    run.first_stage_layers, run.last_stage_layers)
         self.num_stages = num_stages
@@ -240,13 +269,21 @@ class ChunkModel:
         self.ends = [StageEnds() for _ in range(num_stages)]
         self.ends[-1] = self._head()
         first_end = self.ends[0]
-        embed_f, embed_w = self._memory_bound(2 * model.hidden), self._memory_bound(10 * model.hidden)
+        embed_f, embed_w = self._embedding()
         self.ends[0] = StageEnds(embed_f, embed_w, first_end.head_f, first_end.head_i, first_end.head_w)
 
     @property
     def head_cost(self) -> float:
         """Seconds of the last stage's output heads and loss in the forward."""
         return self.ends[-1].head_f
+
+    @property
+    def compute_label(self) -> str:
+        """How compute is costed, as the recipe line says it."""
+        if self.kernels is None:
+            return (f"FLOPs model (GEMMs at {self.gemm_rate / self.gpu.peak_flops(self.run.gemm_precision):g}, "
+                    f"attention at {self.attn_rate / self.gpu.peak_flops('bf16'):g} of the peak)")
+        return f"{self.kernels.label}, {self.run.fusion}, {self.run.kernel_launch_us:g} us a launch"
 
     def stage_work(self, stage: int) -> tuple[list[LayerCost], StageEnds]:
         """The layers of ``stage`` and the work at its ends (embedding, heads)."""
@@ -258,18 +295,83 @@ class ChunkModel:
     def _memory_bound(self, bytes_per_token: float) -> float:
         return self.tokens * bytes_per_token / self.hbm_rate
 
+    def _embedding(self) -> tuple[float, float]:
+        """Seconds of the embedding's forward and weight gradient on the first stage."""
+        if self.kernels is None:
+            return self._memory_bound(2 * self.model.hidden), self._memory_bound(10 * self.model.hidden)
+        sums = _by_phase(self.kernels.costs(embedding_ops(self.tokens, self.model.hidden, self.run.fusion)))
+        return sums[("embed", "f")], sums[("embed", "w")]
+
     def _head(self) -> StageEnds:
         m, T, t = self.model, self.tokens, self.run.tp
         heads = 1 + m.mtp_modules
-        gemm = 2 * T * m.hidden * m.vocab / t / self.bf16_gemm_rate
-        f, i = heads * (gemm + self._memory_bound(8 * m.vocab / t)), heads * (gemm + self._memory_bound(6 * m.vocab / t))
-        w = heads * gemm
+        if self.kernels is None:
+            gemm = 2 * T * m.hidden * m.vocab / t / self.bf16_gemm_rate
+            f = heads * (gemm + self._memory_bound(8 * m.vocab / t))
+            i = heads * (gemm + self._memory_bound(6 * m.vocab / t))
+            w = heads * gemm
+        else:
+            norm_tokens = T / t if self.run.sequence_parallel else T
+            sums = _by_phase(self.kernels.costs(head_ops(T, norm_tokens, m.hidden, m.vocab, t, self.run.fusion)))
+            f, i, w = (heads * sums[("head", p)] for p in "fiw")
         measured = self.profile.get("head", {}).get("head")
         if measured is not None:                       # the profile's head is the forward; keep our ratios
             f, i, w = heads * measured, heads * measured * i / f, heads * measured * w / f
         return StageEnds(head_f=f, head_i=i, head_w=w)
 
+    def layer_shape(self, moe: bool, extra_gemm: float = 0.0) -> LayerShape:
+        """One GPU's share of a layer, as the kernel model's operator list reads it."""
+        m, run = self.model, self.run
+        return LayerShape(hidden=m.hidden, heads=m.heads, kv_heads=(m.kv_heads or m.heads) if m.attention == "gqa" else 0,
+                          head_dim=m.head_dim, tokens=self.tokens, seq_len=run.seq_len, attention=m.attention,
+                          rope_dim=m.rope_dim, q_lora_rank=m.q_lora_rank, kv_lora_rank=m.kv_lora_rank, moe=moe,
+                          dense_intermediate=m.dense_intermediate, mlp_activation=m.mlp_activation,
+                          routed_experts=m.routed_experts, shared_experts=m.shared_experts,
+                          expert_intermediate=m.expert_intermediate, topk=m.topk, dropout=m.dropout, tp=run.tp,
+                          cp=run.cp, ep=run.ep, expert_tp=run.expert_tp, sequence_parallel=run.sequence_parallel,
+                          precision=run.gemm_precision, fusion=run.fusion, extra_gemm=extra_gemm,
+                          attention_kernel=run.attention_kernel)
+
+    def kernel_costs(self, moe: bool, extra_gemm: float = 0.0) -> list[OpCost]:
+        """Every kernel of one layer with its seconds and bound (the kernel model only)."""
+        return self.kernels.costs(layer_ops(self.layer_shape(moe, extra_gemm)))
+
     def layer_cost(self, moe: bool, extra_gemm: float = 0.0) -> LayerCost:
+        key = (moe, extra_gemm)
+        if key not in self._layers:
+            parts, routed_share, flops, core_f = (self._flops_parts if self.kernels is None else
+                                                  self._kernel_parts)(moe, extra_gemm)
+            measured = self.profile.get("moe" if moe else "dense", {})
+            for whole, (attn, mlp_part) in WHOLE_LAYER_PARTS.items():
+                if whole in measured:                  # a whole layer's time, split as the model splits it
+                    share = parts[attn] / (parts[attn] + parts[mlp_part])
+                    parts[attn], parts[mlp_part] = measured[whole] * share, measured[whole] * (1 - share)
+            parts.update({k: v for k, v in measured.items() if k in PROFILE_PARTS})
+            self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f)
+        return self._layers[key]
+
+    def _kernel_parts(self, moe: bool, extra_gemm: float) -> tuple[dict, float, float, float]:
+        """(the parts' seconds, routed share, useful FLOPs of the micro-batch, the core's forward) from
+        the layer's kernels; recomputation reruns the forward kernels :data:`RECOMPUTED` names."""
+        costs = self.kernel_costs(moe, extra_gemm)
+        sums = _by_phase(costs)
+        parts = {f"{b}_{p}": sums[(b, p)] for b in ("attn", "mlp") for p in "fiw"}
+        policy = self.run.memory_policy
+        if policy == "full":
+            parts.update(attn_r=parts["attn_f"], mlp_r=parts["mlp_f"])
+        else:
+            names = RECOMPUTED.get(policy, {})
+            for block in ("attn", "mlp"):
+                parts[f"{block}_r"] = sum(c.seconds for c in costs if c.op.block == block and c.op.phase == "f"
+                                          and c.op.name.split(".cast")[0] in names.get(block, ()))
+        mlp = parts["mlp_f"] + parts["mlp_i"] + parts["mlp_w"]
+        routed = sum(c.seconds for c in costs if c.op.routed)
+        core_f = sum(c.seconds for c in costs if c.op.block == "attn" and c.op.phase == "f" and c.op.name in CORE_OPS)
+        flops = sum(c.op.useful for c in costs) * self.split
+        return parts, routed / mlp if mlp else 0.0, flops, core_f
+
+    def _flops_parts(self, moe: bool, extra_gemm: float) -> tuple[dict, float, float, float]:
+        """The FLOPs model's parts (see the module)."""
         m, T, split = self.model, self.microbatch_tokens, self.split
         proj = 2 * T * (attention_params(m) + extra_gemm)       # the whole micro-batch; a GPU does 1/split
         core = attention_core_flops(m, T, self.run.seq_len)
@@ -284,18 +386,11 @@ class ChunkModel:
         parts = dict(attn_f=attn_f, attn_i=gemm_proj + 2 * core_s, attn_w=gemm_proj,
                      mlp_f=gemm_mlp, mlp_i=gemm_mlp, mlp_w=gemm_mlp)
         parts.update(self._recompute(attn_f, gemm_mlp, core_s))
-        measured = self.profile.get("moe" if moe else "dense", {})
-        for whole, (attn, mlp_part) in WHOLE_LAYER_PARTS.items():
-            if whole in measured:                      # a whole layer's time, split as the FLOPs model splits it
-                share = parts[attn] / (parts[attn] + parts[mlp_part])
-                parts[attn], parts[mlp_part] = measured[whole] * share, measured[whole] * (1 - share)
-        parts.update({k: v for k, v in measured.items() if k in PROFILE_PARTS})
-        return LayerCost(**parts, moe=moe, routed_share=routed / mlp if mlp else 0.0,
-                         flops=3 * (proj + mlp) + 3 * core, core_f=core_s)
+        return parts, routed / mlp if mlp else 0.0, 3 * (proj + mlp) + 3 * core, core_s
 
     def _recompute(self, attn_f: float, mlp_f: float, core_s: float) -> dict[str, float]:
-        """Seconds recomputed in the backward under the run's memory policy (see the module
-        docstring); ``core_s``: the attention core's forward seconds on one GPU."""
+        """Seconds recomputed in the backward under the run's memory policy (the FLOPs model; see the
+        module docstring); ``core_s``: the attention core's forward seconds on one GPU."""
         policy, m = self.run.memory_policy, self.model
         if policy == "selective":
             return {"attn_r": core_s, "mlp_r": 0.0}

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import MISSING, fields
 
+from ..compute.ops import ATTENTION_KERNELS, FUSIONS
 from .specs import (
     COMMUNICATION,
+    COMPUTE_MODELS,
     DP_SYNC,
     GEMM_PRECISIONS,
     MEMORY_POLICIES,
@@ -51,9 +53,14 @@ HELP = {
     "combine_precision": f"all-to-all combine on the wire: {', '.join(PRECISION_BYTES)}",
     "gemm_precision": f"GEMMs' number format, sets their peak: {', '.join(GEMM_PRECISIONS)}",
     "node_limit": "max nodes a token's experts may span (null: no limit)",
-    "gemm_efficiency": "fraction of the dense peak GEMMs reach (our assumption)",
-    "attention_efficiency": "fraction of the BF16 peak the attention core reaches (our assumption)",
+    "compute_model": f"how compute is costed: {', '.join(COMPUTE_MODELS)} (kernels: each kernel by shape, sim/compute)",
+    "gemm_efficiency": "set: every GEMM flat at this share of the dense peak (null: by shape; flops model: 0.6)",
+    "attention_efficiency": "set: the attention core flat at this share of the BF16 peak (null: by shape; flops: 0.4)",
     "hbm_efficiency": "fraction of HBM bandwidth memory-bound work reaches (our assumption)",
+    "kernel_launch_us": "microseconds each non-GEMM kernel's launch and gap costs (our assumption)",
+    "fusion": f"which kernels the trainer fuses: {', '.join(FUSIONS)} (fused: Transformer Engine / Megatron)",
+    "attention_kernel": f"the attention core: {', '.join(ATTENTION_KERNELS)} (unfused: Megatron's core, scores in HBM)",
+    "compute_kernels": "a YAML of fitted kernel families (python -m sim calibrate --kernels; null: shipped)",
     "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
     "a2a_chunks": "pieces an all-to-all is sent in",
     "routing_skew": "Zipf exponent of expert popularity (0: uniform; > 0 simulates every rank)",

@@ -15,9 +15,10 @@ from .specs import RunSpec, spec_label
 MFU_BOUND = 0.7     # above this, an MFU needs a second look (a stated bound: published runs reach 0.2-0.6)
 
 
-def recipe(run: RunSpec, topology_gpus: int | None = None) -> dict:
+def recipe(run: RunSpec, topology_gpus: int | None = None, compute: str = "") -> dict:
     """The recipe of ``run`` as plain fields (names and numbers). ``topology_gpus``: how many GPUs
-    the topology holds (the layout may use fewer)."""
+    the topology holds (the layout may use fewer); ``compute``: how compute was costed (the chunk
+    model's :attr:`~sim.moe.chunk.ChunkModel.compute_label`)."""
     sequences = run.dp * run.microbatches * run.microbatch_size
     out = {"model": spec_label(run.model), "gpu": spec_label(run.gpu), "topology": spec_label(run.topology),
            "gpus": run.gpus, "tp": run.tp, "cp": run.cp, "sequence_parallel": run.sequence_parallel,
@@ -28,6 +29,8 @@ def recipe(run: RunSpec, topology_gpus: int | None = None) -> dict:
            "dispatch_precision": run.dispatch_precision, "combine_precision": run.combine_precision,
            "memory_policy": run.memory_policy, "zero_stage": run.zero_stage, "kernels": spec_label(run.kernels),
            "communication": run.communication}
+    if compute:
+        out["compute"] = compute
     if topology_gpus is not None:
         out["topology_gpus"] = topology_gpus
     return out
@@ -42,7 +45,8 @@ def recipe_line(r: dict) -> str:
     return (f"simulated: {r['model']} on {r['gpus']:,} {r['gpu']} of {r['topology']} ({layout_label(r)}, "
             f"EP{r['ep']}{etp}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
             f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}; "
-            f"kernels {r['kernels']}, communication {r['communication']}")
+            + (f"compute: {r['compute']}; " if r.get("compute") else "")
+            + f"communication kernels {r['kernels']}, communication {r['communication']}")
 
 
 def layout_label(r: dict) -> str:

@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 from ..io import shown, write_csv_atomic  # noqa: E402
 from ..metrics import events_frame  # noqa: E402
 from ..plots import FIGURE_WIDTH_IN, save_figure  # noqa: E402
+from .kernel_report import summary_lines  # noqa: E402
 from .recipe import recipe_line, recipe_warnings  # noqa: E402
 from .runner import PartEvent  # noqa: E402
 from .step import TIME_COLUMNS, StepResult  # noqa: E402
@@ -43,12 +44,18 @@ def breakdown_frame(results: list[StepResult]) -> pd.DataFrame:
 
 def model_sources(run) -> str:
     """One line: which parts of the model are calibrated from measurements and which are
-    first-principles defaults (compute: a profile CSV or the FLOPs model; communication kernels:
-    a calibrated preset or the defaults, :mod:`sim.moe.comm_kernels`)."""
+    first-principles defaults (compute: a profile CSV, the kernel model fitted to its declared tables,
+    or the FLOPs model; communication kernels: a calibrated preset or the defaults,
+    :mod:`sim.moe.comm_kernels`)."""
     from .comm_kernels import load_kernels
     from .specs import load_model
-    compute = f"compute: measured profile {run.profile}" if run.profile else \
-        "compute: FLOPs model (first-principles defaults)"
+    if run.profile:
+        compute = f"compute: measured profile {run.profile}"
+    elif run.compute_model == "kernels":
+        compute = ("compute: kernel model fitted to " + (run.compute_kernels or "the declared kernel tables "
+                   "(python -m sim calibrate --kernels)"))
+    else:
+        compute = "compute: FLOPs model (first-principles defaults)"
     not_costed = load_model(run.model).not_costed
     return (f"model sources: {compute}; {load_kernels(run.kernels).provenance()}" +
             "".join(f"\nnot costed: {phrase}" for phrase in not_costed))
@@ -83,6 +90,7 @@ def comparison_text(results: list[StepResult]) -> str:
                 f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
                 f"{first.a2a_combine_s * 1e3:.2f} ms per layer)"] if math.isfinite(first.compute_comm_ratio) else []),
              *model_parallel_lines(results),
+             *(summary_lines(first.kernels) if first.kernels is not None and len(first.kernels) else []),
              *([("live communication: every all-to-all ran on the step's fabric among the other traffic; "
                  "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]
                if first.run.communication == "live" else []),
@@ -217,6 +225,7 @@ def planned_outputs(stem: str, folder: str | Path, schedules: list[str]) -> list
     """Every file :func:`write_outputs` writes for these schedules (to check them before a run)."""
     folder = Path(folder)
     files = [folder / f"{stem}_summary.csv", folder / f"{stem}_ranks.csv", folder / f"{stem}_links.csv",
+             folder / f"{stem}_kernels.csv",
              folder / f"{stem}_link_timeline.csv", folder / "figures" / f"{stem}_ranks.png",
              folder / "figures" / f"{stem}_link_timeline.png"]
     for name in schedules:
@@ -226,7 +235,7 @@ def planned_outputs(stem: str, folder: str | Path, schedules: list[str]) -> list
 
 def write_outputs(results: list[StepResult], stem: str, folder: str | Path, title: str) -> None:
     """Under ``folder``: ``<stem>_summary.csv`` (a row per schedule), ``<stem>_ranks.csv`` (a row per
-    schedule and rank), ``<stem>_events_<schedule>.csv`` (op events of pipeline 0),
+    schedule and rank), ``<stem>_kernels.csv`` (every kernel of a layer of each kind, the kernel model), ``<stem>_events_<schedule>.csv`` (op events of pipeline 0),
     ``<stem>_links.csv`` (link statistics of the measured all-to-alls), ``<stem>_link_timeline.csv``
     (the step fabric's busiest links per time bin, per schedule, when recorded) and under
     ``figures/`` the per-rank breakdown, one F&B unit per schedule and the busiest links over time."""
@@ -234,6 +243,8 @@ def write_outputs(results: list[StepResult], stem: str, folder: str | Path, titl
     write_csv_atomic(summary_frame(results), folder / f"{stem}_summary.csv")
     ranks = pd.concat([ranks_frame(r) for r in results])
     write_csv_atomic(ranks, folder / f"{stem}_ranks.csv")
+    if results[0].kernels is not None and len(results[0].kernels):
+        write_csv_atomic(results[0].kernels, folder / f"{stem}_kernels.csv")
     plot_rank_breakdown(ranks, folder / "figures" / f"{stem}_ranks.png", title=f"{title}: per-rank time per step")
     for r in results:
         plot_fb_unit(r, folder / "figures" / f"{stem}_fb_unit_{r.run.schedule}.png")

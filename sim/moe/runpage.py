@@ -5,7 +5,8 @@ files hold.
 It opens with the conclusion (:func:`conclusion`: the fastest schedule, its step time, its speed-up
 over the slowest, what does not fit HBM, what could not run and why), then the recipe, a summary
 table with named columns and units, and each figure once, with a caption computed from the same CSV
-(:func:`captions`): a caption never claims what its figure does not show.
+(:func:`captions`): a caption never claims what its figure does not show; last, the kernels of a
+layer of each kind (``<stem>_kernels.csv``, :mod:`sim.moe.kernel_report`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import truthy, write_text_atomic
+from .kernel_report import kernel_tables_html
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
@@ -114,11 +116,14 @@ def build_run_page(folder: Path, stem: str, title: str, recipe_line: str = "", h
     body.append(summary_table(summary))
     body.append(f'<p>Every number: <a href="{stem}_summary.csv">{stem}_summary.csv</a> (a row per schedule), '
                 f'<a href="{stem}_ranks.csv">{stem}_ranks.csv</a> (a row per schedule and rank).</p>')
+    kernels_csv = folder / f"{stem}_kernels.csv"
+    kernels = kernel_tables_html(pd.read_csv(kernels_csv, keep_default_na=False)) if kernels_csv.is_file() else ""
     for name, caption in captions(stem, summary, ranks, communication).items():
         if (folder / "figures" / name).is_file():
             src = html.escape(f"figures/{name}")
             body.append(f'<figure><img src="{src}" alt="{html.escape(name)}">'
                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    body.append(kernels)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
             f"<h1>{html.escape(title)}</h1>{''.join(body)}</body></html>\n")

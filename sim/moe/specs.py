@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..checks import InputError, choice, did_you_mean, number, read_yaml, yaml_load
+from ..compute.device import GpuFigures
+from ..compute.ops import ATTENTION_KERNELS, FUSIONS
 from .faults import FaultSpec
 
 PRESETS = Path(__file__).with_name("presets")
@@ -19,6 +21,8 @@ DP_SYNC = ("overlap", "end")
 OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.moe.dpsync)
 COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (sim.moe.live)
 MODES = ("auto", "representative", "full")                       # how a step is simulated (sim.moe.step)
+COMPUTE_MODELS = ("kernels", "flops")                             # how compute is costed (sim.moe.chunk)
+FLOPS_MODEL_EFFICIENCY = {"gemm": 0.6, "attention": 0.4}          # the flops model's defaults (our assumptions)
 COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
 
 
@@ -123,6 +127,7 @@ class GPUSpec:
     fp4_tflops: Optional[float] = None
     nvlink_GBps: Optional[float] = None
     microscaling: bool = False
+    kernel_family: str = ""                   # the compute kernels' fitted family (sim/compute); "": by name
     source: str = ""
 
     def __post_init__(self):
@@ -136,6 +141,15 @@ class GPUSpec:
             raise SpecError(f"GPUSpec.microscaling must be true or false, got {self.microscaling!r}")
         if not isinstance(self.source, str):
             raise SpecError(f"GPUSpec.source must be text, got {self.source!r}")
+        if not isinstance(self.kernel_family, str):
+            raise SpecError(f"GPUSpec.kernel_family must be a kernel family name (text), got {self.kernel_family!r}")
+
+    def figures(self) -> GpuFigures:
+        """What the kernel model reads of this GPU (:class:`sim.compute.GpuFigures`)."""
+        fp8 = self.fp8_tflops or 0.0
+        return GpuFigures(self.name, self.sms, {"bf16": self.bf16_tflops, "fp8": fp8,
+                                                "mxfp8": fp8 if self.microscaling else 0.0},
+                          self.hbm_tbps, self.kernel_family)
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak in FLOP/s for GEMMs in ``precision`` (:data:`GEMM_PRECISIONS`): ``fp8`` (per-tensor
@@ -169,10 +183,20 @@ class RunSpec:
     (block-scaled FP8, Blackwell). ``dispatch_precision`` and ``combine_precision``: the all-to-alls'
     wire format, ``fp8`` (with one fp32 scale per 128 elements) or ``bf16``.
 
-    Efficiency factors are our assumptions (documented in docs/model.md), not tuned to any result:
-    ``gemm_efficiency`` and ``attention_efficiency`` scale the GPU's dense peak for GEMMs and for
-    the attention core; ``hbm_efficiency`` scales its HBM bandwidth for memory-bound work (the
-    optimizer step, recomputed normalisations and activations).
+    Compute (:mod:`sim.compute`): ``compute_model: kernels`` (the default) costs each layer as the
+    kernels it runs: GEMMs by shape from fitted measured tables, the fused attention core by sequence
+    length and head size, memory-bound kernels (normalisations, activations, rotary embedding, the
+    router, permutations, FP8 casts, the loss) by their bytes, ``kernel_launch_us`` (our assumption)
+    for each launch; ``fusion`` says which kernels the trainer fuses (``fused``: Transformer Engine's
+    and Megatron's fused kernels; ``unfused``: eager PyTorch); ``attention_kernel`` how the attention
+    core runs (``flash``: fused, FlashAttention-style, the scores never in HBM; ``unfused``: Megatron's
+    core attention, the scores written, soft-maxed and stored); ``compute_kernels`` a YAML of fitted
+    families of one's own (``python -m sim calibrate --kernels``). ``gemm_efficiency`` or
+    ``attention_efficiency``, when set, cost that class flat at that fraction of the dense peak.
+    ``compute_model: flops`` is the FLOPs model (every GEMM at ``gemm_efficiency``, default 0.6,
+    the attention core at ``attention_efficiency``, default 0.4; nothing else costed but the loss
+    and the embedding). ``hbm_efficiency`` scales the HBM bandwidth for memory-bound work (our
+    assumption, 0.7, in both).
 
     Memory (:mod:`sim.moe.memory`): ``memory_policy`` says what each layer keeps for its backward
     and what it recomputes (``none``, ``selective``, ``full``, ``deepseek-v3``; see
@@ -250,9 +274,14 @@ class RunSpec:
     combine_precision: str = "bf16"
     gemm_precision: str = "bf16"
     node_limit: Optional[int] = None
-    gemm_efficiency: float = 0.6
-    attention_efficiency: float = 0.4
+    compute_model: str = "kernels"               # kernels (sim.compute) or flops (flat efficiencies)
+    gemm_efficiency: Optional[float] = None      # set: GEMMs flat at this share of the peak (flops model: 0.6)
+    attention_efficiency: Optional[float] = None  # set: attention core flat (flops model: 0.4)
     hbm_efficiency: float = 0.7
+    kernel_launch_us: float = 3.0                # a non-GEMM kernel's launch and gap: our assumption
+    fusion: str = "fused"                        # fused (TE / Megatron fused kernels) or unfused (eager)
+    attention_kernel: str = "flash"              # flash (fused, scores never stored) or unfused (Megatron's core)
+    compute_kernels: Optional[str] = None        # a YAML of fitted kernel families (calibrate --kernels)
     a2a_algorithm: str = "hierarchical"
     a2a_chunks: int = 4
     routing_skew: float = 0.0
@@ -307,7 +336,14 @@ class RunSpec:
                             f"(load-balanced causal attention): seq_len must be a multiple of {2 * self.cp}")
         _pos(self, "comm_sms", allow_zero=True, high=100_000)
         for name in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
-            number(getattr(self, name), f"RunSpec.{name}", low=MIN_EFFICIENCY, high=1, error=SpecError)
+            if getattr(self, name) is not None or name == "hbm_efficiency":
+                number(getattr(self, name), f"RunSpec.{name}", low=MIN_EFFICIENCY, high=1, error=SpecError)
+        choice(self.compute_model, "RunSpec.compute_model", COMPUTE_MODELS, error=SpecError)
+        choice(self.fusion, "RunSpec.fusion", FUSIONS, error=SpecError)
+        choice(self.attention_kernel, "RunSpec.attention_kernel", ATTENTION_KERNELS, error=SpecError)
+        number(self.kernel_launch_us, "RunSpec.kernel_launch_us (microseconds)", low=0, high=1e4, error=SpecError)
+        if self.compute_kernels is not None and not isinstance(self.compute_kernels, str):
+            raise SpecError(f"RunSpec.compute_kernels must be a YAML file path, got {self.compute_kernels!r}")
         if self.microbatch_size * self.seq_len > MAX_TOKENS_PER_MICROBATCH:
             raise SpecError(f"RunSpec.microbatch_size x seq_len (tokens per micro-batch) must be at most "
                             f"{MAX_TOKENS_PER_MICROBATCH:,}, got {self.microbatch_size:,} x {self.seq_len:,}")
@@ -521,7 +557,7 @@ def _mapping_file(path: str, what: str) -> dict:
     return mapping
 
 
-PATH_FIELDS = ("model", "gpu", "topology", "kernels", "profile")   # RunSpec fields that may name a file
+PATH_FIELDS = ("model", "gpu", "topology", "kernels", "profile", "compute_kernels")   # RunSpec fields that may name a file
 
 
 def resolve_paths(mapping: dict, folder: Path) -> dict:

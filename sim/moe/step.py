@@ -31,6 +31,7 @@ from .dpsync import GradientSync, LayerCollectives
 from .live import LiveComm
 from .memory import RankMemory
 from .model_parallel import ModelParallelComm
+from .kernel_report import kernel_frame
 from .recipe import recipe, recipe_warnings
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
@@ -126,6 +127,7 @@ class StepResult:
     a2a_slowdown: float = 1.0   # live communication: all-to-all seconds live / alone (1: measured mode)
     link_timeline: object = field(repr=False, default=None)   # DataFrame of the busiest links over time, if recorded
     fault_free_s: float | None = None   # the same run's step without its faults (set by `run`), for their cost
+    kernels: object = field(repr=False, default=None)   # DataFrame: every kernel of a layer (sim.moe.kernel_report)
 
     @property
     def mean_utilization(self) -> float:
@@ -212,7 +214,8 @@ class StepResult:
                 "a2a_combine_s": self.a2a_combine_s, "ranks": [r.to_json() for r in self.ranks],
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
-                "warnings": self.recipe_warnings + self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s}
+                "warnings": self.recipe_warnings + self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s,
+                "kernels": [] if self.kernels is None else self.kernels.to_dict("records")}
 
 
 class MoEStep:
@@ -342,7 +345,7 @@ class MoEStep:
             ratio = float("inf")
         total_comm = sum(r.comm_s for r in ranks)
         exposed = sum(r.exposed_comm_s for r in ranks)
-        plan = recipe(run, len(sc.graph.graph["gpus"]))
+        plan = recipe(run, len(sc.graph.graph["gpus"]), sc.chunk.compute_label)
         warnings = []
         if sc.layout.tp_spans_nodes:
             warnings.append(f"TP groups of {run.tp} span nodes of {sc.layout.gpus_per_node} GPUs (tp_across_nodes): "
@@ -360,7 +363,7 @@ class MoEStep:
             a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=engine, hbm_gb=sc.gpu.hbm_gb,
             traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
             warnings=warnings, recipe=plan, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
-            a2a_slowdown=self._live.slowdown if self._live is not None else 1.0)
+            a2a_slowdown=self._live.slowdown if self._live is not None else 1.0, kernels=kernel_frame(sc.chunk))
 
 
 def simulate_step(run: RunSpec | Scenario, mode: str = "auto", comm_scope: str = "stage") -> StepResult:

@@ -1,0 +1,172 @@
+"""What each kernel costs on a GPU: the kernel model behind the chunk model.
+
+* a GEMM: :func:`~sim.compute.gemm.gemm_seconds` with the GPU family's fit at its precision (a
+  fixed time, wave quantization over the SMs, the ``k`` pipeline, the roofline);
+* the fused attention core: :class:`~sim.compute.attention.AttentionModel` at its sequence length
+  and head size, plus one launch;
+* a memory-bound kernel: ``launches x kernel_launch_us + bytes / (HBM bandwidth x hbm_efficiency)``.
+
+A flat efficiency set by the user overrides its class (``gemm_efficiency``: every GEMM at
+``FLOPs / (peak x efficiency)``; ``attention_efficiency``: the core's useful FLOPs at the BF16 peak
+x efficiency), as the FLOPs model costs them. The fitted families live in
+``sim/compute/presets/kernels.yaml`` (``python -m sim calibrate --kernels --write``); a GPU runs the
+family its spec names (``kernel_family``), else the family listing its name, else ``generic``: the
+``sm90`` fits at the ratio of the GPU's peaks to the H100's (said in the recipe line).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from ..checks import InputError, read_yaml
+from .attention import AttentionFit, AttentionModel
+from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures
+from .gemm import GemmFit, gemm_bound, gemm_seconds
+from .ops import Op
+
+FITTED = Path(__file__).with_name("presets") / "kernels.yaml"
+ELEMENT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp8": 1.0}
+DEFAULT_LAUNCH_US = 3.0      # a small kernel's launch and ramp, and the gap to the next: our assumption
+GENERIC_FROM = "sm90"
+
+
+class KernelFamilyError(InputError):
+    """A kernel family file is missing or malformed, or a GPU's family is unknown."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """One GPU family's fitted kernels: GEMM fits by precision, the attention model."""
+
+    name: str
+    gemm: dict
+    attention: AttentionModel
+    source: str
+
+
+class OpCost(NamedTuple):
+    """An op with its seconds and what bounds it: ``compute``, ``hbm`` or ``launch``."""
+
+    op: Op
+    seconds: float
+    bound: str
+
+
+@functools.lru_cache(maxsize=8)
+def _families(path: str, stamp: int) -> dict:
+    data = read_yaml(path, KernelFamilyError) or {}
+    if not isinstance(data, dict) or not data:
+        raise KernelFamilyError(f"kernel families {path}: expected a mapping of families (python -m sim calibrate "
+                                "--kernels writes one)")
+    return data
+
+
+def load_families(path: str | Path | None = None) -> dict:
+    """The fitted families of ``path`` (default: the shipped ``kernels.yaml``)."""
+    file = Path(path) if path else FITTED
+    if not file.is_file():
+        raise KernelFamilyError(f"kernel families {file}: no such file")
+    return _families(str(file), file.stat().st_mtime_ns)
+
+
+def family_of(gpu: GpuFigures, families: dict) -> tuple[str, float | None]:
+    """(the family ``gpu`` runs, ``None``, or for a GPU no family knows the factor on
+    :data:`GENERIC_FROM`'s rates: the ratio of its BF16 peak to that family's)."""
+    if gpu.family:
+        if gpu.family not in families:
+            raise KernelFamilyError(f"GPU {gpu.name}: kernel_family {gpu.family!r} is not a fitted family "
+                                    f"(allowed: {', '.join(sorted(families))})")
+        return gpu.family, None
+    for name, fam in families.items():
+        if gpu.name in (fam.get("gpus") or []):
+            return name, None
+    return GENERIC_FROM, gpu.peak("bf16") / families[GENERIC_FROM]["reference_bf16_tflops"]
+
+
+def _family(name: str, entry: dict, gpu: GpuFigures, generic: float | None) -> Family:
+    factor = generic or 1.0
+    try:
+        gemm = {p: GemmFit(**{**f, "rate_tflops": f["rate_tflops"] * factor}) for p, f in (entry.get("gemm") or {}).items()}
+        att = entry["attention"]
+        fits = {tuple([k.split("_")[0], int(k.split("_")[1])]): AttentionFit(**f) for k, f in att["fits"].items()}
+    except (KeyError, TypeError, ValueError, InputError) as exc:
+        raise KernelFamilyError(f"kernel family {name}: malformed entry ({exc})") from None
+    scale = gpu.peak("bf16") * att["per_peak"] if att.get("per_peak") else factor
+    return Family(name, gemm, AttentionModel(fits, att["kernel"], scale, att.get("source", "")),
+                  "; ".join(f"{p}: {f.source}" for p, f in gemm.items()))
+
+
+class KernelModel:
+    """Seconds of each :class:`~sim.compute.ops.Op` on ``gpu`` (see the module).
+
+    ``hbm_efficiency``: memory-bound kernels' share of HBM bandwidth; ``launch_us``: each
+    non-GEMM kernel's fixed time; ``gemm_efficiency`` / ``attention_efficiency``: flat overrides
+    (``None``: the fitted kernels); ``families``: a file of fitted families (``None``: shipped)."""
+
+    def __init__(self, gpu: GpuFigures, *, hbm_efficiency: float = DEFAULT_HBM_EFFICIENCY,
+                 launch_us: float = DEFAULT_LAUNCH_US, gemm_efficiency: float | None = None,
+                 attention_efficiency: float | None = None, families: str | None = None):
+        self.gpu = gpu
+        self.hbm_rate = gpu.hbm_tbps * 1e12 * hbm_efficiency
+        self.launch_s = launch_us * 1e-6
+        self.gemm_efficiency, self.attention_efficiency = gemm_efficiency, attention_efficiency
+        table = load_families(families)
+        name, generic = family_of(gpu, table)
+        self.family = _family(name, table[name], gpu, generic)
+        self.generic = generic is not None
+
+    @property
+    def label(self) -> str:
+        """The kernel model as the recipe line names it."""
+        if self.gemm_efficiency is not None and self.attention_efficiency is not None:
+            return f"flat efficiencies (GEMMs {self.gemm_efficiency:g}, attention {self.attention_efficiency:g})"
+        fam = self.family.name + (f" (generic: {self.family.name}'s fits at {self.gpu.name}'s peaks)" if self.generic
+                                  else "")
+        flat = []
+        if self.gemm_efficiency is not None:
+            flat.append(f"GEMMs flat at {self.gemm_efficiency:g}")
+        if self.attention_efficiency is not None:
+            flat.append(f"attention flat at {self.attention_efficiency:g}")
+        return f"kernels {fam}, {self.family.attention.kernel}" + (f" ({', '.join(flat)})" if flat else "")
+
+    def gemm_fit(self, precision: str) -> GemmFit:
+        fit = self.family.gemm.get(precision)
+        if fit is None:
+            raise KernelFamilyError(f"GPU {self.gpu.name} (kernel family {self.family.name}) has no fitted "
+                                    f"{precision} GEMMs (fitted: {', '.join(sorted(self.family.gemm))})")
+        return fit
+
+    def _gemm_kw(self, precision: str, sms: int | None) -> dict:
+        return dict(sms=sms or self.gpu.sms, gpu_sms=self.gpu.sms, in_bytes=ELEMENT_BYTES[precision], out_bytes=2.0,
+                    hbm_bytes_per_s=self.hbm_rate)
+
+    def cost(self, op: Op, sms: int | None = None) -> OpCost:
+        """Seconds of ``op`` on ``sms`` SMs (default: all) and what bounds it."""
+        extra = (op.kernels - 1) * self.launch_s
+        if op.kind == "gemm":
+            if self.gemm_efficiency is not None:
+                return OpCost(op, op.flops / (self.gpu.peak(op.precision) * 1e12 * self.gemm_efficiency), "compute")
+            g, m, n, k = op.shape
+            fit, kw = self.gemm_fit(op.precision), self._gemm_kw(op.precision, sms)
+            return OpCost(op, gemm_seconds(fit, m, n, k, g, **kw) + extra, gemm_bound(fit, m, n, k, g, **kw))
+        if op.kind == "attention":
+            if self.attention_efficiency is not None:
+                return OpCost(op, op.useful / (self.gpu.peak("bf16") * 1e12 * self.attention_efficiency), "compute")
+            _, seq_len, head_dim, causal = op.shape
+            work = self.family.attention.seconds(op.direction, bool(causal), op.flops, seq_len, head_dim)
+            work *= self.gpu.sms / (sms or self.gpu.sms)          # on fewer SMs, proportionally slower
+            return OpCost(op, self.launch_s + work + extra, "compute" if work > self.launch_s else "launch")
+        data = op.bytes / self.hbm_rate
+        launch = op.kernels * self.launch_s
+        return OpCost(op, launch + data, "hbm" if data >= launch else "launch")
+
+    def seconds(self, op: Op, sms: int | None = None) -> float:
+        return self.cost(op, sms).seconds
+
+    def costs(self, ops: list[Op], sms: int | None = None) -> list[OpCost]:
+        return [self.cost(op, sms) for op in ops]
+
+
+__all__ = ["DEFAULT_LAUNCH_US", "Family", "KernelFamilyError", "KernelModel", "OpCost", "family_of", "load_families"]

@@ -1,0 +1,163 @@
+"""sim.compute.ops and sim.compute.kernels: the operator list of a layer adds up to the FLOPs formula
+to the last FLOP, memory-bound kernels cost their bytes at the HBM rate plus a launch (by hand),
+FP8 and unfused kernels add what they should, and the chunk model's parts are sums of the kernels."""
+import pytest
+
+from sim.compute import KernelFamilyError, KernelModel, LayerShape, layer_ops
+from sim.compute.device import GpuFigures
+from sim.moe.chunk import ChunkModel, attention_core_flops
+from sim.moe.params import attention_params, dense_mlp_params, expert_params
+from sim.moe.specs import RunSpec, load_gpu, load_model
+
+
+def run_of(model: str, gpu: str = "h100", **changes) -> RunSpec:
+    base = RunSpec(model=model, gpu=gpu, topology="h800-16", pp=1, ep=1, dp=1, schedule="1f1b", microbatches=1,
+                   seq_len=2048)
+    return base.with_(**changes)
+
+
+def formula_flops(model, run: RunSpec, moe: bool) -> float:
+    """The FLOPs model's useful FLOPs of one layer for a micro-batch: 3 (projections + MLP) + 3 core."""
+    T = run.tokens_per_microbatch
+    proj = 2 * T * attention_params(model)
+    if moe:
+        mlp = 2 * T * (model.topk * expert_params(model) + model.shared_experts * expert_params(model)
+                       + model.hidden * model.routed_experts)
+    else:
+        mlp = 2 * T * dense_mlp_params(model)
+    return 3 * (proj + mlp) + 3 * attention_core_flops(model, T, run.seq_len)
+
+
+@pytest.mark.parametrize("model,changes,moe", [
+    ("zb-gpt-1.5b", {}, False),                                              # GPT: GELU, learned positions
+    ("zb-gpt-1.5b", {"attention_kernel": "unfused"}, False),                 # the scores in HBM
+    ("llama3-8b", {"tp": 4, "cp": 2, "sequence_parallel": True}, False),     # GQA, split over 8 GPUs
+    ("deepseek-v3", {"ep": 8, "dp": 8, "gemm_precision": "fp8"}, True),      # MLA, routed and shared experts
+    ("qwen3-30b-a3b", {"ep": 8, "dp": 8, "tp": 2, "sequence_parallel": True, "expert_tp": 2}, True),
+])
+def test_the_operator_list_adds_up_to_the_flops_formula(model, changes, moe):
+    """Every GEMM's and the attention core's useful FLOPs (forward, input and weight gradient), on one
+    GPU, times TP x CP: the FLOPs formula's, to the last FLOP (FlashAttention's backward executes 2.5
+    times the forward, of which 2 are useful; the unfused core computes the whole s x s, of which the
+    causal half is useful)."""
+    m = load_model(model)
+    run = run_of(model, **changes)
+    chunk = ChunkModel(m, load_gpu(run.gpu), run, 1)
+    ops = layer_ops(chunk.layer_shape(moe))
+    useful = sum(op.useful for op in ops) * run.tp * run.cp
+    assert useful == pytest.approx(formula_flops(m, run, moe), rel=1e-12)
+    assert chunk.layer_cost(moe).flops == pytest.approx(useful, rel=1e-12)
+    assert {op.phase for op in ops} == {"f", "i", "w"} and {op.block for op in ops} == {"attn", "mlp"}
+
+
+def test_a_memory_bound_kernel_is_its_bytes_at_the_hbm_rate_plus_a_launch():
+    """Llama 3 8B, 2,048 tokens: the input norm reads and writes 2,048 x 4,096 BF16 elements,
+    33.6 MB, at 70% of the H100's 3.35 TB/s, plus 3 us; its backward moves 1.5 times that."""
+    chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b"), 1)
+    costs = {c.op.name: c for c in chunk.kernel_costs(False) if c.op.block == "attn"}
+    nbytes = 2 * 2048 * 4096 * 2
+    assert costs["norm"].op.bytes == nbytes
+    assert costs["norm"].seconds == pytest.approx(3e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12)
+    assert costs["norm.grad"].seconds == pytest.approx(3e-6 + 1.5 * nbytes / (3.35e12 * 0.7), rel=1e-12)
+    assert costs["norm"].bound == "hbm"
+    launch = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", kernel_launch_us=10.0), 1)
+    assert {c.op.name: c for c in launch.kernel_costs(False)}["norm"].seconds == pytest.approx(
+        10e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12)
+
+
+def test_the_parts_are_sums_of_their_kernels():
+    chunk = ChunkModel(load_model("qwen3-30b-a3b"), load_gpu("h100"), run_of("qwen3-30b-a3b", ep=8, dp=8), 1)
+    costs = chunk.kernel_costs(True)
+    layer = chunk.layer_cost(True)
+    for block in ("attn", "mlp"):
+        for phase in "fiw":
+            total = sum(c.seconds for c in costs if c.op.block == block and c.op.phase == phase)
+            assert getattr(layer, f"{block}_{phase}") == pytest.approx(total, rel=1e-12)
+    routed = sum(c.seconds for c in costs if c.op.name.startswith("experts"))
+    mlp = layer.mlp_f + layer.mlp_i + layer.mlp_w
+    assert layer.routed_share == pytest.approx(routed / mlp, rel=1e-12) and 0 < layer.routed_share < 1
+    assert layer.core_f == sum(c.seconds for c in costs if c.op.name == "attn_core")
+
+
+def test_fp8_casts_and_unfused_kernels_add_work():
+    m, g = load_model("llama3-8b"), load_gpu("h100")
+    bf16 = ChunkModel(m, g, run_of("llama3-8b"), 1).kernel_costs(False)
+    fp8 = ChunkModel(m, g, run_of("llama3-8b", gemm_precision="fp8"), 1).kernel_costs(False)
+    names = {c.op.name for c in fp8}
+    assert "out_proj.cast" in names and "qkv.cast" not in names          # the norm's output is cast in the norm
+    assert {"qkv.dgrad_cast", "qkv.x_transpose"} <= names and not any("cast" in c.op.name for c in bf16)
+    unfused = ChunkModel(m, g, run_of("llama3-8b", fusion="unfused"), 1).kernel_costs(False)
+    fused_mem = sum(c.op.bytes for c in bf16 if c.op.kind == "memory")
+    assert sum(c.op.bytes for c in unfused if c.op.kind == "memory") > fused_mem
+    assert sum(c.op.kernels for c in unfused) > sum(c.op.kernels for c in bf16)
+
+
+def test_the_unfused_core_writes_its_scores():
+    """Megatron's unfused core on A100 at 1,024 tokens (the Zero Bubble GPT 6.2B's 3 sequences): the
+    soft-max reads and writes 3 x 32 heads x 1,024^2 BF16 scores; dropout adds its one-byte mask."""
+    m, g = load_model("zb-gpt-6.2b"), load_gpu("a100")
+    run = run_of("zb-gpt-6.2b", gpu="a100", seq_len=1024, microbatch_size=3, attention_kernel="unfused")
+    costs = {c.op.name: c for c in ChunkModel(m, g, run, 1).kernel_costs(False)}
+    scores = 3 * 32 * 1024 * 1024
+    assert costs["attn_softmax"].op.bytes == scores * 4 and costs["attn_dropout"].op.bytes == scores * 5
+    assert costs["attn_scores"].op.shape == (96, 1024, 1024, 128)
+    flash = ChunkModel(m, g, run.with_(attention_kernel="flash"), 1).layer_cost(False)
+    assert ChunkModel(m, g, run, 1).layer_cost(False).attn_f > flash.attn_f
+
+
+def test_recomputation_reruns_the_policys_forward_kernels():
+    m, g = load_model("deepseek-v3"), load_gpu("h800")
+    base = run_of("deepseek-v3", gpu="h800", ep=8, dp=8, gemm_precision="fp8")
+    costs = {(c.op.block, c.op.name): c.seconds for c in ChunkModel(m, g, base, 1).kernel_costs(True)}
+    layers = {p: ChunkModel(m, g, base.with_(memory_policy=p), 1).layer_cost(True)
+              for p in ("none", "selective", "full", "deepseek-v3")}
+    assert (layers["none"].attn_r, layers["none"].mlp_r) == (0.0, 0.0)
+    assert layers["selective"].attn_r == costs[("attn", "attn_core")] and layers["selective"].mlp_r == 0.0
+    assert layers["full"].attn_r == layers["full"].attn_f and layers["full"].mlp_r == layers["full"].mlp_f
+    attn = sum(costs[("attn", n)] for n in ("norm", "q_norm", "kv_norm", "q_up", "kv_up"))
+    mlp = sum(costs[("mlp", n)] for n in ("norm", "experts.swiglu", "shared.swiglu"))
+    assert layers["deepseek-v3"].attn_r == pytest.approx(attn) and layers["deepseek-v3"].mlp_r == pytest.approx(mlp)
+    assert layers["full"].flops == layers["none"].flops                      # recomputation is not useful work
+
+
+def test_flat_overrides_cost_their_class_at_the_peak_share():
+    chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", gemm_efficiency=0.5,
+                                                                          attention_efficiency=0.25), 1)
+    costs = {c.op.name: c for c in chunk.kernel_costs(False)}
+    assert costs["qkv"].seconds == pytest.approx(costs["qkv"].op.flops / (989e12 * 0.5), rel=1e-12)
+    assert costs["attn_core.bwd"].seconds == pytest.approx(costs["attn_core.bwd"].op.useful / (989e12 * 0.25))
+    assert "flat efficiencies (GEMMs 0.5, attention 0.25)" in chunk.compute_label
+
+
+def test_families_by_gpu_and_the_generic_fallback():
+    assert KernelModel(load_gpu("h800").figures()).family.name == "sm90"
+    assert KernelModel(load_gpu("a100").figures()).family.name == "sm80"
+    own = GpuFigures("my-gpu", 100, {"bf16": 494.5, "fp8": 989.0, "mxfp8": 0.0}, 2.0)
+    generic = KernelModel(own)
+    assert generic.generic and generic.family.name == "sm90" and "generic" in generic.label
+    h100 = KernelModel(load_gpu("h100").figures())
+    assert generic.family.gemm["bf16"].rate_tflops == pytest.approx(h100.family.gemm["bf16"].rate_tflops / 2)
+    with pytest.raises(KernelFamilyError, match="kernel_family 'sm99' is not a fitted family"):
+        KernelModel(own._replace(family="sm99"))
+    with pytest.raises(KernelFamilyError, match="has no fitted mxfp8 GEMMs"):
+        KernelModel(load_gpu("h100").figures()).gemm_fit("mxfp8")
+
+
+def test_the_flops_model_is_still_there():
+    """``compute_model: flops``: GEMMs at 0.6 of the peak, no kernels, the recipe says so."""
+    chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", compute_model="flops"), 1)
+    layer = chunk.layer_cost(False)
+    T = 2048
+    assert layer.attn_w == pytest.approx(2 * T * attention_params(load_model("llama3-8b")) / (989e12 * 0.6))
+    assert chunk.kernels is None and chunk.compute_label.startswith("FLOPs model (GEMMs at 0.6")
+
+
+def test_layer_shape_validation_by_the_spec():
+    from sim.moe.specs import SpecError
+    for bad, msg in ((dict(fusion="half"), "RunSpec.fusion must be one of fused, unfused"),
+                     (dict(attention_kernel="sdpa"), "RunSpec.attention_kernel must be one of flash, unfused"),
+                     (dict(compute_model="roofline"), "RunSpec.compute_model must be one of kernels, flops"),
+                     (dict(kernel_launch_us=-1), "kernel_launch_us")):
+        with pytest.raises(SpecError, match=msg):
+            run_of("llama3-8b", **bad)
+    assert LayerShape(1, 1, 1, 1, 1.0, 1).norm_tokens == 1.0
