@@ -10,6 +10,9 @@ Writes, under ``--out`` (default ``results``):
 * ``validation_summary.csv``: per source and mode, the scored rows, the median and worst |error|;
 * ``validation_rankings.csv``: where a source measured several schedules in one setting, whether the
   simulator orders them the same way, and each schedule's speed-up over 1F1B, measured and simulated;
+* ``validation_memory.csv``: the memory suite (``validation/memory.csv``, :mod:`validation.memory`), a row
+  per run: ``id``, ``source``, ``measured_gb``, ``predicted_gb``, ``error_pct`` (predicted / measured - 1)
+  and the simulated rank's breakdown;
 * ``figures/validation.png``: predicted against measured, log-log, with +-10% and +-25% bands.
 
 The runs are a sweep (Dask on the local cores by default; ``--serial`` in this process), written as
@@ -30,6 +33,7 @@ from sim.checks import InputError
 from sim.cli import guarded
 from sim.io import check_output, overwriting, write_csv_atomic
 from sim.sweep import run_sweep
+from validation.memory import load_memory_runs, predict_memory
 from validation.predict import MODES, predict, speed_error
 from validation.suite import ROOT, RUNS, Run, load_runs
 
@@ -159,7 +163,7 @@ def run(args) -> int:
             raise InputError(f"--only {' '.join(args.only)}: no run's id contains it (ids: validation/runs.csv)")
     out = Path(args.out)
     paths = [out / f"{NAME}.csv", out / f"{NAME}_summary.csv", out / f"{NAME}_rankings.csv",
-             out / "figures" / f"{NAME}.png"]
+             out / "figures" / f"{NAME}.png", out / f"{NAME}_memory.csv"]
     with overwriting(args.force):
         for path in paths:
             check_output(path)
@@ -175,10 +179,34 @@ def run(args) -> int:
         write_csv_atomic(rankings_df, paths[2])
     from experiments.plots import validation_figure
     validation_figure(pd.read_csv(paths[0]), out / "figures")
+    memory_df = memory_suite(args.only)
+    with overwriting(args.force):
+        write_csv_atomic(memory_df, paths[4])
     print(text(summary_df, rankings_df, df))
+    print(memory_text(memory_df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
-          f"{paths[1].name}, {paths[2].name}, figures/{paths[3].name}")
+          f"{paths[1].name}, {paths[2].name}, figures/{paths[3].name}, {paths[4].name} ({len(memory_df)} runs)")
     return 1 if len(failed) else 0
+
+
+def memory_suite(only: list[str] | None = None) -> pd.DataFrame:
+    """The memory suite's rows (``--only`` picks by id here too; none picked: an empty table)."""
+    runs = [r for r in load_memory_runs() if not only or any(part in r.id for part in only)]
+    columns = ["id", "source", "measured_gb", "predicted_gb", "error_pct", "status"]
+    return pd.DataFrame([predict_memory(r) for r in runs]) if runs else pd.DataFrame(columns=columns)
+
+
+def memory_text(memory_df: pd.DataFrame) -> str:
+    """Median and worst |memory error| per source and over all (predicted / measured - 1)."""
+    ok = memory_df[memory_df["status"] == "ok"] if len(memory_df) else memory_df
+    if ok.empty:
+        return "memory: no run"
+    parts = []
+    for source, g in list(ok.groupby("source", sort=False)) + [("all", ok)]:
+        e = g["error_pct"]
+        parts.append(f"{source} {len(e)} runs, median |error| {e.abs().median():.1f}%, worst {e.abs().max():.1f}% "
+                     f"({g.loc[e.abs().idxmax(), 'id']})")
+    return "memory error = predicted / measured peak per GPU - 1: " + "; ".join(parts)
 
 
 def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame) -> str:
@@ -214,4 +242,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["as_point", "from_point", "point", "rankings", "summary", "suite_code"]
+__all__ = ["as_point", "from_point", "memory_suite", "memory_text", "point", "rankings", "summary", "suite_code"]

@@ -114,7 +114,7 @@ def test_recomputation_reruns_the_policys_forward_kernels():
     assert (layers["none"].attn_r, layers["none"].mlp_r) == (0.0, 0.0)
     assert layers["selective"].attn_r == costs[("attn", "attn_core")] and layers["selective"].mlp_r == 0.0
     assert layers["full"].attn_r == layers["full"].attn_f and layers["full"].mlp_r == layers["full"].mlp_f
-    attn = sum(costs[("attn", n)] for n in ("norm", "q_norm", "kv_norm", "q_up", "kv_up"))
+    attn = sum(costs[("attn", n)] for n in ("norm", "q_norm", "kv_norm", "q_up", "kv_up", "rope"))
     mlp = sum(costs[("mlp", n)] for n in ("norm", "experts.swiglu", "shared.swiglu"))
     assert layers["deepseek-v3"].attn_r == pytest.approx(attn) and layers["deepseek-v3"].mlp_r == pytest.approx(mlp)
     assert layers["full"].flops == layers["none"].flops                      # recomputation is not useful work

@@ -121,17 +121,18 @@ def test_expert_tp_gathers_the_dispatched_copies_by_hand():
 
 
 def test_expert_tp_splits_experts_and_keeps_the_gathered_copies():
-    from sim.moe.activations import BF16, bytes_per_token, mlp_tensors, weight_grad_bytes
+    from sim.moe.activations import BF16, ActivationRecipe, bytes_per_token, mlp_tensors, weight_grad_bytes
     model = load_model("tiny-moe")
+    none = ActivationRecipe.named("none")
     count = rank_params(model, [8], {0}, ep=4)
     assert count.split(2, 2).expert == count.expert / 2
     assert sharding_groups(moe_run(expert_tp=2, ep=4, dp=8)) == (8, 2)         # 16 GPUs / (EP 4 x ETP 2)
-    one, two = (bytes_per_token(mlp_tensors(model, True, "none", 2.0, e)) for e in (1, 2))
+    one, two = (bytes_per_token(mlp_tensors(model, True, none, 2.0, e)) for e in (1, 2))
     assert two - one == pytest.approx(model.hidden * 2.0 * BF16)             # a second copy of each pair
-    assert bytes_per_token(mlp_tensors(model, True, "none", 2.0)) == one     # expert TP 1 unless given
-    w1, w2 = (weight_grad_bytes(model, True, "none", 2.0, expert_tp=e) for e in (1, 2))
+    assert bytes_per_token(mlp_tensors(model, True, none, 2.0)) == one       # expert TP 1 unless given
+    w1, w2 = (weight_grad_bytes(model, True, none, 2.0, expert_tp=e) for e in (1, 2))
     assert w2 - w1 == pytest.approx(2 * model.hidden * 2.0 * BF16)          # up's input, down's output
-    assert weight_grad_bytes(model, True, "none", 2.0) == w1
+    assert weight_grad_bytes(model, True, none, 2.0) == w1
     from sim.moe.activations import linear_shapes
     assert linear_shapes(model, True, 2.0) == linear_shapes(model, True, 2.0, 1) != linear_shapes(model, True, 2.0, 2)
 

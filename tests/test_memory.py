@@ -2,7 +2,8 @@
 Korthikanti et al.'s per-layer activation formulas) and a DeepSeek-V3 layer worked by hand."""
 import pytest
 
-from sim.moe.activations import BF16, E5M6, FP8, FP32, bytes_per_token, layer_tensors, weight_grad_bytes
+from sim.moe.activations import (BF16, E5M6, FP8, FP32, ActivationRecipe, bytes_per_token, layer_tensors,
+                                 weight_grad_bytes)
 from sim.moe.memory import activation_peak, model_state_bytes
 from sim.moe.params import ParamCount, rank_params
 from sim.moe.scenario import Scenario
@@ -29,6 +30,11 @@ def test_expert_states_shard_over_the_gpus_that_hold_the_same_experts():
     assert w3 == pytest.approx(2.0 * (1e9 / 128 + 4e8 / 2)) and g3 == pytest.approx(4.0 * (1e9 / 128 + 4e8 / 2))
 
 
+def R(policy: str, attention: str = "unfused") -> ActivationRecipe:
+    """A memory policy's recipe; unfused attention (Korthikanti et al.'s accounting) unless said."""
+    return ActivationRecipe.named(policy, attention)
+
+
 def gpt(h, a, dropout=True):
     """A GPT layer as Korthikanti et al. count it: MHA, a 4h GELU MLP, dropout."""
     return ModelSpec(name="gpt", layers=1, hidden=h, heads=a, head_dim=h // a, dense_layers=1,
@@ -40,7 +46,7 @@ def test_korthikanti_per_layer_activations(h, a, s):
     """Bytes per layer with b = 1 (so per token x s): sbh(34 + 5as/h) with no recomputation,
     34 sbh with selective recomputation of the attention core, 2 sbh with full recomputation."""
     m = gpt(h, a)
-    per_token = {p: bytes_per_token(layer_tensors(m, False, p, s, 0)) for p in ("none", "selective", "full")}
+    per_token = {p: bytes_per_token(layer_tensors(m, False, R(p), s, 0)) for p in ("none", "selective", "full")}
     assert per_token["none"] * s == pytest.approx(s * h * (34 + 5 * a * s / h))
     assert per_token["selective"] * s == pytest.approx(34 * s * h)
     assert per_token["full"] * s == pytest.approx(2 * s * h)
@@ -61,7 +67,7 @@ def test_deepseek_v3_moe_layer_by_hand():
            + fp8_row(2 * 2048)       # shared expert SwiGLU inputs, FP8
            + 8 * fp8_row(7168)       # the 8 dispatched copies, FP8
            + 8 * fp8_row(2 * 2048))  # routed SwiGLU inputs, FP8
-    got = bytes_per_token(layer_tensors(m, True, "deepseek-v3", 4096, 8.0))
+    got = bytes_per_token(layer_tensors(m, True, R("deepseek-v3", "flash"), 4096, 8.0))
     assert got == pytest.approx(attention + mlp) and got == pytest.approx(156256.0)
     assert (BF16, FP32, E5M6, FP8) == (2.0, 4.0, 1.5, 1 + 4 / 128)
 
@@ -70,7 +76,7 @@ def test_deferred_weight_gradient_keeps_linear_inputs_and_output_gradients():
     """GPT layer, BF16: inputs h (qkv) + h (out) + h (up) + 4h (down), outputs 3h + h + 4h + h:
     (7h + 9h) x 2 bytes = 32 h per token."""
     h = 1024
-    assert weight_grad_bytes(gpt(h, 16), False, "none", 0) == 32 * h
+    assert weight_grad_bytes(gpt(h, 16), False, R("none"), 0) == 32 * h
 
 
 def test_activation_walk_by_hand():
@@ -95,7 +101,11 @@ def test_deepseek_v3_layout_fits_with_headroom():
     memory recipe: every rank within the H800's 80 GB."""
     memory = Scenario(load_scenario("deepseek-v3")).memory
     assert all(m.fits and m.headroom_gb > 0 for m in memory)
-    assert all(m.reserve_gb == 4.0 for m in memory)
+    for m in memory:                  # the fixed terms, each named, add up to the reserve
+        names = [name for name, _ in m.fixed]
+        assert names[:3] == ["CUDA context", "NCCL", "all-to-all buffers"] and names[-1] == "fragmentation"
+        assert ("logits" in names) == (m.rank in (0, 15))     # DualPipe: the last stage on ranks 0 and 15
+        assert m.reserve_gb == pytest.approx(sum(gb for _, gb in m.fixed))
     none = Scenario(load_scenario("deepseek-v3", memory_policy="none")).memory
     assert not any(m.fits for m in none)                               # storing everything does not fit
 
@@ -106,8 +116,9 @@ def test_memory_accounting_and_warning():
     # DualPipe holds two stages per rank: about twice the parameters of a 1F1B rank holding one
     assert step.memory[1].params_gb > 1.5 * one.memory[1].params_gb
     assert step.memory[0].grads_gb == pytest.approx(2 * step.memory[0].params_gb)
-    res = simulate_step(load_scenario("tiny", seq_len=65536))
-    assert res.warnings and "does not fit" in res.warnings[0]
+    res = simulate_step(load_scenario("tiny", seq_len=65536, attention_kernel="unfused"))   # the scores stored
+    assert res.warnings and "does not fit" in res.warnings[0] and "(params" in res.warnings[0]
+    assert not simulate_step(load_scenario("tiny", seq_len=65536)).warnings       # fused attention keeps none
 
 
 def test_reserve_must_leave_room():
@@ -178,12 +189,12 @@ def test_korthikanti_per_layer_activations_under_tensor_and_sequence_parallelism
     """Korthikanti et al. 2022, Table 2: with TP over t GPUs sbh(10 + 24/t + 5as/ht); with sequence
     parallelism too sbh(34 + 5as/h)/t; with selective recomputation and both, 34sbh/t."""
     m = gpt(h, a)
-    tensors = layer_tensors(m, False, "none", s, 0)
+    tensors = layer_tensors(m, False, R("none"), s, 0)
     assert bytes_per_token(tensors, t) * s == pytest.approx(s * h * (10 + 24 / t + 5 * a * s / (h * t)))
     assert bytes_per_token(tensors, t, True) * s == pytest.approx(s * h * (34 + 5 * a * s / h) / t)
-    selective = layer_tensors(m, False, "selective", s, 0)
+    selective = layer_tensors(m, False, R("selective"), s, 0)
     assert bytes_per_token(selective, t, True) * s == pytest.approx(34 * s * h / t)
-    assert bytes_per_token(layer_tensors(m, False, "full", s, 0), t) * s == pytest.approx(2 * s * h)
+    assert bytes_per_token(layer_tensors(m, False, R("full"), s, 0), t) * s == pytest.approx(2 * s * h)
 
 
 def test_a_deferred_weight_gradient_under_tensor_parallelism_by_hand():
@@ -192,9 +203,9 @@ def test_a_deferred_weight_gradient_under_tensor_parallelism_by_hand():
     outputs h wide. Without SP: 2h + 2h wide + (3h + h + 4h + 4h) / t split, times 2 bytes."""
     m, t = gpt(4096, 32), 4
     h = 4096
-    assert weight_grad_bytes(m, False, "none", 0, t) == pytest.approx(2 * (4 * h + 12 * h / t))
-    assert weight_grad_bytes(m, False, "none", 0, t, True) == pytest.approx(2 * 16 * h / t)
-    assert weight_grad_bytes(m, False, "none", 0) == pytest.approx(2 * 16 * h)
+    assert weight_grad_bytes(m, False, R("none"), 0, t) == pytest.approx(2 * (4 * h + 12 * h / t))
+    assert weight_grad_bytes(m, False, R("none"), 0, t, True) == pytest.approx(2 * 16 * h / t)
+    assert weight_grad_bytes(m, False, R("none"), 0) == pytest.approx(2 * 16 * h)
 
 
 def test_tensor_and_context_parallelism_divide_a_gpus_model_states_and_activations():
@@ -229,11 +240,11 @@ def test_the_heads_deferred_weight_gradient_and_a_row_parallel_linear_of_another
     assert head_weight_grad_bytes(m, 4, True) == (2 * 2048 + 2 * 32000) / 4
     h, ad, inter, t = 2048, 4096, 8192, 4
     split = 3 * ad + ad + inter + inter                      # qkv out, out_proj in, MLP up out, down in
-    assert weight_grad_bytes(m, False, "none", 0, t) == pytest.approx(2 * (4 * h + split / t))
+    assert weight_grad_bytes(m, False, R("none"), 0, t) == pytest.approx(2 * (4 * h + split / t))
 
 
 def test_mla_keeps_its_up_projections_outputs_unless_deepseek_v3_recomputes_them():
     m = load_model("deepseek-v3")
-    names = {t.name: t for t in layer_tensors(m, True, "none", 4096, 8)}
+    names = {t.name: t for t in layer_tensors(m, True, R("none"), 4096, 8)}
     assert names["attn.v"].elements == 128 * 128 and names["attn.v"].bytes_per_element == BF16
-    assert "attn.v" not in {t.name for t in layer_tensors(m, True, "deepseek-v3", 4096, 8)}
+    assert "attn.v" not in {t.name for t in layer_tensors(m, True, R("deepseek-v3", "flash"), 4096, 8)}

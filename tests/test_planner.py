@@ -30,7 +30,7 @@ def test_more_gpus_than_the_topology_has_is_one_line_before_any_candidate():
 
 
 def test_memory_refusals_say_by_how_much():
-    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 131072,
+    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 4194304,
                                                    "cps": (1,)}))
     assert ok == [] and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in refused)
 

@@ -1,34 +1,39 @@
 """What each part of a layer keeps for its backward: saved tensors, their sizes and precisions,
-under a memory policy. Memory follows from the model and the policy, not from a knob.
+under a recipe of recomputation and caching. Memory follows from the model and the recipe, not from
+a knob.
 
 Sizes are per token of a micro-batch (the attention scores, ``heads x seq_len`` per token, are
 the only terms that grow with the sequence). Precisions: BF16 2 bytes, FP32 4, FP8 1 byte plus one
 FP32 scale per 1x128 tile (1 + 4/128), E5M6 12 bits (1.5 bytes; its power-of-two scales are not
 counted), a dropout mask 1 byte, token ids 8.
 
-Policies (``RunSpec.memory_policy``):
+An :class:`ActivationRecipe` says, for one layer:
 
-* ``none``: every tensor the backward reads is stored, in BF16 (Korthikanti et al. 2022, "Reducing
-  Activation Recomputation in Large Transformer Models": for a GPT layer with dropout this is
-  ``sbh(34 + 5as/h)`` bytes);
-* ``selective``: the attention core (softmax, its dropout, attention over V) is recomputed, the
-  rest stored: ``34sbh`` for the GPT layer; the recomputation costs the core's forward FLOPs again;
-* ``full``: only each transformer layer's input is stored (``2sbh``); the backward runs the layer's
-  forward again (the output head and loss are not recomputed);
-* ``deepseek-v3``: as the DeepSeek-V3 report describes it (arXiv 2412.19437, sections 3.2.3 and
-  3.3): every RMSNorm and the MLA up-projections are recomputed (their inputs are stored: the
-  layer input, the query and KV latents); Linear inputs that are not recomputed are cached in FP8
-  with 1x128 scales, except the input of the Linear after attention, cached in E5M6 and also used by
-  the attention backward; the attention core is kernel-fused (FlashAttention-style: its scores are
-  not stored, its log-sum-exp is, in FP32); the SwiGLU inputs are cached in FP8 and its output is
-  recomputed; gating, normalisation and the output head stay in their original precision.
+* ``full``: only the layer's input is stored (full recomputation, :mod:`sim.moe.recompute`);
+* ``freed``: the tensors its selectively recomputed modules do not keep
+  (:data:`sim.moe.recompute.MODULE_TENSORS`);
+* ``flash``: the attention core is fused (FlashAttention, cuDNN; ``attention_kernel: flash``, the
+  default): its scores are never stored, its log-sum-exp is (FP32, one per head and token), and its
+  backward recomputes the scores inside the kernel; unfused (Megatron's core attention), the
+  softmax (and its dropout and mask) are stored, ``5as/h`` per token in Korthikanti et al.'s terms;
+* ``fp8``: Transformer Engine's FP8 caches (FP8 GEMMs under a recipe other than DeepSeek's): every
+  Linear's input is kept in FP8 with its scales, what elementwise kernels need stays BF16;
+* ``deepseek``: DeepSeek-V3's caches (arXiv 2412.19437, sections 3.2.3 and 3.3): Linear inputs in
+  FP8 with 1x128 scales, except the input of the Linear after attention, cached in E5M6 and also
+  used by the attention backward; the SwiGLU inputs in FP8 and every SwiGLU output recomputed;
+  gating, normalisation and the output head in their original precision.
 
-Our reading where the report is silent (say so, do not hide it): a routed expert's gate weight is
+With unfused attention and no recomputation a GPT layer with dropout keeps ``sbh(34 + 5as/h)``
+bytes (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models");
+recomputing ``core_attn`` leaves ``34sbh``; full recomputation ``2sbh``. Fused attention keeps
+``34sbh`` plus ``4as`` of log-sum-exp without recomputing anything.
+
+Our reading where the sources are silent (say so, do not hide it): a routed expert's gate weight is
 applied to its SwiGLU output (w2 is linear, so this equals weighting the expert's output), so the
-weight's gradient needs only the SwiGLU output (stored, or recomputed under ``deepseek-v3``), not
-the expert's h-wide output; the cross-entropy keeps the logits' softmax in FP32 under every policy
-(Megatron's fused vocab-parallel cross-entropy does); a token's dispatched copy is counted once per
-routed expert it reaches (``topk`` copies per token under balanced routing).
+weight's gradient needs only the SwiGLU output (stored, or recomputed), not the expert's h-wide
+output; the cross-entropy keeps the logits' softmax in FP32 under every recipe (Megatron's fused
+vocab-parallel cross-entropy does); a token's dispatched copy is counted once per routed expert it
+reaches (``topk`` copies per token under balanced routing).
 
 Tensor parallelism (t GPUs, :mod:`sim.moe.layout`): each tensor is tagged by how a TP group holds
 it. ``tp``: split over the t GPUs (inside the attention heads and the MLP's columns: q, k, v, the
@@ -40,17 +45,18 @@ bytes without sequence parallelism and ``sbh(34 + 5as/h)/t`` with it (Korthikant
 equations 2 and 4 and Table 2). Context parallelism (c GPUs) divides the tokens a GPU holds by c
 (:mod:`sim.moe.memory`).
 
-A deferred weight gradient (``W`` after ``I``) keeps each Linear's input (at the policy's Linear
-precision: BF16, or FP8 / E5M6 under ``deepseek-v3``) and its output gradient (BF16) from ``I`` until
-``W``: :func:`weight_grad_bytes` (under ``deepseek-v3`` the output gradient in FP8: the weight
-gradients are FP8 GEMMs). DeepSeek's DualPipe keeps exactly these for its deferred weight gradients
-(``WeightGradStore`` holds each Linear's input and output gradient).
+A deferred weight gradient (``W`` after ``I``) keeps each Linear's input (at the recipe's Linear
+precision: BF16, or FP8 / E5M6 under FP8 caches) and its output gradient (BF16; FP8 under FP8
+caches) from ``I`` until ``W``: :func:`weight_grad_bytes`. DeepSeek's DualPipe keeps exactly these
+for its deferred weight gradients (``WeightGradStore`` holds each Linear's input and output gradient).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..checks import InputError
+from .recompute import POLICY_RECIPES, Recompute, tensors_freed
 from .specs import MEMORY_POLICIES, ModelSpec
 
 BF16, FP32, FP8, E5M6, MASK, IDS = 2.0, 4.0, 1.0 + 4.0 / 128, 1.5, 1.0, 8.0
@@ -87,58 +93,100 @@ def split_of(name: str) -> str:
     return "tp" if name in TP_SPLIT else "" if name in NEVER_SPLIT else "sp"
 
 
-def _keep(out: list, name: str, elements: float, precision: float) -> None:
-    if elements > 0 and precision > 0:
+class ActivationRecipe(NamedTuple):
+    """What one layer keeps (see the module): ``full`` recomputation, the ``freed`` tensors of its
+    recomputed modules, fused attention (``flash``), Transformer Engine's FP8 caches (``fp8``),
+    DeepSeek-V3's caches (``deepseek``)."""
+
+    full: bool = False
+    freed: frozenset = frozenset()
+    flash: bool = True
+    fp8: bool = False
+    deepseek: bool = False
+
+    @classmethod
+    def named(cls, policy: str, attention_kernel: str = "flash", fp8: bool = False) -> "ActivationRecipe":
+        """The recipe of memory policy ``policy`` (:data:`MEMORY_POLICIES`): its recomputation
+        (:data:`sim.moe.recompute.POLICY_RECIPES`), ``attention_kernel`` and, for FP8 GEMMs outside
+        DeepSeek's recipe, Transformer Engine's FP8 caches."""
+        if policy not in MEMORY_POLICIES:
+            raise InputError(f"memory policy must be one of {', '.join(MEMORY_POLICIES)}, got {policy!r}")
+        granularity, modules = POLICY_RECIPES[policy]
+        return cls.of(Recompute(granularity, tuple(modules)), granularity == "full", attention_kernel, fp8,
+                      policy == "deepseek-v3")
+
+    @classmethod
+    def of(cls, rc, layer_full: bool, attention_kernel: str, fp8: bool, deepseek: bool) -> "ActivationRecipe":
+        """A layer's recipe from a :class:`~sim.moe.recompute.Recompute` (``layer_full``: this layer
+        is one its full recomputation covers)."""
+        freed = frozenset() if rc.granularity != "selective" else frozenset(tensors_freed(rc))
+        return cls(layer_full, freed, attention_kernel != "unfused", fp8 and not deepseek, deepseek)
+
+    def linear_input(self, after_attention: bool = False) -> float:
+        """Bytes per element of a Linear's saved input."""
+        if self.deepseek:
+            return E5M6 if after_attention else FP8
+        return FP8 if self.fp8 else BF16
+
+    @property
+    def output_grad(self) -> float:
+        """Bytes per element of a deferred weight gradient's output gradient."""
+        return FP8 if self.deepseek or self.fp8 else BF16
+
+
+def _keep(out: list, name: str, elements: float, precision: float, recipe: ActivationRecipe) -> None:
+    if elements > 0 and precision > 0 and name not in recipe.freed:
         out.append(SavedTensor(name, elements, precision, split_of(name)))
 
 
-def attention_tensors(m: ModelSpec, policy: str, seq_len: int) -> list[SavedTensor]:
+def attention_tensors(m: ModelSpec, recipe: ActivationRecipe, seq_len: int) -> list[SavedTensor]:
     """The attention block of one layer (its pre-norm included)."""
     h, a, d = m.hidden, m.heads, m.head_dim
     out: list[SavedTensor] = []
-    _keep(out, "attn.norm_input", h, BF16)                  # the layer input: stored by every policy
-    if policy == "full":
+    keep = lambda name, el, prec: _keep(out, name, el, prec, recipe)   # noqa: E731
+    keep("attn.norm_input", h, BF16)                  # the layer input: stored by every recipe
+    if recipe.full:
         return out
-    ds = policy == "deepseek-v3"
-    scores = policy == "none"                               # the s x s terms
+    ds = recipe.deepseek
     if m.attention == "gqa":
         kv = m.kv_heads or a
-        _keep(out, "attn.qkv_input", h, 0 if ds else BF16)  # RMSNorm output: recomputed under deepseek-v3
-        _keep(out, "attn.q", a * d, BF16)
-        _keep(out, "attn.k", kv * d, BF16)
-        _keep(out, "attn.v", kv * d, BF16)
+        keep("attn.qkv_input", h, 0 if ds else recipe.linear_input())     # the norm's output
+        keep("attn.q", a * d, BF16)
+        keep("attn.k", kv * d, BF16)
+        keep("attn.v", kv * d, BF16)
     else:
         r, q_r, kv_r = m.rope_dim, m.q_lora_rank, m.kv_lora_rank
-        _keep(out, "attn.down_input", h, 0 if ds else BF16)       # input of the q and kv down-projections
+        keep("attn.down_input", h, 0 if ds else recipe.linear_input())   # input of the q and kv down-projections
         if q_r:
-            _keep(out, "attn.q_latent", q_r, BF16)                # input of the query latent's RMSNorm
-            _keep(out, "attn.q_up_input", q_r, 0 if ds else BF16)
-        _keep(out, "attn.kv_latent", kv_r, BF16)
-        _keep(out, "attn.k_rope", r, BF16)
-        _keep(out, "attn.kv_up_input", kv_r, 0 if ds else BF16)
-        _keep(out, "attn.q", a * (d + r), 0 if ds else BF16)     # up-projection outputs: recomputed
-        _keep(out, "attn.k", a * (d + r), 0 if ds else BF16)
-        _keep(out, "attn.v", a * d, 0 if ds else BF16)
-    if scores:
-        _keep(out, "attn.softmax", a * seq_len, BF16)
+            keep("attn.q_latent", q_r, BF16)                # input of the query latent's RMSNorm
+            keep("attn.q_up_input", q_r, 0 if ds else recipe.linear_input())
+        keep("attn.kv_latent", kv_r, BF16)
+        keep("attn.k_rope", r, BF16)
+        keep("attn.kv_up_input", kv_r, 0 if ds else recipe.linear_input())
+        keep("attn.q", a * (d + r), 0 if ds else BF16)     # up-projection outputs: recomputed under deepseek
+        keep("attn.k", a * (d + r), 0 if ds else BF16)
+        keep("attn.v", a * d, 0 if ds else BF16)
+    if not recipe.flash:                                   # the s x s terms
+        keep("attn.softmax", a * seq_len, BF16)
         if m.dropout:
-            _keep(out, "attn.softmax_dropout_mask", a * seq_len, MASK)
-            _keep(out, "attn.softmax_dropout", a * seq_len, BF16)
-    if ds:
-        _keep(out, "attn.logsumexp", a, FP32)
-    _keep(out, "attn.out_proj_input", a * d, E5M6 if ds else BF16)
+            keep("attn.softmax_dropout_mask", a * seq_len, MASK)
+            keep("attn.softmax_dropout", a * seq_len, BF16)
+    else:
+        keep("attn.logsumexp", a, FP32)
+    keep("attn.out_proj_input", a * d, recipe.linear_input(after_attention=True))
     if m.dropout:
-        _keep(out, "attn.dropout_mask", h, MASK)
+        keep("attn.dropout_mask", h, MASK)
     return out
 
 
-def _swiglu(out: list, prefix: str, inter: float, policy: str, copies: float = 1.0) -> None:
-    ds = policy == "deepseek-v3"
-    _keep(out, f"{prefix}.swiglu_input", 2 * inter * copies, FP8 if ds else BF16)
-    _keep(out, f"{prefix}.down_input", inter * copies, 0 if ds else BF16)     # SwiGLU output
+def _swiglu(out: list, prefix: str, inter: float, recipe: ActivationRecipe, copies: float = 1.0) -> None:
+    ds = recipe.deepseek
+    _keep(out, f"{prefix}.swiglu_input", 2 * inter * copies, FP8 if ds else BF16, recipe)
+    _keep(out, f"{prefix}.down_input", inter * copies, 0 if ds else recipe.linear_input(), recipe)   # SwiGLU output
 
 
-def mlp_tensors(m: ModelSpec, moe: bool, policy: str, routed_pairs: float, expert_tp: int = 1) -> list[SavedTensor]:
+def mlp_tensors(m: ModelSpec, moe: bool, recipe: ActivationRecipe, routed_pairs: float,
+                expert_tp: int = 1) -> list[SavedTensor]:
     """The MLP block of one layer (its pre-norm included): a dense FFN, or the router, shared
     experts and the ``routed_pairs`` (token, routed expert) pairs per token that this GPU computes;
     under expert TP (``expert_tp`` GPUs per expert) a GPU keeps the dispatched copies it gathered
@@ -146,53 +194,54 @@ def mlp_tensors(m: ModelSpec, moe: bool, policy: str, routed_pairs: float, exper
     intermediate activations (the same bytes as without it)."""
     h = m.hidden
     out: list[SavedTensor] = []
-    if policy == "full":
+    if recipe.full:
         return out
-    ds = policy == "deepseek-v3"
-    _keep(out, "mlp.norm_input", h, BF16)
-    _keep(out, "mlp.input", h, 0 if ds else BF16)          # RMSNorm output: recomputed under deepseek-v3
+    ds = recipe.deepseek
+    keep = lambda name, el, prec: _keep(out, name, el, prec, recipe)   # noqa: E731
+    keep("mlp.norm_input", h, BF16)
+    keep("mlp.input", h, 0 if ds else recipe.linear_input())         # the norm's output
     if not moe:
         if m.mlp_activation == "gelu":
-            _keep(out, "mlp.gelu_input", m.dense_intermediate, BF16)
-            _keep(out, "mlp.down_input", m.dense_intermediate, BF16)
+            keep("mlp.gelu_input", m.dense_intermediate, BF16)
+            keep("mlp.down_input", m.dense_intermediate, recipe.linear_input())
         else:
-            _swiglu(out, "mlp", m.dense_intermediate, policy)
+            _swiglu(out, "mlp", m.dense_intermediate, recipe)
     else:
-        _keep(out, "router.scores", m.routed_experts, FP32)
-        _keep(out, "router.topk_weights", m.topk, FP32)
-        _keep(out, "router.topk_indices", m.topk, IDS)
+        keep("router.scores", m.routed_experts, FP32)
+        keep("router.topk_weights", m.topk, FP32)
+        keep("router.topk_indices", m.topk, IDS)
         if m.shared_experts:
-            _swiglu(out, "shared", m.expert_intermediate, policy, m.shared_experts)
-        _keep(out, "routed.input", h * routed_pairs * expert_tp, FP8 if ds else BF16)   # the dispatched copies
-        _swiglu(out, "routed", m.expert_intermediate, policy, routed_pairs)
+            _swiglu(out, "shared", m.expert_intermediate, recipe, m.shared_experts)
+        keep("routed.input", h * routed_pairs * expert_tp, recipe.linear_input())    # the dispatched copies
+        _swiglu(out, "routed", m.expert_intermediate, recipe, routed_pairs)
     if m.dropout:
-        _keep(out, "mlp.dropout_mask", h, MASK)
+        keep("mlp.dropout_mask", h, MASK)
     return out
 
 
-def layer_tensors(m: ModelSpec, moe: bool, policy: str, seq_len: int, routed_pairs: float,
+def layer_tensors(m: ModelSpec, moe: bool, recipe: ActivationRecipe, seq_len: int, routed_pairs: float,
                   expert_tp: int = 1) -> list[SavedTensor]:
-    """One transformer layer under ``policy``."""
-    if policy not in MEMORY_POLICIES:
-        raise InputError(f"memory policy must be one of {', '.join(MEMORY_POLICIES)}, got {policy!r}")
-    return attention_tensors(m, policy, seq_len) + mlp_tensors(m, moe, policy, routed_pairs, expert_tp)
+    """One transformer layer under ``recipe``."""
+    return attention_tensors(m, recipe, seq_len) + mlp_tensors(m, moe, recipe, routed_pairs, expert_tp)
 
 
-def head_tensors(m: ModelSpec, policy: str) -> list[SavedTensor]:
-    """One output head and its loss (the last stage has ``1 + mtp_modules`` of them)."""
+def head_tensors(m: ModelSpec, recipe: ActivationRecipe) -> list[SavedTensor]:
+    """One output head and its loss (the last stage has ``1 + mtp_modules`` of them): the final
+    norm's input and output (the head stays in BF16) and the FP32 softmax of the logits."""
     out: list[SavedTensor] = []
-    _keep(out, "head.norm_input", m.hidden, BF16)
-    _keep(out, "head.input", m.hidden, 0 if policy == "deepseek-v3" else BF16)
-    _keep(out, "head.softmax", m.vocab, FP32)
+    head = recipe._replace(full=False)
+    _keep(out, "head.norm_input", m.hidden, BF16, head)
+    _keep(out, "head.input", m.hidden, 0 if recipe.deepseek else BF16, head)
+    _keep(out, "head.softmax", m.vocab, FP32, head)
     return out
 
 
-def mtp_extra_tensors(m: ModelSpec, policy: str) -> list[SavedTensor]:
+def mtp_extra_tensors(m: ModelSpec, recipe: ActivationRecipe) -> list[SavedTensor]:
     """A multi-token-prediction module besides its transformer layer and head: the RMSNorm inputs of
     the previous depth's hidden state and of the next token's embedding, and the projection's input."""
     out: list[SavedTensor] = []
-    _keep(out, "mtp.norm_inputs", 2 * m.hidden, BF16)
-    _keep(out, "mtp.proj_input", 2 * m.hidden, 0 if policy in ("deepseek-v3", "full") else BF16)
+    _keep(out, "mtp.norm_inputs", 2 * m.hidden, BF16, recipe)
+    _keep(out, "mtp.proj_input", 2 * m.hidden, 0 if recipe.deepseek or recipe.full else recipe.linear_input(), recipe)
     return out
 
 
@@ -231,23 +280,18 @@ def linear_shapes(m: ModelSpec, moe: bool, routed_pairs: float,
     return rows
 
 
-def _linear_input_precision(policy: str, after_attention: bool = False) -> float:
-    return (E5M6 if after_attention else FP8) if policy == "deepseek-v3" else BF16
-
-
-def weight_grad_bytes(m: ModelSpec, moe: bool, policy: str, routed_pairs: float, tp: int = 1,
+def weight_grad_bytes(m: ModelSpec, moe: bool, recipe: ActivationRecipe, routed_pairs: float, tp: int = 1,
                       sequence_parallel: bool = False, expert_tp: int = 1) -> float:
     """Bytes per token a layer keeps on one GPU from its ``I`` to its deferred ``W``: each Linear's
-    input (at the policy's precision) and its output gradient (BF16; FP8 under ``deepseek-v3``, whose
-    weight gradients are FP8 GEMMs: report section 3.3.1). Under TP a column-parallel Linear's input
-    is h wide (split only with sequence parallelism) and its output split; a row-parallel one's
-    (:data:`ROW_PARALLEL`) the other way round."""
-    grad = FP8 if policy == "deepseek-v3" else BF16
+    input (at the recipe's precision) and its output gradient (BF16; FP8 under FP8 caches, whose
+    weight gradients are FP8 GEMMs: the DeepSeek-V3 report, section 3.3.1). Under TP a
+    column-parallel Linear's input is h wide (split only with sequence parallelism) and its output
+    split; a row-parallel one's (:data:`ROW_PARALLEL`) the other way round."""
     wide = 1 / tp if sequence_parallel else 1.0
     total = 0.0
     for name, inputs, outputs, after_attention in linear_shapes(m, moe, routed_pairs, expert_tp):
         share_in, share_out = (1 / tp, wide) if name in ROW_PARALLEL else (wide, 1 / tp)
-        total += inputs * share_in * _linear_input_precision(policy, after_attention) + outputs * share_out * grad
+        total += inputs * share_in * recipe.linear_input(after_attention) + outputs * share_out * recipe.output_grad
     return total
 
 
@@ -258,9 +302,9 @@ def head_weight_grad_bytes(m: ModelSpec, tp: int = 1, sequence_parallel: bool = 
     return m.hidden * BF16 / (tp if sequence_parallel else 1) + m.vocab * BF16 / tp
 
 
-def mtp_weight_grad_bytes(m: ModelSpec, policy: str) -> float:
+def mtp_weight_grad_bytes(m: ModelSpec, recipe: ActivationRecipe) -> float:
     """An MTP module's projection (2h -> h) for its deferred ``W``, besides its layer's."""
-    return 2 * m.hidden * _linear_input_precision(policy) + m.hidden * (FP8 if policy == "deepseek-v3" else BF16)
+    return 2 * m.hidden * recipe.linear_input() + m.hidden * recipe.output_grad
 
 
 def bytes_per_token(tensors: list[SavedTensor], tp: int = 1, sequence_parallel: bool = False) -> float:
@@ -268,6 +312,6 @@ def bytes_per_token(tensors: list[SavedTensor], tp: int = 1, sequence_parallel: 
     return sum(t.bytes_per_token * t.share(tp, sequence_parallel) for t in tensors)
 
 
-__all__ = ["BF16", "E5M6", "FP32", "FP8", "ROW_PARALLEL", "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token",
+__all__ = ["ActivationRecipe", "BF16", "E5M6", "FP32", "FP8", "ROW_PARALLEL", "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token",
            "embedding_tensors", "head_tensors", "head_weight_grad_bytes", "layer_tensors", "linear_shapes",
            "mlp_tensors", "mtp_extra_tensors", "mtp_weight_grad_bytes", "weight_grad_bytes"]

@@ -15,7 +15,8 @@ attention core has no weights). The last stage adds the output head (2 T h V for
 2 T h V for the input and 2 T h V for the weight gradient) with its loss, and each MTP module (one
 MoE layer, a 2h x h projection and a head); the first stage adds the embedding.
 
-Recomputation (``RunSpec.memory_policy``, :mod:`sim.moe.activations`) runs in the backward's ``I``
+Recomputation (``RunSpec.memory_policy`` or Megatron-Core's ``recompute_*`` fields,
+:mod:`sim.moe.recompute`) runs in the backward's ``I``
 part, before the input gradient of the attention (``attn_r``) and the MLP (``mlp_r``):
 ``selective`` reruns the attention core's forward; ``full`` reruns the layer's forward (the MoE
 layer's dispatch and combine are not sent again: not modelled); ``deepseek-v3`` reruns the MLA
@@ -56,6 +57,7 @@ from ..checks import number
 from ..compute import KernelModel, LayerShape, OpCost, embedding_ops, head_ops, layer_ops
 from ..network import token_bytes
 from .params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
+from .recompute import CORE_KERNELS, check_layers, kernels_rerun, recompute_of
 from .specs import FLOPS_MODEL_EFFICIENCY, PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 
 
@@ -160,14 +162,8 @@ def mla_up_projection_params(m: ModelSpec) -> float:
     return q_up + m.kv_lora_rank * m.heads * 2 * m.head_dim
 
 
-# The forward kernels each memory policy reruns before the backward (the kernel model): selective, the
-# attention core (Megatron's core-attention checkpoint; its backward then has the output it needs); deepseek-v3,
-# every RMSNorm, the MLA up-projections and the SwiGLU whose output is not kept (the DeepSeek-V3 report, 3.2.3);
-# full: the whole forward.
-CORE_OPS = ("attn_core", "attn_scores", "attn_softmax", "attn_dropout", "attn_values")   # the attention core's kernels
-RECOMPUTED = {"selective": {"attn": CORE_OPS},
-              "deepseek-v3": {"attn": ("norm", "q_norm", "kv_norm", "q_up", "kv_up"),
-                              "mlp": ("norm", "fc.swiglu", "experts.swiglu", "shared.swiglu")}}
+# DeepSeek-V3's caches keep no SwiGLU output: each is recomputed (the report, 3.2.3), dense and shared too.
+DEEPSEEK_SWIGLUS = ("fc.swiglu", "experts.swiglu", "shared.swiglu")
 
 
 def _by_phase(costs: list[OpCost]) -> dict:
@@ -256,16 +252,21 @@ class ChunkModel:
         self._layers: dict[tuple, LayerCost] = {}
         self.layers_per_stage = stage_layer_counts(model.layers, num_stages, run.stage_layers,
                                                    run.first_stage_layers, run.last_stage_layers)
+        self.recompute = recompute_of(run)
+        check_layers(self.recompute, self.layers_per_stage)
         self.num_stages = num_stages
         first = 0
         self.stage_layers: list[list[LayerCost]] = []
         for count in self.layers_per_stage:
-            layers = [self.layer_cost(moe=(i >= model.dense_layers)) for i in range(first, first + count)]
+            full = self.recompute.full_layers(count)
+            layers = [self.layer_cost(moe=(i >= model.dense_layers), full=full[j])
+                      for j, i in enumerate(range(first, first + count))]
             first += count
             self.stage_layers.append(layers)
         # The output head and MTP modules run on the last stage, the embedding on the first.
         for _ in range(model.mtp_modules):
-            self.stage_layers[-1].append(self.layer_cost(moe=model.is_moe, extra_gemm=mtp_projection_params(model)))
+            self.stage_layers[-1].append(self.layer_cost(moe=model.is_moe, extra_gemm=mtp_projection_params(model),
+                                                         full=self.recompute.granularity == "full"))
         self.ends = [StageEnds() for _ in range(num_stages)]
         self.ends[-1] = self._head()
         first_end = self.ends[0]
@@ -336,11 +337,14 @@ class ChunkModel:
         """Every kernel of one layer with its seconds and bound (the kernel model only)."""
         return self.kernels.costs(layer_ops(self.layer_shape(moe, extra_gemm)))
 
-    def layer_cost(self, moe: bool, extra_gemm: float = 0.0) -> LayerCost:
-        key = (moe, extra_gemm)
+    def layer_cost(self, moe: bool, extra_gemm: float = 0.0, full: bool | None = None) -> LayerCost:
+        """One layer's parts; ``full``: whether it is recomputed whole (default: as the run's
+        recomputation has it for every layer)."""
+        full = self.recompute.granularity == "full" if full is None else full
+        key = (moe, extra_gemm, full)
         if key not in self._layers:
             parts, routed_share, flops, core_f = (self._flops_parts if self.kernels is None else
-                                                  self._kernel_parts)(moe, extra_gemm)
+                                                  self._kernel_parts)(moe, extra_gemm, full)
             measured = self.profile.get("moe" if moe else "dense", {})
             for whole, (attn, mlp_part) in WHOLE_LAYER_PARTS.items():
                 if whole in measured:                  # a whole layer's time, split as the model splits it
@@ -350,27 +354,28 @@ class ChunkModel:
             self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f)
         return self._layers[key]
 
-    def _kernel_parts(self, moe: bool, extra_gemm: float) -> tuple[dict, float, float, float]:
+    def _kernel_parts(self, moe: bool, extra_gemm: float, full: bool) -> tuple[dict, float, float, float]:
         """(the parts' seconds, routed share, useful FLOPs of the micro-batch, the core's forward) from
-        the layer's kernels; recomputation reruns the forward kernels :data:`RECOMPUTED` names."""
+        the layer's kernels; recomputation reruns the forward kernels its modules name
+        (:func:`sim.moe.recompute.kernels_rerun`; a fully recomputed layer, its whole forward)."""
         costs = self.kernel_costs(moe, extra_gemm)
         sums = _by_phase(costs)
         parts = {f"{b}_{p}": sums[(b, p)] for b in ("attn", "mlp") for p in "fiw"}
-        policy = self.run.memory_policy
-        if policy == "full":
+        if full:
             parts.update(attn_r=parts["attn_f"], mlp_r=parts["mlp_f"])
         else:
-            names = RECOMPUTED.get(policy, {})
+            deepseek = self.run.memory_policy == "deepseek-v3"
             for block in ("attn", "mlp"):
+                names = kernels_rerun(self.recompute, block) | (set(DEEPSEEK_SWIGLUS) if deepseek else set())
                 parts[f"{block}_r"] = sum(c.seconds for c in costs if c.op.block == block and c.op.phase == "f"
-                                          and c.op.name.split(".cast")[0] in names.get(block, ()))
+                                          and c.op.name.split(".cast")[0] in names)
         mlp = parts["mlp_f"] + parts["mlp_i"] + parts["mlp_w"]
         routed = sum(c.seconds for c in costs if c.op.routed)
-        core_f = sum(c.seconds for c in costs if c.op.block == "attn" and c.op.phase == "f" and c.op.name in CORE_OPS)
+        core_f = sum(c.seconds for c in costs if c.op.block == "attn" and c.op.phase == "f" and c.op.name in CORE_KERNELS)
         flops = sum(c.op.useful for c in costs) * self.split
         return parts, routed / mlp if mlp else 0.0, flops, core_f
 
-    def _flops_parts(self, moe: bool, extra_gemm: float) -> tuple[dict, float, float, float]:
+    def _flops_parts(self, moe: bool, extra_gemm: float, full: bool) -> tuple[dict, float, float, float]:
         """The FLOPs model's parts (see the module)."""
         m, T, split = self.model, self.microbatch_tokens, self.split
         proj = 2 * T * (attention_params(m) + extra_gemm)       # the whole micro-batch; a GPU does 1/split
@@ -385,21 +390,23 @@ class ChunkModel:
         attn_f = gemm_proj + core_s
         parts = dict(attn_f=attn_f, attn_i=gemm_proj + 2 * core_s, attn_w=gemm_proj,
                      mlp_f=gemm_mlp, mlp_i=gemm_mlp, mlp_w=gemm_mlp)
-        parts.update(self._recompute(attn_f, gemm_mlp, core_s))
+        parts.update(self._recompute(attn_f, gemm_mlp, core_s, full))
         return parts, routed / mlp if mlp else 0.0, 3 * (proj + mlp) + 3 * core, core_s
 
-    def _recompute(self, attn_f: float, mlp_f: float, core_s: float) -> dict[str, float]:
-        """Seconds recomputed in the backward under the run's memory policy (the FLOPs model; see the
-        module docstring); ``core_s``: the attention core's forward seconds on one GPU."""
-        policy, m = self.run.memory_policy, self.model
-        if policy == "selective":
-            return {"attn_r": core_s, "mlp_r": 0.0}
-        if policy == "full":
+    def _recompute(self, attn_f: float, mlp_f: float, core_s: float, full: bool) -> dict[str, float]:
+        """Seconds recomputed in the backward (the FLOPs model, which costs GEMMs and the core only;
+        see the module docstring): a full layer, its forward; ``core_attn``, the core;
+        ``mla_up_proj``, the up-projections; ``mlp`` or ``moe``, the MLP block's GEMMs; under the
+        deepseek-v3 policy also the scores' share of the core (FlashAttention-style)."""
+        if full:
             return {"attn_r": attn_f, "mlp_r": mlp_f}
-        if policy == "deepseek-v3":
-            up = self._gemm(2 * self.microbatch_tokens * mla_up_projection_params(m) / self.split)
-            return {"attn_r": up + scores_share(m) * core_s, "mlp_r": 0.0}
-        return {"attn_r": 0.0, "mlp_r": 0.0}
+        modules, m = self.recompute.modules, self.model
+        attn = core_s if "core_attn" in modules else 0.0
+        if "mla_up_proj" in modules:
+            attn += self._gemm(2 * self.microbatch_tokens * mla_up_projection_params(m) / self.split)
+        if self.run.memory_policy == "deepseek-v3":
+            attn += scores_share(m) * core_s
+        return {"attn_r": attn, "mlp_r": mlp_f if {"mlp", "moe"} & set(modules) else 0.0}
 
     def model_flops_per_microbatch(self) -> float:
         """Useful FLOPs (forward, input and weight gradients) of one micro-batch through every

@@ -16,22 +16,35 @@ ZeRO       weights    gradients  optimizer
 =========  =========  =========  =========
 
 (the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB); ZeRO-3
-without ``reshard_after_forward`` holds the rank's whole weights (gathered once per step). Under
+without ``reshard_after_forward`` holds the rank's whole weights (gathered once per step) in BF16
+besides its shard of the stored weights (FSDP2's all-gather buffers are apart from the shards). Under
 tensor parallelism a GPU holds 1/tp of every parameter (:meth:`~sim.moe.params.ParamCount.split`);
 under context parallelism ``N`` is DP x CP (:func:`sharding_groups`). ZeRO-3
-adds the whole weights of two layers (the one running and the one prefetched). The
+adds the whole weights of two layers in BF16 (the one running and the one prefetched). The
 parameters a rank holds come from :mod:`sim.moe.params` (two stages under DualPipe, DualPipeV,
 ZB-V and Chimera; the embedding and head shared once per rank).
 
-Activations: each stage's saved tensors per micro-batch (:mod:`sim.moe.activations`) times its
-tokens; walking the rank's ops in order, an ``F`` adds its stage's bytes, an ``I`` swaps them for
-what the deferred ``W`` needs, the ``W`` frees that, a ``B`` frees all; the peak of that walk is
-the rank's activation memory. Transient working memory inside an op (gradients being computed,
-all-to-all receive buffers) is not counted: the reserve stands for it.
+FP8 GEMMs outside DeepSeek's recipe keep Transformer Engine's FP8 copies of the weights, row-wise
+and column-wise (the transpose Hopper's FP8 GEMMs need; MXFP8 on Blackwell keeps both too): 2 bytes
+per parameter of the rank's Linears, cached across micro-batches (``fp8_weights_gb``); under ZeRO-3
+the FP8 weights are gathered as the BF16 ones are, and kept by nobody.
 
-Reserve (``RunSpec.memory_reserve_gb``, 4 GB, our assumption): CUDA context and library
-workspaces (about 1 GB), communication buffers (DeepEP's normal kernels and NCCL, about 2 GB),
-allocator fragmentation (about 1 GB).
+Activations: each stage's saved tensors per micro-batch (:mod:`sim.moe.activations`, under the
+run's recomputation, :mod:`sim.moe.recompute`) times its tokens; walking the rank's ops in order,
+an ``F`` adds its stage's bytes, an ``I`` swaps them for what the deferred ``W`` needs, the ``W``
+frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. Transient
+working memory inside an op (gradients being computed, the layers a full recomputation
+rematerialises) is not counted.
+
+Fixed terms (:func:`fixed_terms`, our assumptions, each in the per-rank breakdown): the CUDA
+context with the libraries' workspaces (:data:`CUDA_CONTEXT_GB`); NCCL's buffers, per communicator
+the rank joins (:data:`NCCL_GB`: 4 MiB x 2 directions x 16 channels; DP, expert DP, TP, CP, EP and
+the two pipeline neighbours); an MoE layer's all-to-all buffers (one micro-batch's dispatched
+copies received and combined, BF16); on the last stage the head's BF16 logits of one micro-batch;
+under full recomputation the layer (or group) it rematerialises for a backward; allocator
+fragmentation, :data:`FRAGMENTATION` of the rest
+(PyTorch's caching allocator with expandable segments, which Megatron-Bridge and torchtitan set).
+``RunSpec.memory_reserve_gb``, when set, replaces them with one flat reserve.
 """
 from __future__ import annotations
 
@@ -40,6 +53,7 @@ from dataclasses import dataclass
 from ..schedules.base import Schedule
 from ..schedules.ops import parts
 from .activations import (
+    ActivationRecipe,
     bytes_per_token,
     embedding_tensors,
     head_tensors,
@@ -50,7 +64,14 @@ from .activations import (
     weight_grad_bytes,
 )
 from .params import ParamCount, layer_params, rank_params
+from .recompute import check_layers, recompute_of
 from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
+
+CUDA_CONTEXT_GB = 0.8        # CUDA context, cuBLAS/cuDNN workspaces, loaded kernels: our assumption
+NCCL_GB = 0.134              # per communicator: 4 MiB buffers x 2 directions x 16 channels (NCCL_BUFFSIZE default)
+FRAGMENTATION = 0.02         # caching allocator's reserved beyond allocated, with expandable segments: our assumption
+FP8_WEIGHT_BYTES = 2.0       # Transformer Engine's FP8 weight copies, row-wise and column-wise
+GATHERED_WEIGHT_BYTES = 2.0  # ZeRO-3 / FSDP gathers weights in the compute precision, BF16
 
 
 @dataclass(frozen=True)
@@ -62,13 +83,24 @@ class RankMemory:
     grads_gb: float
     optimizer_gb: float
     activations_gb: float
-    reserve_gb: float
+    reserve_gb: float             # the fixed terms together (or the flat memory_reserve_gb)
     hbm_gb: float
     peak_microbatches: int        # stage-forwards held at the activation peak
+    fp8_weights_gb: float = 0.0   # Transformer Engine's FP8 weight copies
+    fixed: tuple = ()             # (name, GB) of each fixed term (fixed_terms)
 
     @property
     def total_gb(self) -> float:
-        return self.params_gb + self.grads_gb + self.optimizer_gb + self.activations_gb + self.reserve_gb
+        return (self.params_gb + self.grads_gb + self.optimizer_gb + self.activations_gb + self.reserve_gb
+                + self.fp8_weights_gb)
+
+    @property
+    def breakdown(self) -> str:
+        """``params 3.3, grads 6.5, ...`` as the warnings and the report print it."""
+        fixed = ", ".join(f"{name} {gb:.1f}" for name, gb in self.fixed)
+        fp8 = f", FP8 weights {self.fp8_weights_gb:.1f}" if self.fp8_weights_gb else ""
+        return (f"params {self.params_gb:.1f}{fp8}, grads {self.grads_gb:.1f}, optimizer {self.optimizer_gb:.1f}, "
+                f"activations {self.activations_gb:.1f}, fixed {self.reserve_gb:.1f}" + (f" ({fixed})" if fixed else ""))
 
     @property
     def headroom_gb(self) -> float:
@@ -102,9 +134,16 @@ def sharding_groups(run: RunSpec) -> tuple[int, int]:
 def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
     """Per stage, bytes of one micro-batch on one GPU: (kept from ``F`` to the backward, kept from
     ``I`` to a deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced
-    routing). A GPU holds ``T / cp`` tokens, each tensor's TP share (:mod:`sim.moe.activations`)."""
-    T, policy, pairs = run.tokens_per_microbatch // run.cp, run.memory_policy, float(m.topk)
+    routing). A GPU holds ``T / cp`` tokens, each tensor's TP share (:mod:`sim.moe.activations`).
+    Under uniform full recomputation in groups of ``n`` a stage keeps one layer input per group."""
+    T, pairs = run.tokens_per_microbatch // run.cp, float(m.topk)
     tp, sp, etp = run.tp, run.sequence_parallel, run.expert_tp
+    rc = recompute_of(run)
+    check_layers(rc, layers_per_stage)
+    fp8, ds = run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3"
+
+    def recipe(full: bool) -> ActivationRecipe:
+        return ActivationRecipe.of(rc, full, run.attention_kernel, fp8, ds)
 
     def per_token(tensors) -> float:
         return bytes_per_token(tensors, tp, sp)
@@ -112,23 +151,70 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
     last = len(layers_per_stage) - 1
     for s, count in enumerate(layers_per_stage):
         held = wkeep = 0.0
-        for i in range(first, first + count):
+        full = rc.full_layers(count)
+        group = rc.stored_inputs(count) / count if all(full) and count else 1.0   # uniform groups: inputs kept
+        for j, i in enumerate(range(first, first + count)):
             moe = i >= m.dense_layers
-            held += per_token(layer_tensors(m, moe, policy, run.seq_len, pairs, etp))
-            wkeep += weight_grad_bytes(m, moe, policy, pairs, tp, sp, etp)
+            held += per_token(layer_tensors(m, moe, recipe(full[j]), run.seq_len, pairs, etp)) * (group if full[j]
+                                                                                                 else 1.0)
+            wkeep += weight_grad_bytes(m, moe, recipe(full[j]), pairs, tp, sp, etp)
         if s == 0:
             held += per_token(embedding_tensors())
         if s == last:
+            mtp = recipe(rc.granularity == "full")
             for _ in range(m.mtp_modules):
-                held += per_token(layer_tensors(m, m.is_moe, policy, run.seq_len, pairs, etp))
-                held += per_token(mtp_extra_tensors(m, policy))
-                wkeep += weight_grad_bytes(m, m.is_moe, policy, pairs, tp, sp, etp) + mtp_weight_grad_bytes(m, policy)
+                held += per_token(layer_tensors(m, m.is_moe, mtp, run.seq_len, pairs, etp))
+                held += per_token(mtp_extra_tensors(m, mtp))
+                wkeep += weight_grad_bytes(m, m.is_moe, mtp, pairs, tp, sp, etp) + mtp_weight_grad_bytes(m, mtp)
             heads = 1 + m.mtp_modules
-            held += heads * per_token(head_tensors(m, policy))
+            held += heads * per_token(head_tensors(m, mtp))
             wkeep += heads * head_weight_grad_bytes(m, tp, sp)
         first += count
         out.append((held * T, wkeep * T))
     return out
+
+
+def communicators(model: ModelSpec, run: RunSpec) -> int:
+    """NCCL communicators a GPU joins: its dense parameters' data-parallel group, its experts' (MoE),
+    the TP, CP and EP groups it belongs to, and one per pipeline neighbour."""
+    dense_dp, expert_dp = sharding_groups(run)
+    groups = [dense_dp > 1, model.is_moe and expert_dp > 1, run.tp > 1, run.cp > 1, model.is_moe and run.ep > 1]
+    return sum(groups) + (2 if run.pp > 1 else 0)
+
+
+def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], stages: set[int]) -> float:
+    """Bytes a fully recomputed layer rematerialises for its backward, one micro-batch (the group of
+    ``recompute_num_layers`` under the uniform method): its activations as if nothing were recomputed."""
+    rc = recompute_of(run)
+    if rc.granularity != "full":
+        return 0.0
+    recipe = ActivationRecipe.of(rc._replace(granularity=None), False, run.attention_kernel,
+                                 run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3")
+    T = run.tokens_per_microbatch // run.cp
+    per_layer = max(bytes_per_token(layer_tensors(model, moe, recipe, run.seq_len, float(model.topk), run.expert_tp),
+                                    run.tp, run.sequence_parallel) for moe in ({False, True} if model.is_moe and
+                                                                              model.dense_layers else {model.is_moe}))
+    group = rc.num_layers if rc.method == "uniform" else 1
+    return per_layer * T * min(group, min(layers_per_stage[s] for s in stages))
+
+
+def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
+                working_bytes: float = 0.0) -> tuple[tuple[str, float], ...]:
+    """(name, GB) of each fixed term (see the module) for a GPU that allocates ``allocated_gb``
+    besides them: ``last_stage`` adds the loss's buffer (the head's BF16 logits of one micro-batch,
+    before the loss turns them into the FP32 softmax the activations hold), ``working_bytes`` a full
+    recomputation's working set (:func:`working_set`)."""
+    terms = [("CUDA context", CUDA_CONTEXT_GB), ("NCCL", NCCL_GB * communicators(model, run))]
+    T = run.tokens_per_microbatch // run.cp
+    if model.is_moe:
+        shard = T / (run.tp if run.sequence_parallel else 1)
+        terms.append(("all-to-all buffers", 2 * shard * model.topk * model.hidden * 2 * run.expert_tp / 1e9))
+    if last_stage:
+        terms.append(("logits", T * model.vocab / run.tp * 2 / 1e9))
+    if working_bytes:
+        terms.append(("recompute working set", working_bytes / 1e9))
+    terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
+    return tuple((name, gb) for name, gb in terms if gb > 0)
 
 
 def activation_peak(ops: list, stage_bytes: list[tuple[float, float]]) -> tuple[float, int]:
@@ -166,7 +252,7 @@ def stages_held(schedule: Schedule) -> dict[int, set[int]]:
 
 def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_stage: list[int],
                     schedule: Schedule) -> list[RankMemory]:
-    if run.memory_reserve_gb >= gpu.hbm_gb:
+    if run.memory_reserve_gb is not None and run.memory_reserve_gb >= gpu.hbm_gb:
         raise SpecError(f"RunSpec.memory_reserve_gb ({run.memory_reserve_gb:g}) must be below the "
                         f"{gpu.hbm_gb:g} GB of HBM of {gpu.name}")
     stage_bytes = stage_activation_bytes(model, run, layers_per_stage)
@@ -177,15 +263,25 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
-            w = run.weight_bytes * count.total
+            w += GATHERED_WEIGHT_BYTES * count.total
         elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
-            w += 2 * run.weight_bytes * max(layer_params(model, moe, run.ep).on_gpu(run).total
-                                               for moe in (False, True))
+            w += 2 * GATHERED_WEIGHT_BYTES * max(layer_params(model, moe, run.ep).on_gpu(run).total
+                                                 for moe in (False, True))
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
-        out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, run.memory_reserve_gb, gpu.hbm_gb,
-                              peak_mb))
+        fp8_w = FP8_WEIGHT_BYTES * count.total if run.gemm_precision in ("fp8", "mxfp8") and \
+            run.memory_policy != "deepseek-v3" and run.zero_stage < 3 else 0.0
+        allocated = (w + g + o + act + fp8_w) / 1e9
+        if run.memory_reserve_gb is not None:
+            fixed, reserve = (), run.memory_reserve_gb
+        else:
+            last = len(layers_per_stage) - 1 in stages
+            fixed = fixed_terms(model, run, allocated, last, working_set(model, run, layers_per_stage, stages))
+            reserve = sum(gb for _, gb in fixed)
+        out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, reserve, gpu.hbm_gb, peak_mb,
+                              fp8_w / 1e9, fixed))
     return out
 
 
-__all__ = ["RankMemory", "activation_peak", "memory_per_rank", "model_state_bytes", "sharding_groups", "stage_activation_bytes",
+__all__ = ["CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak", "communicators",
+           "fixed_terms", "memory_per_rank", "model_state_bytes", "sharding_groups", "stage_activation_bytes",
            "stages_held"]

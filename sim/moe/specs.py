@@ -200,14 +200,17 @@ class RunSpec:
 
     Memory (:mod:`sim.moe.memory`): ``memory_policy`` says what each layer keeps for its backward
     and what it recomputes (``none``, ``selective``, ``full``, ``deepseek-v3``; see
-    :mod:`sim.moe.activations`); ``weight_bytes``, ``grad_bytes`` and ``optimizer_bytes`` are bytes
+    :mod:`sim.moe.activations`); ``recompute_granularity``, ``recompute_modules``,
+    ``recompute_method`` and ``recompute_num_layers``, Megatron-Core's knobs, replace the policy's
+    recomputation when given (:mod:`sim.moe.recompute`); ``weight_bytes``, ``grad_bytes`` and ``optimizer_bytes`` are bytes
     per parameter (DeepSeek-V3: BF16 weights, FP32 gradients, FP32 master + two BF16 AdamW moments;
     the common mixed-precision Adam is 2, 2, 12), sharded by ZeRO ``zero_stage`` 0-3 over each
     parameter's data-parallel group (ZeRO-3 gathers each layer's weights before every forward and
     backward that uses them; with ``reshard_after_forward`` off, as PyTorch FSDP runs under pipeline
     parallelism and Llama 3 ran, once per step at the stage's first forward, kept to its last
-    backward, gradients reduce-scattered once); ``memory_reserve_gb`` is a fixed per-GPU reserve (CUDA
-    context and workspaces, communication buffers, allocator fragmentation).
+    backward, gradients reduce-scattered once); ``memory_reserve_gb``, when set, is one flat per-GPU
+    reserve replacing the itemized fixed terms (CUDA context, NCCL and all-to-all buffers, allocator
+    fragmentation: :func:`sim.moe.memory.fixed_terms`).
 
     Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
     layers, every stage at least one); or ``first_stage_layers`` / ``last_stage_layers`` fix the
@@ -287,12 +290,16 @@ class RunSpec:
     routing_skew: float = 0.0
     routing_seed: int = 0
     memory_policy: str = "none"
+    recompute_granularity: Optional[str] = None   # Megatron-Core: selective or full (None: memory_policy's)
+    recompute_modules: Optional[tuple] = None     # selective: core_attn, layernorm, mla_up_proj, mlp, moe_act, ...
+    recompute_method: Optional[str] = None        # full: uniform or block
+    recompute_num_layers: Optional[int] = None    # full: layers per group (uniform) or per stage (block)
     zero_stage: int = 1
     reshard_after_forward: bool = True           # ZeRO-3: gather weights in every op (False: once per step)
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
-    memory_reserve_gb: float = 4.0               # our assumption: see docs/model.md, "Memory"
+    memory_reserve_gb: Optional[float] = None    # set: one flat reserve instead of the itemized fixed terms
     stage_layers: Optional[tuple] = None
     first_stage_layers: Optional[int] = None
     last_stage_layers: Optional[int] = None
@@ -363,6 +370,13 @@ class RunSpec:
             raise SpecError(f"RunSpec.{exc}") from None
         if self.profile is not None and not isinstance(self.profile, str):
             raise SpecError(f"RunSpec.profile must be a CSV file path, got {self.profile!r}")
+        if self.recompute_modules is not None and not isinstance(self.recompute_modules, str) and \
+                hasattr(self.recompute_modules, "__iter__"):
+            object.__setattr__(self, "recompute_modules", tuple(self.recompute_modules))
+        if self.recompute_num_layers is not None:
+            _pos(self, "recompute_num_layers", high=100_000)
+        from .recompute import check_recompute
+        check_recompute(self)
         try:
             choice(self.memory_policy, "RunSpec.memory_policy", MEMORY_POLICIES)
             choice(self.dp_sync, "RunSpec.dp_sync", DP_SYNC)
@@ -375,7 +389,8 @@ class RunSpec:
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
                        high=MAX_BYTES_PER_PARAMETER)
-            number(self.memory_reserve_gb, "RunSpec.memory_reserve_gb", low=0)
+            if self.memory_reserve_gb is not None:
+                number(self.memory_reserve_gb, "RunSpec.memory_reserve_gb", low=0)
             for name in ("first_stage_layers", "last_stage_layers"):
                 if getattr(self, name) is not None:
                     number(getattr(self, name), f"RunSpec.{name}", integer=True, low=1)

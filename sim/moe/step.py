@@ -73,6 +73,8 @@ class RankResult:
                 "memory_gb": round(m.total_gb, 3), "params_gb": round(m.params_gb, 3),
                 "grads_gb": round(m.grads_gb, 3), "optimizer_gb": round(m.optimizer_gb, 3),
                 "activations_gb": round(m.activations_gb, 3), "reserve_gb": round(m.reserve_gb, 3),
+                "fp8_weights_gb": round(m.fp8_weights_gb, 3),
+                **{f"fixed_{name.lower().replace(' ', '_').replace('-', '_')}_gb": round(gb, 3) for name, gb in m.fixed},
                 "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches,
                 **{f"{name}_{k}": v for name, spread in (("replica_compute", self.replica_compute),
                                                          ("replica_comm", self.replica_comm))
@@ -352,10 +354,8 @@ class MoEStep:
                             "their collectives cross the scale-out network")
         for m in memory:
             if not m.fits:
-                warnings.append(f"rank {m.rank} needs {m.total_gb:.1f} GB (params {m.params_gb:.1f}, grads "
-                                f"{m.grads_gb:.1f}, optimizer {m.optimizer_gb:.1f}, activations {m.activations_gb:.1f},"
-                                f" reserve {m.reserve_gb:.1f}) > {sc.gpu.hbm_gb:g} GB HBM of {sc.gpu.name}: "
-                                "does not fit")
+                warnings.append(f"rank {m.rank} needs {m.total_gb:.1f} GB ({m.breakdown}) > {sc.gpu.hbm_gb:g} GB "
+                                f"HBM of {sc.gpu.name}: does not fit")
         return StepResult(
             run=run, mode=self.mode, step_time_s=step, tokens_per_s=tokens / step, mfu=mfu,
             compute_comm_ratio=ratio, exposed_comm_s=exposed / P,
