@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench sweeps validate mutation setup clean
+.PHONY: run test bench sweeps validate mutation docs-check setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ mutation: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tools.benchmark
+
+docs-check: $(STAMP)
+	$(PY) -m tools.docs_commands --all
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -12,11 +12,22 @@ from __future__ import annotations
 import functools
 import math
 import re
+import warnings
 from numbers import Integral, Real
 
 
 class InputError(ValueError):
     """A value a user gave is missing, malformed or out of range; the message says which and why."""
+
+
+class InputWarning(UserWarning):
+    """A value a user gave is allowed but unlikely to be what they meant (a NIC faster than any on
+    the market, a GPU that is not the cluster's); the command line prints ``warning: <message>``."""
+
+
+def warn(message: str) -> None:
+    """Warn about an input (:class:`InputWarning`): Python shows each distinct message once."""
+    warnings.warn(message, InputWarning, stacklevel=2)
 
 
 def number(value, field: str, *, integer: bool = False, low: float | None = None, high: float | None = None,

@@ -39,6 +39,22 @@ def test_last_rank_sync_by_hand(zero):
     assert optimizer_seconds(sc, count) == pytest.approx(r.optimizer_s, rel=1e-12)
 
 
+def test_fsdp_without_resharding_scatters_the_whole_stage_in_the_dp_sync():
+    """ZeRO-3 with reshard_after_forward off (Llama 3's FSDP): no layer scattered its gradients inside
+    the ops, so rank 3's data-parallel sync is the reduce-scatter of its whole stage (4 bytes per
+    dense parameter round the 4-GPU NVLink ring, after one launch), not the head's alone, and no
+    all-gather follows the optimizer (the weights are gathered in the next step's first forward)."""
+    run = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels="deepep", reshard_after_forward=False)
+    sc = Scenario(run)
+    res = simulate_step(sc)
+    (count,) = stage_param_counts(sc)[3].values()
+    assert res.ranks[3].dp_sync_s == pytest.approx(ring(4, 4 * count.dense) + LAUNCH, rel=1e-9)
+    head = sc.model.vocab * sc.model.hidden
+    resharded = simulate_step(Scenario(run.with_(reshard_after_forward=True)))
+    assert resharded.ranks[3].dp_sync_s == pytest.approx(ring(4, 4 * head) + LAUNCH, rel=1e-9)
+    assert count.dense > 2 * head
+
+
 def test_overlap_starts_a_stage_when_its_last_backward_ends_and_end_waits_for_every_rank():
     over = simulate_step(load_scenario("tiny", schedule="1f1b"))
     end = simulate_step(load_scenario("tiny", schedule="1f1b", dp_sync="end"))

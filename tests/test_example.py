@@ -121,3 +121,32 @@ def test_a_typo_in_a_schedule_list_or_a_scenario_error_is_said_as_it_is():
     assert rc == 2 and err.startswith("error: unknown schedule 'dualpipee'") and "did you mean 'dualpipe'?" in err
     rc, _, err = cli(["run", "tiny", "--topology", "h800-1"])
     assert rc == 2 and err.startswith("error: unknown topology 'h800-1'") and "did you mean 'h800-16'?" in err
+
+
+def test_run_with_a_scenario_and_example_prints_that_scenarios_values(tmp_path):
+    """``run tiny --example`` starts from tiny (its values, every other field at its default), and the
+    file it prints runs as tiny does."""
+    rc, out, _ = cli(["run", "tiny", "--example"])
+    assert rc == 0 and out != example_yaml()
+    mapping = yaml.safe_load(out)
+    assert set(mapping) == {f.name for f in fields(RunSpec)}
+    assert mapping["model"] == "tiny-moe" and mapping["topology"] == "h800-16" and mapping["compute_model"] == "flops"
+    assert mapping["pp"] == 4 and mapping["microbatches"] == 8 and mapping["zero_stage"] == 1     # a default
+    path = tmp_path / "mine.yaml"
+    path.write_text(out)
+    assert load_scenario(str(path)) == load_scenario("tiny")
+    rc, file_out, _ = cli(["run", str(path), "--schedule", "dualpipe"])
+    rc_tiny, tiny_out, _ = cli(["run", "tiny", "--schedule", "dualpipe"])
+    assert rc == rc_tiny == 0 and file_out.splitlines()[4:] == tiny_out.splitlines()[4:]
+
+
+def test_a_scenario_gpu_other_than_the_clusters_is_warned(capsys):
+    """``run tiny --topology <an H100 cluster>`` simulates tiny's H800s: said on stderr, once; with
+    ``--gpu h100`` nothing is said."""
+    rc, _, err = cli(["run", "tiny", "--topology", "h100-1024", "--schedule", "1f1b,dualpipe"])
+    assert rc == 0
+    lines = [l for l in err.splitlines() if l.startswith("warning: gpu")]
+    assert lines == ["warning: gpu h800 is not the GPU of topology 'h100-1024' (h100): simulating h800's compute "
+                     "and memory on that cluster's network (--gpu h100 for its own)"]
+    rc, _, err = cli(["run", "tiny", "--topology", "h100-1024", "--gpu", "h100", "--schedule", "1f1b"])
+    assert rc == 0 and "warning: gpu" not in err

@@ -241,3 +241,23 @@ def test_live_tp_rings_meet_the_data_parallel_sync():
     for m, lv in zip(measured.ranks, live.ranks):
         assert lv.tp_comm_s > 1.01 * m.tp_comm_s
     assert live.step_time_s > measured.step_time_s
+
+
+def test_a_cp_ring_across_nodes_runs_at_the_nics_speed():
+    """TP 8 x CP 2 on 8-GPU H100 nodes: each CP pair is GPU i of node 0 and GPU i of node 1, so the
+    key/value ring crosses the network: one step of K = 16,384 tokens x 512 bytes over the 50 GB/s
+    NIC and its route's latency, after the launch, the 8 pairs at once on their own rails; far
+    above the launch and far below the same bytes on NVLink."""
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=1, dp=1, ep=1, tp=8, cp=2,
+                  sequence_parallel=True, schedule="1f1b", microbatches=1, seq_len=32768)
+    sc = Scenario(run)
+    mp = ModelParallelComm(sc)
+    _, groups, _ = mp.rings("cp_kv", 0, range(1))
+    assert groups == [[i, i + 8] for i in range(8)]
+    fabric = sc.step_fabric(simpy.Environment())
+    nic, nvlink = fabric.route_bandwidth(0, 8), fabric.route_bandwidth(0, 1)
+    assert nic == 50e9 and nvlink > 4 * nic
+    K = 16384 * 512
+    expected = mp.launch_s + sc.links.route(0, 8)[1] + K / nic
+    assert mp.cp_ring_seconds() == pytest.approx(expected, rel=1e-9)
+    assert mp.cp_ring_seconds() > 20 * mp.launch_s

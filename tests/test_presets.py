@@ -86,3 +86,28 @@ def test_cluster_presets_of_the_validation_suite(name, gpus, per_node, nvlink, n
     assert len(g.graph["gpus"]) == gpus and g.graph["gpus_per_node"] == per_node and g.graph["gpu_model"] == gpu
     assert g.edges["n0/gpu0", "n0/nvswitch"]["bandwidth"] == nvlink
     assert g.edges["n0/gpu0", "n0/nic0"]["bandwidth"] == nic
+
+
+@pytest.mark.parametrize("field,value,shown", [
+    ("nic_bandwidth_GBps", 400, "nic_bandwidth_GBps 400 GB/s is above the fastest link on the market (100 GB/s per "
+                                "direction); was a Gb/s figure meant (50 GB/s)?"),
+    ("nvlink_bandwidth_GBps", 3600, "nvlink_bandwidth_GBps 3600 GB/s is above the fastest link on the market (900 "
+                                    "GB/s per direction); was a Gb/s figure meant (450 GB/s)?"),
+])
+def test_a_link_faster_than_any_on_the_market_is_warned(tmp_path, field, value, shown):
+    """A Gb/s figure typed into a GB/s field (400 for a 400G NIC) is accepted with a warning naming
+    the field, the value and the fastest on the market; the presets' own figures raise none."""
+    import warnings
+
+    from sim.checks import InputWarning
+    spec = {"kind": "fat_tree", "gpu": "h100", "nodes": 2, "gpus_per_node": 8, "nvlink_bandwidth_GBps": 450,
+            "nic_bandwidth_GBps": 50, field: value}
+    path = tmp_path / "mine.yaml"
+    path.write_text("\n".join(f"{k}: {v}" for k, v in spec.items()))
+    with pytest.warns(InputWarning) as caught:
+        load_topology(str(path))
+    assert [str(w.message) for w in caught] == [f"topology 'mine': {shown}"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)
+        for name in preset_names():
+            load_topology(name)

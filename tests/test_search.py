@@ -109,3 +109,31 @@ def test_the_surrogate_under_post_validation(tiny):
     surrogate = Surrogate(step, named)
     assert surrogate.time(sc.schedule) == pytest.approx(named.step_time_s, rel=0.02)
     assert surrogate.bound(sc.schedule) <= surrogate.time(sc.schedule)
+
+
+@pytest.mark.parametrize("limit", [1.405, 1.400])
+def test_a_start_that_does_not_fit_is_marked_or_replaced_by_one_that_does(tiny, limit):
+    """1F1B's fullest rank needs 1.41 GB, above the limit (one micro-batch fits): the search answers
+    either that start, marked infeasible, or an order whose every rank fits, rerun by the full step."""
+    r = search_schedules(tiny, limit, budget=400, seed=1, starts=("1f1b",))[0]
+    assert r.named_memory_gb > limit
+    if r.best_memory_gb > limit:
+        assert r.note == (f"1f1b itself needs {r.named_memory_gb:.2f} GB, above the {limit:g} GB limit; "
+                          "infeasible: no order found fits, the start is reported")
+        assert r.order.ranks == tiny.with_schedule("1f1b").schedule.ranks and r.best_step_s == r.named_step_s
+    else:
+        again = MoEStep(tiny.with_schedule("1f1b").with_order(r.order)).simulate()
+        assert all(rank.memory.total_gb <= limit for rank in again.ranks) and r.note.endswith("a searched order fits")
+
+
+def test_the_zero_bubble_start_takes_the_whole_micro_batches_below_a_fractional_limit(tiny):
+    """A limit that leaves room for 2.5 micro-batches of activations beyond the fixed memory: the
+    zb start runs zb-auto with N = 2 (the whole number below), and every rank fits."""
+    from sim.moe.memory import stage_activation_bytes
+    from sim.moe.search import zb_start
+    probe = tiny.with_schedule("1f1b")
+    unit = max(f for f, _ in stage_activation_bytes(probe.model, probe.run, probe.chunk.layers_per_stage)[:2]) / 1e9
+    fixed = max(m.total_gb - m.activations_gb for m in probe.memory)
+    start = zb_start(tiny, fixed + 2.5 * unit)
+    assert start.run.schedule == "zb-auto" and start.run.zb_memory_limit == 2
+    assert max(m.total_gb for m in start.memory) <= fixed + 2.5 * unit

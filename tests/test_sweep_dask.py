@@ -234,3 +234,69 @@ def test_a_killed_worker_with_no_worker_left_is_the_clusters_loss_not_the_points
     """Every worker gone for good: the sweep stops as lost and writes no ``worker died`` row."""
     with pytest.raises(ClusterLost, match=r"no Dask worker for 1 s: the sweep stopped with 2 point\(s\) not run"):
         scripted_run(tmp_path, lambda t: False)
+
+
+class RecordingClient:
+    """A stand-in Dask client of ``threads`` one-thread workers that runs each submitted point at
+    once and records it; ``in_flight`` counts points submitted and not yet collected (their
+    future's ``result()`` read), ``most`` its largest value at any submission."""
+
+    status = "running"
+
+    def __init__(self, threads):
+        self.threads, self.submitted, self.in_flight, self.most = threads, [], 0, 0
+
+    def nthreads(self):
+        return {f"w{i}": 1 for i in range(self.threads)}
+
+    def submit(self, run, fn, point, timeout_s, pure):
+        self.submitted.append(point)
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        return DoneFuture(self, run(fn, point, timeout_s))
+
+
+class DoneFuture:
+    def __init__(self, client, row):
+        self.client, self.row = client, row
+
+    def result(self):
+        self.client.in_flight -= 1
+        return self.row
+
+
+class OneAtATime(_Runner):
+    """Each poll hands back only the oldest running point: the window stays full."""
+
+    def _wait(self):
+        return list(self.running)[:1]
+
+
+def stop_at(p: dict) -> dict:
+    if int(p["x"]) == int(p.get("stop_at", -1)):
+        raise KeyboardInterrupt
+    return square(p)
+
+
+def test_the_submit_window_and_the_resume_are_exact(tmp_path, monkeypatch):
+    """With 3 workers no more than 3 points are ever in flight. A sweep stopped (Ctrl-C) as its 8th
+    point starts, with points 5 and 6 still in flight, keeps the 5 rows it collected; the rerun
+    submits only the 15 points without a row, each once, and ends with every point's row."""
+    import sim.sweep_dask as sd
+    clients = []
+
+    def fake_run_on_dask(fn, todo, table, scheduler, workers, timeout_s, lost_after_s, bar=None):
+        clients.append(RecordingClient(3))
+        OneAtATime(clients[-1], fn, table, timeout_s, lost_after_s, bar).run(todo)
+    monkeypatch.setattr(sd, "run_on_dask", fake_run_on_dask)
+    points = grid(x=range(20), stop_at=(7,))
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(stop_at, points, tmp_path / "s.csv", progress=False)
+    first = clients[-1]
+    assert first.most == 3 and [p["x"] for p in first.submitted] == list(range(8))
+    assert pd.read_csv(tmp_path / "s.csv")["x"].tolist() == list(range(5))
+    df = run_sweep(square, points, tmp_path / "s.csv", progress=False)       # nothing stops it now
+    second = clients[-1]
+    assert second.most == 3 and [p["x"] for p in second.submitted] == list(range(5, 20))
+    assert df["x"].tolist() == list(range(20)) and (df["status"] == "ok").all()
+    assert df["y"].tolist() == [x * x for x in range(20)]

@@ -45,6 +45,17 @@ def test_summary_by_hand():
     assert row["within_10pct"] == 3 and row["median_error_pct"] == pytest.approx(100 / 13)
 
 
+def test_the_worst_row_is_the_largest_error_either_way():
+    """A pessimistic row (-30%) beside optimistic ones (+10%, +7.7%) is the worst: by |error|, with
+    its sign kept in the median."""
+    df = frame()
+    df.loc[1, "predicted_first_principles"] = 8.4                     # ZB-1p: 8.4 / 12 - 1 = -30%
+    df.loc[1, "error_first_principles_pct"] = 100 * (8.4 / 12.0 - 1)
+    row = validate.summary(df).iloc[0]
+    assert row["worst_row"] == "ZB-1p" and row["worst_abs_error_pct"] == pytest.approx(30.0)
+    assert row["median_error_pct"] == pytest.approx(100 / 13) and row["within_10pct"] == 2
+
+
 def test_rankings_by_hand():
     r = validate.rankings(frame()).iloc[0]
     assert r["measured_order"] == "ZB-2p > ZB-1p > 1F1B"

@@ -125,3 +125,44 @@ def test_refusals_read_whole():
         zb_auto(3, 6, 1, heavy)
     assert str(info.value) == ("the memory limit (1) is below what stage 0 needs for one more micro-batch's F (1.5 "
                                "with nothing left to free): raise it")
+
+
+@pytest.mark.parametrize("P,M", [(4, 8), (3, 7), (6, 12)])
+def test_the_named_zb_1p_and_zb_2p_are_the_construction_at_limits_p_and_2p(P, M):
+    """Through make_schedule, as a scenario names them: zb-1p and zb-2p are zb-auto at P and 2P, and at
+    equal F, I and W (one unit, no send) zb-1p spans 3M + P - 1 units (P=4, M=8: 27) and each rank of
+    zb-2p 3M units (no bubble inside its span), timed by the pipeline's own timing."""
+    from sim.schedules.timing import rank_ends
+    one, two = make_schedule("zb-1p", P, M), make_schedule("zb-2p", P, M)
+    assert one.ranks == make_schedule("zb-auto", P, M, memory_limit=P).ranks
+    assert two.ranks == make_schedule("zb-auto", P, M, memory_limit=2 * P).ranks
+    unit = lambda rank, op: 1.0         # noqa: E731
+    assert max(rank_ends(one, unit).values()) == 3 * M + P - 1
+    record = []
+    rank_ends(two, unit, record=record)
+    for rank in range(P):
+        times = [(start, end) for r, _, start, end in record if r == rank]
+        assert max(e for _, e in times) - min(s for s, _ in times) == 3 * M
+    if (P, M) == (4, 8):
+        assert max(rank_ends(one, unit).values()) == 27
+
+
+def test_unequal_forward_memory_each_stage_fills_the_limit_with_its_own_forwards():
+    """Forward memory 1, 2, 2, 2 and a limit of 2 micro-batches: the limit is 2 x the first stages'
+    largest forward (4 units) on every stage, so stage 0 holds four of its forwards at once (4
+    units) and stage 1 two of its own (4 units); no stage goes above 4."""
+    costs = StageCosts((1.0,) * 4, (1.0,) * 4, (1.0,) * 4, 0.0, (1.0, 2.0, 2.0, 2.0), (-0.5, -1.0, -1.0, -1.0),
+                       (-0.5, -1.0, -1.0, -1.0))
+    result = zb_auto(4, 8, 2, costs)
+    peaks, in_flight = [], []
+    for j, ops in sorted(result.ranks.items()):
+        used = peak = held = most = 0.0
+        for op in ops:
+            used += {"F": costs.mem_f[j], "I": costs.mem_i[j], "W": costs.mem_w[j]}[op.kind]
+            held += {"F": 1, "I": 0, "W": -1}[op.kind]
+            peak, most = max(peak, used), max(most, held)
+        peaks.append(peak)
+        in_flight.append(most)
+    assert peaks[0] == 4.0 and in_flight[0] == 4            # four forwards of 1
+    assert peaks[1] == 4.0 and in_flight[1] == 2            # two forwards of 2
+    assert max(peaks) <= 4.0

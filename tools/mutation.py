@@ -39,7 +39,8 @@ from sim.io import write_csv_atomic
 CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
         "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.comm_kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
         "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes", "sim.moe.model_parallel",
-        "sim.moe.layout", "sim.moe.activations")
+        "sim.moe.layout", "sim.moe.activations", "sim.moe.recompute", "sim.compute.gemm", "sim.compute.attention",
+        "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
            "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",

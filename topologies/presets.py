@@ -20,7 +20,7 @@ from pathlib import Path
 import networkx as nx
 
 from sim import limits
-from sim.checks import choice, did_you_mean, number, read_yaml
+from sim.checks import choice, did_you_mean, number, read_yaml, warn
 
 from .builders import (
     MAX_BANDWIDTH,
@@ -34,6 +34,11 @@ from .builders import (
 )
 
 PRESET_DIR = Path(__file__).with_name("presets")
+# The fastest links on the market, GB/s per direction (a value above is accepted with a warning: a
+# Gb/s figure typed into a GB/s field reads 8x too fast). NVLink 5 (B200, GB200): 1.8 TB/s per GPU
+# both directions together (NVIDIA Blackwell datasheet); ConnectX-8 SuperNIC: 800 Gb/s (NVIDIA
+# ConnectX-8 product page).
+FASTEST_GBPS = {"nvlink_bandwidth_GBps": 900.0, "nic_bandwidth_GBps": 100.0}
 COMMON = {"name", "kind", "gpu", "description"}
 FIELDS = {
     "fat_tree": {"nodes", "gpus_per_node", "nvlink_bandwidth_GBps", "nic_bandwidth_GBps", "switch_radix",
@@ -82,6 +87,10 @@ def build_from_spec(spec: dict) -> nx.Graph:
             if key in args:
                 value = number(args.pop(key), f"topology {spec.get('name')!r}: {key} (GB/s)", low=MIN_BANDWIDTH / 1e9,
                                high=MAX_BANDWIDTH / 1e9, error=TopologyError)
+                if value > FASTEST_GBPS[key]:
+                    warn(f"topology {spec.get('name')!r}: {key} {value:g} GB/s is above the fastest link on the "
+                         f"market ({FASTEST_GBPS[key]:g} GB/s per direction); was a Gb/s figure meant "
+                         f"({value / 8:g} GB/s)?")
                 args[key.replace("_GBps", "")] = value * 1e9
         if kind in ("fat_tree", "nvlink_domain"):
             count = "nodes" if kind == "fat_tree" else "domains"

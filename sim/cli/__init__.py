@@ -16,6 +16,7 @@ interrupted (Ctrl-C), one line, files already written are kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from ..checks import InputError, arg
@@ -91,11 +92,32 @@ def guarded(call) -> int:
         return EXIT_BUG
 
 
+@contextlib.contextmanager
+def input_warnings_shown():
+    """Within: each :class:`~sim.checks.InputWarning` printed as ``warning: <message>`` on stderr,
+    once per command however often it is raised; other warnings as Python shows them."""
+    import warnings
+
+    from ..checks import InputWarning
+    shown, seen = warnings.showwarning, set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, InputWarning):
+            shown(message, category, filename, lineno, file, line)
+        elif str(message) not in seen:
+            seen.add(str(message))
+            print(f"warning: {message}", file=sys.stderr)
+    with warnings.catch_warnings():          # restores the filters and showwarning after
+        warnings.simplefilter("always", InputWarning)      # our own once-per-command, not Python's
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     from .. import limits
 
     def call() -> int:
         args = build_parser().parse_args(argv)
-        with limits.raised(**{f: getattr(args, f, None) for f in FLAGS}):
+        with limits.raised(**{f: getattr(args, f, None) for f in FLAGS}), input_warnings_shown():
             return args.func(args)
     return guarded(call)

@@ -84,7 +84,9 @@ def _steps_bar(total: int, progress: bool | None):
 def cmd_run(args) -> int:
     if args.example:
         from ..moe.example import example_yaml
-        print(example_yaml(), end="")
+        from ..moe.specs import scenario_mapping
+        base = scenario_mapping(args.scenario) if args.scenario else None
+        print(example_yaml(base, args.scenario), end="")
         return 0
     if args.scenario is None:
         raise InputError("scenario: give a preset (deepseek-v3, tiny) or a YAML file; --example prints one")
@@ -211,7 +213,8 @@ def add_arguments(p) -> None:
                                                "(--example writes one to start from)")
     p.add_argument("--example", action="store_true",
                    help="print a scenario YAML with every field, its unit and default, and exit "
-                        "(python -m sim run --example > my.yaml)")
+                        "(python -m sim run --example > my.yaml; with a scenario, its values: "
+                        "python -m sim run tiny --example > my.yaml)")
     p.add_argument("--schedule", action="append",
                    help=f"run only these schedules: comma-separated or repeated (default: {', '.join(COMPARED_SCHEDULES)} "
                         "and the scenario's own); a .json file runs an order of one's own")

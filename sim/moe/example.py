@@ -7,9 +7,11 @@ not a preset is written. A test loads the template and runs it, so it never drif
 """
 from __future__ import annotations
 
+import json
 from dataclasses import MISSING, fields
 
 from ..compute.ops import ATTENTION_KERNELS, FUSIONS
+from .recompute import GRANULARITIES, METHODS, MODULES
 from .specs import (
     COMMUNICATION,
     COMPUTE_MODELS,
@@ -26,7 +28,7 @@ MODEL = {"name": "my-qwen3-30b-a3b", "layers": 48, "hidden": 2048, "heads": 32, 
          "routed_experts": 128, "expert_intermediate": 768, "topk": 8, "vocab": 151936}
 REQUIRED = {"gpu": "h100", "topology": "h100-1024", "pp": 8, "ep": 8, "dp": 32, "schedule": "dualpipe",
             "microbatches": 32, "seq_len": 4096}
-CHANGED = {"memory_policy": "selective"}       # without it this example's stage 0 needs 99 GB at PP4
+CHANGED: dict = {}       # fields the example sets away from their defaults
 
 HELP = {
     "model": "a preset name, a Hugging Face config.json, a YAML file of model fields, or the fields inline (here)",
@@ -70,7 +72,11 @@ HELP = {
     "weight_bytes": "bytes per parameter of the weights",
     "grad_bytes": "bytes per parameter of the gradients",
     "optimizer_bytes": "bytes per parameter of the optimizer state",
-    "memory_reserve_gb": "GB per GPU kept for the CUDA context, buffers, fragmentation (our assumption)",
+    "memory_reserve_gb": "set: GB per GPU kept beside the model, flat (null: CUDA context, NCCL, buffers, 2% fragmentation)",
+    "recompute_granularity": f"Megatron-Core's recompute granularity: {', '.join(GRANULARITIES)} (null: memory_policy's)",
+    "recompute_modules": f"selective: modules recomputed, a list of {', '.join(MODULES)}",
+    "recompute_method": f"full: which layers recompute: {', '.join(METHODS)}",
+    "recompute_num_layers": "full: layers per recomputed group (uniform) or recomputed per stage (block)",
     "stage_layers": "layers of each stage, e.g. [12, 12, 12, 12] (null: even)",
     "first_stage_layers": "layers of the first stage, the rest even (null: even)",
     "last_stage_layers": "layers of the last stage, the rest even (null: even)",
@@ -92,21 +98,36 @@ def _value(v) -> str:
         return "true" if v else "false"
     if isinstance(v, str):
         return v if v else '""'
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v if not isinstance(v, tuple) else list(v))      # JSON flow style is YAML
     return str(v)
 
 
-def example_yaml() -> str:
-    """The commented template: every RunSpec field, its meaning and unit, and its default."""
-    lines = ["# A scenario for `python -m sim run my.yaml`: every field, its unit and its default.",
-             "# Required fields first; then every optional field at its default (delete what you keep as is).",
-             "model:                   # " + HELP["model"]]
-    lines += [f"  {k}: {_value(v)}" for k, v in MODEL.items()]
+def example_yaml(base: dict | None = None, title: str | None = None) -> str:
+    """The commented template: every RunSpec field, its meaning and unit, and its default. With
+    ``base`` (a scenario's fields, as :func:`~sim.moe.specs.scenario_mapping` reads them) the values
+    are that scenario's, every other field at its default: ``run tiny --example`` starts from tiny."""
+    base = dict(base or {})
+    lines = [f"# A scenario for `python -m sim run my.yaml`{f', starting from {title}' if title else ''}: "
+             "every field, its unit and its default.",
+             "# Required fields first; then every optional field at its default (delete what you keep as is)."]
+    model = base.pop("model", None) if base else MODEL
+    if isinstance(model, dict) or model is None:
+        lines.append("model:                   # " + HELP["model"])
+        lines += [f"  {k}: {_value(v)}" for k, v in (model or MODEL).items()]
+    else:
+        lines.append(f"{'model:':<24} {_value(model):<10} # {HELP['model']} (required)")
     for f in fields(RunSpec):
         if f.name == "model":
             continue
         required = f.default is MISSING
-        value = REQUIRED[f.name] if required else CHANGED.get(f.name, f.default)
-        if f.name == "description":
+        if f.name in base:
+            value = base[f.name]
+        elif base:
+            value = None if required else f.default
+        else:
+            value = REQUIRED[f.name] if required else CHANGED.get(f.name, f.default)
+        if f.name == "description" and not base:
             value = "a Qwen3-30B-A3B-like MoE on 256 H100"
         comment = HELP.get(f.name, "")
         default = "required" if required else f"default {_value(f.default)}"

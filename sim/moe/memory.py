@@ -1,5 +1,5 @@
 """HBM per pipeline rank: parameters, gradients and optimizer states by precision and ZeRO stage,
-activations at the schedule's peak, and a fixed reserve, against the GPU's HBM.
+activations at the schedule's peak, and itemized fixed terms, against the GPU's HBM.
 
 Model states (bytes per GPU), for ``Psi`` parameters replicated over a data-parallel group of
 ``N`` GPUs (dense parameters: the rank's ``dp`` replicas times ``cp``; routed experts:
@@ -33,8 +33,8 @@ Activations: each stage's saved tensors per micro-batch (:mod:`sim.moe.activatio
 run's recomputation, :mod:`sim.moe.recompute`) times its tokens; walking the rank's ops in order,
 an ``F`` adds its stage's bytes, an ``I`` swaps them for what the deferred ``W`` needs, the ``W``
 frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. Transient
-working memory inside an op (gradients being computed, the layers a full recomputation
-rematerialises) is not counted.
+working memory inside an op (gradients being computed) is not counted; the layers a full
+recomputation rematerialises are a fixed term (below).
 
 Fixed terms (:func:`fixed_terms`, our assumptions, each in the per-rank breakdown): the CUDA
 context with the libraries' workspaces (:data:`CUDA_CONTEXT_GB`); NCCL's buffers, per communicator

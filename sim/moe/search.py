@@ -280,7 +280,10 @@ def search_start(sc: Scenario, start: str, memory_limit_gb: float, budget: int, 
     name = sc.schedule.name if sc.run.schedule != "zb-auto" else f"zb-auto N={sc.run.zb_memory_limit:g}"
     best_order = Schedule(f"searched from {name}", best_order.pp, best_order.num_stages, best_order.microbatches,
                           best_order.ranks, best_order.placement)
-    note = "" if named.max_memory_gb <= memory_limit_gb else f"{name} itself needs {named.max_memory_gb:.1f} GB"
+    note = ""
+    if named.max_memory_gb > memory_limit_gb:
+        note = (f"{name} itself needs {named.max_memory_gb:.2f} GB, above the {memory_limit_gb:g} GB limit; "
+                + ("a searched order fits" if fits else "infeasible: no order found fits, the start is reported"))
     return SearchResult(start, name, named.step_time_s, named.max_memory_gb, best.step_time_s, best.max_memory_gb,
                         surrogate.time(sc.schedule), surrogate_best, surrogate.bound(sc.schedule), budget, kept,
                         improved, checked, time.perf_counter() - t0, best_order, note), step.comm

@@ -586,21 +586,26 @@ def resolve_paths(mapping: dict, folder: Path) -> dict:
     return out
 
 
-def load_scenario(name_or_path: str, **overrides) -> RunSpec:
-    """A scenario preset by name, or a YAML file with RunSpec fields; ``overrides`` replace fields
-    (``None`` values are ignored)."""
+def scenario_mapping(name_or_path: str) -> dict:
+    """The RunSpec fields a scenario preset or YAML file writes, as written, a file's relative paths
+    made relative to the working folder (:func:`resolve_paths`)."""
     path = Path(name_or_path)
     presets = load_presets("scenarios")
     if name_or_path in presets:
-        mapping = dict(presets[name_or_path])
-    elif path.suffix in (".yaml", ".yml") and path.is_file():
+        return dict(presets[name_or_path])
+    if path.suffix in (".yaml", ".yml") and path.is_file():
         mapping = read_yaml(path, SpecError) or {}
         if not isinstance(mapping, dict):
             raise SpecError(f"{path}: expected a mapping of RunSpec fields, got {type(mapping).__name__}")
-        mapping = resolve_paths(mapping, path.parent)
-    else:
-        raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
-                        f"and not an existing .yaml file{did_you_mean(name_or_path, presets)}")
+        return resolve_paths(mapping, path.parent)
+    raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
+                    f"and not an existing .yaml file{did_you_mean(name_or_path, presets)}")
+
+
+def load_scenario(name_or_path: str, **overrides) -> RunSpec:
+    """A scenario preset by name, or a YAML file with RunSpec fields; ``overrides`` replace fields
+    (``None`` values are ignored)."""
+    mapping = scenario_mapping(name_or_path)
     changed = {k: v for k, v in overrides.items() if v is not None and mapping.get(k) != v}
     mapping.update(changed)
     if changed and isinstance(mapping.get("description"), str):
