@@ -35,7 +35,7 @@ from sim.io import check_output, overwriting, write_csv_atomic
 from sim.sweep import run_sweep
 from validation.memory import load_memory_runs, predict_memory
 from validation.predict import MODES, predict, speed_error
-from validation.suite import ROOT, RUNS, Run, load_runs
+from validation.suite import KERNEL_METRICS, ROOT, RUNS, Run, load_runs, resolve
 
 NAME = "validation"
 PROFILES = "validation_profiles"          # compute profiles written from the Zero Bubble paper's Table 9
@@ -182,11 +182,46 @@ def run(args) -> int:
     memory_df = memory_suite(args.only)
     with overwriting(args.force):
         write_csv_atomic(memory_df, paths[4])
+    if not args.only and Path(args.runs).resolve() == RUNS.resolve() and not len(failed):
+        write_trust_errors(df)                  # the whole shipped suite: the trust bands' data
     print(text(summary_df, rankings_df, df))
     print(memory_text(memory_df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
           f"{paths[1].name}, {paths[2].name}, figures/{paths[3].name}, {paths[4].name} ({len(memory_df)} runs)")
     return 1 if len(failed) else 0
+
+
+def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
+    """The scored step-level runs' features and first-principles errors, as :mod:`sim.moe.trust`
+    reads them (the communication-kernel micro-benchmarks left out)."""
+    from sim.moe.specs import load_model
+    from sim.moe.trust import COLUMNS, generation, model_params
+    rows = []
+    scored = df[(df["role"] == "scored") & (df["status"] == "ok") & ~df["metric"].isin(KERNEL_METRICS)]
+    for r in scored.dropna(subset=["error_first_principles_pct"]).to_dict("records"):
+        model = load_model(resolve(r["model"]))
+        rows.append({"id": r["id"], "source": r["source"], "generation": generation(r["gpu"]),
+                     "moe": int(model.is_moe), "model_parallel": int(int(r["tp"]) * int(r["cp"]) > 1),
+                     "microbatch_size": int(r["microbatch_size"]), "params_b": round(model_params(model) / 1e9, 3),
+                     "error_pct": round(float(r["error_first_principles_pct"]), 3)})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def write_trust_errors(df: pd.DataFrame) -> Path:
+    """Write :func:`trust_errors` over the shipped file (``sim/moe/presets/validation_errors.csv``),
+    atomically; the package's data, not an output of ours in the manifest sense."""
+    import os
+    import tempfile
+
+    from sim.moe.trust import ERRORS
+    header = ("# The validation suite's first-principles errors per scored step-level run, written by\n"
+              "# `python -m experiments.validate` over the whole of validation/runs.csv (make run); read by\n"
+              "# sim/moe/trust.py for the trust band of every run and plan. Never an input to any parameter.\n")
+    fd, tmp = tempfile.mkstemp(dir=ERRORS.parent, prefix=f".{ERRORS.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(header + trust_errors(df).to_csv(index=False))
+    os.replace(tmp, ERRORS)
+    return ERRORS
 
 
 def memory_suite(only: list[str] | None = None) -> pd.DataFrame:
@@ -242,4 +277,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["as_point", "from_point", "memory_suite", "memory_text", "point", "rankings", "summary", "suite_code"]
+__all__ = ["as_point", "from_point", "memory_suite", "memory_text", "point", "rankings", "summary", "suite_code",
+           "trust_errors", "write_trust_errors"]

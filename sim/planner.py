@@ -139,7 +139,8 @@ def gpu_of(req: PlanRequest, graph) -> str:
 
 
 PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "max_memory_gb",
-                "min_headroom_gb", "compute_spread", "busiest_rank", "bound")
+                "min_headroom_gb", "compute_spread", "busiest_rank", "bound", "trust_runs", "trust_like",
+                "trust_median_error_pct", "trust_low_error_pct", "trust_high_error_pct")
 
 
 def evaluate(p: dict) -> dict:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..checks import arg
 from ..moe.recipe import idle_warning, layout_label, mfu_warning
+from ..moe.trust import band_from_columns
 from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, model_names, spec_label
 from ..planner import PlanRequest
 
@@ -109,6 +110,9 @@ def _plan(args, req: PlanRequest) -> int:
           f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
           f"({best['min_headroom_gb']:.1f} GB of headroom); MFU {best['mfu']:.2f} against the "
           f"{req.gemm_precision} peak.")
+    band = band_from_columns(best.to_dict())
+    print(f"Trust: {band.line()}." if band is not None else
+          "Trust: no validated published run is like this one (its GPU generation is not in the suite).")
     high = mfu_warning(best["mfu"], req.gemm_precision, run_spec(best.to_dict()).gemm_efficiency)
     if high:
         print(f"warning: {high}")

@@ -79,12 +79,20 @@ def model_parallel_lines(results: list[StepResult]) -> list[str]:
     return out
 
 
+def trust_line(band) -> str:
+    """``trust: like 5 published runs (...): ...`` (:mod:`sim.moe.trust`), or what is missing."""
+    if band is None:
+        return "trust: no validated published run is like this one (its GPU generation is not in the suite)"
+    return f"trust: {band.line()}; see docs/validation.md"
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
     base = next((r for r in results if r.run.schedule == "1f1b"), None)
     first = results[0]
     lines = [f"{recipe_line(first.recipe)} ({first.mode} mode)",
+             trust_line(first.trust),
              *(f"warning: {w}" for w in recipe_warnings(first.recipe)),
              *([f"chunk computation : communication = {first.compute_comm_ratio:.2f} : 1 (derived: forward chunk of a "
                 f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "

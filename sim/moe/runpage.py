@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..io import truthy, write_text_atomic
 from .kernel_report import kernel_tables_html
+from .trust import band_from_columns
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
@@ -111,6 +112,10 @@ def build_run_page(folder: Path, stem: str, title: str, recipe_line: str = "", h
     ranks = pd.read_csv(ranks_csv) if ranks_csv.is_file() else None
     communication = str(summary["communication"].iloc[0]) if "communication" in summary else "measured"
     body = [f'<p class="conclusion">{html.escape(conclusion(summary, hbm_gb, skipped))}</p>']
+    band = band_from_columns(summary.iloc[0].to_dict()) if len(summary) else None
+    if band is not None:
+        body.append(f"<p><b>How far to trust it:</b> {html.escape(band.line())}. Compare schedules and layouts "
+                    "with it; read the step time against that band.</p>")
     if recipe_line:
         body.append(f"<p>{html.escape(recipe_line)}</p>")
     body.append(summary_table(summary))

@@ -33,6 +33,7 @@ from .memory import RankMemory
 from .model_parallel import ModelParallelComm
 from .kernel_report import kernel_frame
 from .recipe import recipe, recipe_warnings
+from .trust import EMPTY_COLUMNS, generation, model_params, trust_band
 from .runner import GroupRunner, PartEvent
 from .scenario import Scenario
 from .specs import COMPARED_SCHEDULES, MODES, RunSpec, SpecError
@@ -130,6 +131,7 @@ class StepResult:
     link_timeline: object = field(repr=False, default=None)   # DataFrame of the busiest links over time, if recorded
     fault_free_s: float | None = None   # the same run's step without its faults (set by `run`), for their cost
     kernels: object = field(repr=False, default=None)   # DataFrame: every kernel of a layer (sim.moe.kernel_report)
+    trust: object = None        # TrustBand: the validated runs like this one and their errors (sim.moe.trust)
 
     @property
     def mean_utilization(self) -> float:
@@ -205,7 +207,8 @@ class StepResult:
                 "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else None,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS + ("tp_comm_s", "cp_comm_s")},
                 **{k: v for k, v in self.recipe.items() if k not in ("pp", "ep", "dp", "microbatches", "communication",
-                                                                     "kernels")}}
+                                                                     "kernels")},
+                **(self.trust.columns() if self.trust is not None else EMPTY_COLUMNS)}
 
     def to_json(self) -> dict:
         return {"scenario": self.run.description, "recipe": self.recipe, "pp": self.run.pp, "ep": self.run.ep,
@@ -217,7 +220,8 @@ class StepResult:
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "warnings": self.recipe_warnings + self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s,
-                "kernels": [] if self.kernels is None else self.kernels.to_dict("records")}
+                "kernels": [] if self.kernels is None else self.kernels.to_dict("records"),
+                "trust": self.trust.to_json() if self.trust is not None else None}
 
 
 class MoEStep:
@@ -363,7 +367,15 @@ class MoEStep:
             a2a_dispatch_s=d, a2a_combine_s=c, ranks=ranks, engine=engine, hbm_gb=sc.gpu.hbm_gb,
             traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
             warnings=warnings, recipe=plan, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
-            a2a_slowdown=self._live.slowdown if self._live is not None else 1.0, kernels=kernel_frame(sc.chunk))
+            a2a_slowdown=self._live.slowdown if self._live is not None else 1.0, kernels=kernel_frame(sc.chunk),
+            trust=scenario_trust(sc))
+
+
+def scenario_trust(sc: Scenario):
+    """The :class:`~sim.moe.trust.TrustBand` of a scenario's run (``None``: no validated run like it)."""
+    family = getattr(getattr(sc.chunk, "kernels", None), "family", None)
+    gen = generation(sc.gpu.name, getattr(family, "name", None))
+    return trust_band(gen, sc.model.is_moe, sc.run.tp * sc.run.cp > 1, sc.run.microbatch_size, model_params(sc.model))
 
 
 def simulate_step(run: RunSpec | Scenario, mode: str = "auto", comm_scope: str = "stage") -> StepResult:
