@@ -129,9 +129,10 @@ def run_spec(p: dict) -> RunSpec:
 
 def gpu_of(req: PlanRequest, graph) -> str:
     """The GPU a plan is for: the request's, or the topology's own (its ``gpu:`` field)."""
-    from .moe.specs import topology_gpu
+    from .moe.specs import topology_gpu, warn_gpu_mismatch
     own = topology_gpu(graph, req.topology)
     if req.gpu is not None:
+        warn_gpu_mismatch(req.gpu, req.topology, own)
         return req.gpu
     if own:
         return own

@@ -34,3 +34,15 @@ def test_a_plan_prints_its_recipe_and_warns_of_idle_gpus(tmp_path, capsys, monke
     assert "GEMMs bf16; memory policy none, ZeRO-1" in out
     assert "warning: the plan uses 8 of the 16 GPUs of topology 'h800-16'" in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plan_for_a_gpu_the_cluster_does_not_have_is_warned(tmp_path, capsys):
+    """``plan --scenario tiny --topology h100-1024`` plans tiny's H800s on an H100 cluster: said once
+    on stderr, naming both GPUs and the flag that picks the cluster's own."""
+    code = main(["plan", "--gpus", "16", "--scenario", "tiny", "--topology", "h100-1024", "--pp", "4",
+                 "--out", str(tmp_path / "plan.csv")])
+    err = capsys.readouterr().err
+    assert code in (0, 1)
+    assert [line for line in err.splitlines() if line.startswith("warning: gpu")] == [
+        "warning: gpu h800 is not the GPU of topology 'h100-1024' (h100): simulating h800's compute and memory "
+        "on that cluster's network (--gpu h100 for its own)"]

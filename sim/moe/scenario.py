@@ -28,8 +28,7 @@ from .comm_kernels import KernelSpec, load_kernels
 from .layout import Layout
 from .memory import RankMemory, memory_per_rank
 from .parts import ModelParallelParts
-from ..checks import warn
-from .specs import RunSpec, SpecError, gpu_names, load_gpu, load_model, spec_label, topology_gpu
+from .specs import RunSpec, SpecError, load_gpu, load_model, topology_gpu, warn_gpu_mismatch
 from .stagecosts import stage_costs
 
 
@@ -89,10 +88,7 @@ class Scenario:
         if run.faults is not None and run.faults.links and self.topology.graph.graph.get("faults") != run.faults.links:
             self.topology = Topology(run.faults.apply_to(self.topology.graph))    # degraded or failed links
         graph = self.graph = self.topology.graph
-        own_gpu = topology_gpu(graph, run.topology)     # a topology's own GPU must be a preset too
-        if own_gpu is not None and isinstance(run.gpu, str) and run.gpu in gpu_names() and run.gpu != own_gpu:
-            warn(f"gpu {run.gpu} is not the GPU of topology {spec_label(run.topology)!r} ({own_gpu}): simulating "
-                 f"{run.gpu}'s compute and memory on that cluster's network (--gpu {own_gpu} for its own)")
+        warn_gpu_mismatch(run.gpu, run.topology, topology_gpu(graph, run.topology))   # its GPU must be a preset
         n_gpus = len(graph.graph["gpus"])
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0,

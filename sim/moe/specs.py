@@ -499,6 +499,14 @@ def topology_gpu(graph, topology: str) -> str | None:
     return name
 
 
+def warn_gpu_mismatch(gpu, topology, own: str | None) -> None:
+    """Warn (:func:`~sim.checks.warn`) when a run's GPU preset is not the one its topology names."""
+    from ..checks import warn
+    if own is not None and isinstance(gpu, str) and gpu in gpu_names() and gpu != own:
+        warn(f"gpu {gpu} is not the GPU of topology {spec_label(topology)!r} ({own}): simulating "
+             f"{gpu}'s compute and memory on that cluster's network (--gpu {own} for its own)")
+
+
 def model_from_config(config: dict, name: str, where: str = "config.json") -> ModelSpec:
     """The :class:`ModelSpec` of a Hugging Face config (a dict, :func:`sim.moe.hfconfig.config_fields`);
     a refusal names ``where`` (:class:`~sim.moe.hfconfig.ModelConfigError`)."""
