@@ -23,15 +23,16 @@ def test_planner_says_when_nothing_fits(tmp_path, capsys):
 
 
 def test_a_plan_prints_its_recipe_and_warns_of_idle_gpus(tmp_path, capsys, monkeypatch):
-    """8 of h800-16's 16 GPUs, with run's defaults (BF16, no recomputation) and the topology's GPU;
-    without --out it writes nothing where it runs."""
+    """8 of h800-16's 16 GPUs, the recipe searched and the topology's GPU; without --out it
+    writes nothing where it runs."""
     monkeypatch.chdir(tmp_path)
     code = main(["plan", "--gpus", "8", "--model", "tiny-moe", "--topology", "h800-16", "--global-batch", "16",
                  "--seq-len", "256", "--pp", "2", "--ep", "4", "--node-limit", "1", "--schedules", "1f1b", "--serial"])
     out = capsys.readouterr().out
     assert code == 0
     assert out.startswith("plan: tiny-moe on 8 h800 of h800-16; global batch 16 sequences x 256 tokens")
-    assert "GEMMs bf16; memory policy none, ZeRO-1" in out
+    assert ("micro-batch size searched; GEMMs searched; recomputation searched; ZeRO stage searched; expert TP "
+            "searched; TP-communication overlap searched") in out
     assert "warning: the plan uses 8 of the 16 GPUs of topology 'h800-16'" in out
     assert list(tmp_path.iterdir()) == []
 
@@ -46,3 +47,45 @@ def test_a_plan_for_a_gpu_the_cluster_does_not_have_is_warned(tmp_path, capsys):
     assert [line for line in err.splitlines() if line.startswith("warning: gpu")] == [
         "warning: gpu h800 is not the GPU of topology 'h100-1024' (h100): simulating h800's compute and memory "
         "on that cluster's network (--gpu h100 for its own)"]
+
+
+def test_a_plan_searches_the_recipe_and_prints_a_command_that_reproduces_its_pick(tmp_path, capsys):
+    """The recipe searched (micro-batch size, precision, recomputation, ZeRO): each row names its
+    recipe, the pick's recipe is printed, and its `run` command (inline, then of the file
+    --write-scenario wrote) simulates the same step."""
+    args = ["plan", "--gpus", "16", "--model", "tiny-moe", "--topology", "h800-16", "--global-batch", "32",
+            "--seq-len", "256", "--pp", "2", "--ep", "4", "--node-limit", "1", "--schedules", "1f1b,zb-h1", "--serial",
+            "--tp", "1", "--head-cuts", "0", "--out", str(tmp_path / "plan.csv")]
+    assert main(args + ["--json"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    rows = js["candidates"]
+    assert {r["gemm_precision"] for r in rows} <= {"bf16", "fp8"} and {r["microbatch_size"] for r in rows} <= {1, 2}
+    assert len({(r["gemm_precision"], r["microbatch_size"], r["schedule"]) for r in rows}) > 2
+    search = js["search"]
+    assert search["simulated"] <= search["candidates"] and search["layouts"] == 2     # PP 2 x two schedules
+    best = js["recommendation"]
+    command = js["run_command"]
+    assert command.startswith("python -m sim run '{model: tiny-moe, gpu: h800, topology: h800-16")
+    import shlex
+    scenario = shlex.split(command)[4]
+    assert main(["run", scenario, "--json"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert ran["schedule"] == best["schedule"] and ran["step_time_s"] == best["step_time_s"]
+
+    path = tmp_path / "pick.yaml"
+    assert main(args + ["--write-scenario", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"Run it: python -m sim run {path}" in out and "Recipe: micro-batch" in out and "Search: simulated" in out
+    assert main(["run", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == best["step_time_s"]
+
+
+def test_nothing_fits_with_any_recipe_names_the_nearest(tmp_path, capsys):
+    """DeepSeek-V3's 671B parameters on 16 GPUs: no recipe fits (ZeRO-3 still keeps 1/16 of them
+    and their optimizer states on each)."""
+    code = main(["plan", "--gpus", "16", "--model", "deepseek-v3", "--topology", "h800-16", "--pp", "4", "--ep", "4",
+                 "--tp", "1", "--schedules", "1f1b", "--head-cuts", "0", "--serial", "--out", str(tmp_path / "p.csv")])
+    out = capsys.readouterr().out
+    assert code == 1 and "with any recipe tried" in out and "every recipe was tried" in out
+    nearest = next(line for line in out.splitlines() if line.startswith("Nearest: "))
+    assert "with recomputation full" in nearest and "GB more than the 80 GB HBM" in nearest

@@ -19,7 +19,8 @@ def test_candidates_checks_memory_without_a_link_table(monkeypatch):
                                                               (4, 4, "dualpipe")}
     reasons = " ".join(r["reason"] for r in refused)
     assert "RunSpec.ep (3) must divide dp (8)" in reasons                  # EP3
-    assert all(p["dp"] * p["pp"] == 16 and p["microbatches"] == 32 // p["dp"] for p in ok)
+    assert all(p["dp"] * p["pp"] == 16 and p["microbatches"] == 32 // (p["dp"] * p["microbatch_size"]) for p in ok)
+    assert {p["microbatch_size"] for p in ok} == {1, 2}                   # searched: 1 and 2
 
 
 def test_more_gpus_than_the_topology_has_is_one_line_before_any_candidate():
@@ -32,7 +33,9 @@ def test_more_gpus_than_the_topology_has_is_one_line_before_any_candidate():
 def test_memory_refusals_say_by_how_much():
     ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 4194304,
                                                    "cps": (1,)}))
-    assert ok == [] and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in refused)
+    memory = [r for r in refused if "memory_gb" in r]
+    assert ok == [] and memory and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in memory)
+    assert {r["memory_policy"] for r in memory} == {"none"}                # fixed: the ladder is that one rung
 
 
 def test_evaluate_one_candidate():
@@ -55,17 +58,22 @@ def test_microbatches_are_the_global_batch_over_dp_times_the_microbatch_size():
 
 
 def test_defaults_are_runs_and_a_scenario_brings_its_recipe():
-    """Without a scenario the plan uses `run`'s defaults (BF16 GEMMs, no recomputation) and the
-    topology's own GPU; --scenario deepseek-v3 brings FP8, its memory policy and its batch."""
+    """Without a scenario the plan searches the recipe and uses the topology's own GPU;
+    --scenario deepseek-v3 brings FP8, its memory policy and its batch (its recipe fixed)."""
+    from sim.plan_recipes import RECIPE_FIELDS
     from sim.planner import DEFAULT_GLOBAL_BATCH, gpu_of, plan_request
     from topologies import load_topology
     plain = plan_request(gpus=16, model="tiny-moe", topology="h800-16")
     assert (plain.gemm_precision, plain.memory_policy, plain.global_batch, plain.gpu) == \
-        ("bf16", "none", DEFAULT_GLOBAL_BATCH, None)
+        (None, None, DEFAULT_GLOBAL_BATCH, None)
+    assert plain.searched == RECIPE_FIELDS
+    assert plan_request(gpus=16, model="tiny-moe", topology="h800-16", zero_stage=1).searched == \
+        tuple(f for f in RECIPE_FIELDS if f != "zero_stage")
     assert gpu_of(plain, load_topology("h800-16")) == "h800"
     ds = plan_request("deepseek-v3", gpus=2048, memory_policy="full")
     assert (ds.model, ds.gemm_precision, ds.memory_policy, ds.global_batch, ds.node_limit) == \
         ("deepseek-v3", "fp8", "full", 15360, 4)
+    assert ds.searched == ()
     with pytest.raises(InputError, match="model is required"):
         plan_request(gpus=16, topology="h800-16")
 

@@ -40,7 +40,8 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.mo
         "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.comm_kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
         "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes", "sim.moe.model_parallel",
         "sim.moe.layout", "sim.moe.activations", "sim.moe.recompute", "sim.compute.gemm", "sim.compute.attention",
-        "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables")
+        "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables",
+        "sim.plan_recipes", "sim.plan_search")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
            "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",
@@ -56,7 +57,7 @@ only_mutate = ["sim/network/fairshare/oracle.py", "sim/network/fairshare/heap.py
                "sim/network/fairshare/tallies.py", "sim/network/fairshare/records.py", "sim/network/traffic.py",
                "sim/network/links.py", "sim/network/jitcache.py"]
 do_not_mutate = ["*/__init__.py"]
-also_copy = ["topologies/", "experiments/", "validation/", "examples/", "docs/", "tools/", "README.md"]
+also_copy = ["topologies/", "experiments/", "validation/", "examples/", "docs/", "tools/", "README.md", "Makefile"]
 pytest_add_cli_args_test_selection = ["tests/test_fairshare_filling.py", "tests/test_fairshare_scan.py",
                                       "tests/test_fairshare_step.py", "tests/test_fairshare_refill.py",
                                       "tests/test_fairshare_tallies.py", "tests/test_fairshare_records.py",

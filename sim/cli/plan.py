@@ -2,14 +2,21 @@
 simulated step time, and say why the winner wins (the search itself: :mod:`sim.planner`)."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import fields
 from pathlib import Path
 
 from ..checks import arg
 from ..moe.recipe import idle_warning, layout_label, mfu_warning
 from ..moe.trust import band_from_columns
-from ..moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, model_names, spec_label
-from ..planner import PlanRequest
+from ..moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, load_gpu, model_names, spec_label
+from ..plan_recipes import recipe_text as recipe_of
+from ..plan_search import TOP_LAYOUTS
+from ..planner import PLAN_SCHEDULES, VIRTUAL_STAGES, PlanRequest
+
+# the recipe's columns in the candidates table, by the short names it prints
+RECIPE_COLUMNS = {"microbatch_size": "mbs", "gemm_precision": "gemm", "memory_policy": "recompute", "zero_stage": "zero",
+                  "expert_tp": "etp", "tp_comm_overlap": "tp_ovl"}
 
 
 def cmd_plan(args) -> int:
@@ -21,7 +28,9 @@ def cmd_plan(args) -> int:
                        pps=tuple(args.pp), eps=tuple(args.ep), tps=tuple(args.tp or ()), cps=tuple(args.cp or ()),
                        sequence_parallel=not args.no_sequence_parallel, schedules=tuple(args.schedules),
                        gemm_precision=args.gemm_precision, node_limit=args.node_limit,
-                       memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts))
+                       memory_policy=args.memory_policy, zero_stage=args.zero_stage, head_cuts=tuple(args.head_cuts),
+                       expert_tp=args.expert_tp,
+                       tp_comm_overlap=None if args.tp_comm_overlap is None else args.tp_comm_overlap == "on")
     scratch = None
     if args.out is None:                            # nothing written where the command runs unless asked
         scratch = tempfile.TemporaryDirectory(prefix="sim-plan-")
@@ -34,13 +43,48 @@ def cmd_plan(args) -> int:
 
 
 def recipe_text(req: PlanRequest, gpu: str) -> str:
-    """What every candidate of a plan shares, in one line."""
+    """What every candidate of a plan shares, and what it searches, in one line."""
     tokens = req.global_batch * req.seq_len
+
+    def fixed(name: str, what: str, text: str) -> str:
+        return f"{what} {text}" if getattr(req, name) is not None else f"{what} searched"
+    recipe = "; ".join([fixed("microbatch_size", "micro-batch size", str(req.microbatch_size)),
+                        fixed("gemm_precision", "GEMMs", str(req.gemm_precision)),
+                        fixed("memory_policy", "recomputation", str(req.memory_policy)),
+                        fixed("zero_stage", "ZeRO stage", str(req.zero_stage)),
+                        fixed("expert_tp", "expert TP", str(req.expert_tp)),
+                        fixed("tp_comm_overlap", "TP-communication overlap", "on" if req.tp_comm_overlap else "off")])
     return (f"plan: {spec_label(req.model)} on {req.gpus:,} {spec_label(gpu)} of {spec_label(req.topology)}; "
-            f"global batch {req.global_batch:,} sequences x {req.seq_len:,} tokens = {tokens / 1e6:.3g}M tokens, "
-            f"micro-batch size {req.microbatch_size}; GEMMs {req.gemm_precision}; memory policy {req.memory_policy}, "
-            f"ZeRO-{req.zero_stage}; node limit {req.node_limit or 'none'}"
+            f"global batch {req.global_batch:,} sequences x {req.seq_len:,} tokens = {tokens / 1e6:.3g}M tokens; "
+            f"{recipe}; node limit {req.node_limit or 'none'}"
             + (f"; the rest from scenario {req.scenario}" if req.scenario else "; the rest: `run`'s defaults"))
+
+
+def pick_command(best: dict, path: str | None) -> str:
+    """The ``run`` command of a plan's pick: of the scenario file written, else inline."""
+    import shlex
+
+    import yaml
+
+    from ..moe.specs import scenario_fields
+    from ..planner import run_spec
+    if path:
+        return f"python -m sim run {shlex.quote(path)}"
+    text = yaml.safe_dump(scenario_fields(run_spec(best)), default_flow_style=True, sort_keys=False, width=10 ** 6)
+    return f"python -m sim run {shlex.quote(text.strip())}"
+
+
+def write_scenario(best: dict, path: str, force: bool) -> None:
+    """The pick as a scenario file (its :class:`~sim.moe.specs.RunSpec` fields that are not defaults)."""
+    import yaml
+
+    from ..io import check_output, overwriting, write_text_atomic
+    from ..moe.specs import scenario_fields
+    from ..planner import run_spec
+    fields_ = scenario_fields(run_spec(best))
+    fields_["description"] = fields_.get("description") or "written by python -m sim plan: its recommendation"
+    with overwriting(force):
+        write_text_atomic(yaml.safe_dump(fields_, sort_keys=False), check_output(path))
 
 
 def _plan(args, req: PlanRequest) -> int:
@@ -49,6 +93,7 @@ def _plan(args, req: PlanRequest) -> int:
     from topologies import load_topology
 
     from ..io import check_output, json_text, overwriting, shown
+    from ..plan_search import search
     from ..planner import candidates, evaluate, gpu_of, run_spec
     from ..sweep import run_sweep
     graph = load_topology(req.topology)
@@ -69,22 +114,38 @@ def _plan(args, req: PlanRequest) -> int:
                          "refused": refused}))
         return 1
     if not ok:
-        print(f"No candidate can run on {req.gpus} {spec_label(gpu)} GPUs ({len(refused)} refused); the closest:")
+        print(f"No candidate can run on {req.gpus} {spec_label(gpu)} GPUs with any recipe tried ({len(refused)} "
+              "refused); the closest:")
         df = pd.DataFrame(refused)
         if "memory_gb" in df:
             df = df.sort_values("memory_gb", na_position="last")
+            near = df.iloc[0]
+            if pd.notna(near["memory_gb"]):
+                print(f"Nearest: {near['schedule']} TP{near['tp']} x CP{near['cp']} x PP{near['pp']}, EP{near['ep']} "
+                      f"with recomputation {near['memory_policy']}, ZeRO-{int(near['zero_stage'])}: "
+                      f"{near['memory_gb']:.1f} GB, {near['memory_gb'] - load_gpu(gpu).hbm_gb:.1f} GB more than "
+                      f"the {load_gpu(gpu).hbm_gb:g} GB HBM.")
         print(df.head(args.top).to_string(index=False))
-        print("Memory model: docs/model.md, 'Memory'; --memory-policy (none, selective, full, deepseek-v3) and "
-              "--zero-stage (0-3) change what each GPU keeps.")
+        fixed = [f"--{name.replace('_', '-')}" for name in ("memory_policy", "zero_stage", "microbatch_size")
+                 if getattr(req, name) is not None]
+        print("Memory model: docs/model.md, 'Memory'; "
+              + (f"{', '.join(fixed)} fixed part of the recipe (leave them out to search it); " if fixed else
+                 "every recipe was tried; ")
+              + "more GPUs, a larger PP or EP, or a smaller global batch shrink what each GPU keeps.")
         return 1
-    with overwriting(args.force):
-        df = run_sweep(evaluate, ok, Path(args.out), scheduler="serial" if args.serial else args.scheduler,
-                       progress=not args.json, desc="plan")
+    with overwriting(args.force), _cluster(args) as scheduler:
+        def simulate(points: list[dict]):
+            return run_sweep(evaluate, points, Path(args.out), scheduler=scheduler, progress=not args.json,
+                             desc="plan")
+        df, searched = search(ok, simulate, top=args.top_layouts)
     failed = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
     if args.json:
-        print(json_text({"recipe": recipe, "warnings": warnings,
+        if len(df) and args.write_scenario:
+            write_scenario(df.iloc[0].to_dict(), args.write_scenario, args.force)
+        print(json_text({"recipe": recipe, "warnings": warnings, "search": searched.__dict__,
                          "recommendation": df.iloc[0].to_dict() if len(df) else None,
+                         "run_command": pick_command(df.iloc[0].to_dict(), args.write_scenario) if len(df) else None,
                          "candidates": df.head(args.top).to_dict("records"), "refused": refused,
                          "failed": failed.to_dict("records")}))
         return 0 if len(df) else 1
@@ -92,28 +153,32 @@ def _plan(args, req: PlanRequest) -> int:
         print(f"None of the {len(failed)} candidates that fit in memory could be simulated; the first error: "
               f"{failed['error'].iloc[0]} (every row: {args.out})")
         return 1
-    cols = ["schedule", "tp", "cp", "pp", "ep", "dp", "microbatches", "last_stage_layers", "step_time_s", "tokens_per_s", "mfu",
-            "bubble_share", "exposed_comm_share", "compute_spread", "busiest_rank", "bound", "max_memory_gb",
-            "min_headroom_gb"]
-    print(df[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{shown(v):.4g}"))
-    print("last_stage_layers: 0 = the even split; compute_spread: (most - least) / most of the ranks' compute; "
-          "bound: the largest loss besides compute")
+    cols = ["schedule", "tp", "cp", "pp", "ep", "dp", "microbatches", "last_stage_layers", *RECIPE_COLUMNS,
+            "step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_comm_share", "compute_spread",
+            "busiest_rank", "bound", "max_memory_gb", "min_headroom_gb"]
+    shown_df = df[cols].head(args.top).rename(columns=RECIPE_COLUMNS)
+    print(shown_df.to_string(index=False, float_format=lambda v: f"{shown(v):.4g}"))
+    print("last_stage_layers: 0 = the even split; mbs: micro-batch size; gemm: GEMM precision; recompute: memory "
+          "policy; zero: ZeRO stage; etp: expert TP; tp_ovl: TP-communication overlap; compute_spread: (most - "
+          "least) / most of the ranks' compute; bound: the largest loss besides compute")
+    print(f"Search: {searched.line()}.")
     best = df.iloc[0]
     split = "even layer split" if not best["last_stage_layers"] else \
         f"{best['last_stage_layers']} layers on the stage with the heads and MTP"
     print(f"\nRecommendation: {best['schedule']} with {layout_label(best)}, EP{best['ep']}, "
           f"{best['microbatches']} micro-batches, {split}: {best['step_time_s']:.4g} s per step, "
           f"{best['tokens_per_s'] / 1e6:.2f}M tokens/s.")
+    print(f"Recipe: {recipe_of(best.to_dict())}.")
     print(f"Why: bubble {100 * best['bubble_share']:.1f}% of rank-time, exposed communication "
           f"{100 * best['exposed_comm_share']:.1f}%, ranks' compute spread {100 * best['compute_spread']:.0f}% "
           f"(rank {best['busiest_rank']} the busiest); "
           f"bound by {best['bound']}; peak memory {best['max_memory_gb']:.1f} GB "
           f"({best['min_headroom_gb']:.1f} GB of headroom); MFU {best['mfu']:.2f} against the "
-          f"{req.gemm_precision} peak.")
+          f"{best['gemm_precision']} peak.")
     band = band_from_columns(best.to_dict())
     print(f"Trust: {band.line()}." if band is not None else
           "Trust: no validated published run is like this one (its GPU generation is not in the suite).")
-    high = mfu_warning(best["mfu"], req.gemm_precision, run_spec(best.to_dict()).gemm_efficiency)
+    high = mfu_warning(best["mfu"], best["gemm_precision"], run_spec(best.to_dict()).gemm_efficiency)
     if high:
         print(f"warning: {high}")
     if len(df) > 1:
@@ -122,10 +187,33 @@ def _plan(args, req: PlanRequest) -> int:
               f"(bubble {100 * second['bubble_share']:.1f}%, exposed {100 * second['exposed_comm_share']:.1f}%).")
     if refused:
         print(f"{len(refused)} candidates refused (memory or layout); see --json.")
+    if args.write_scenario:
+        write_scenario(best.to_dict(), args.write_scenario, args.force)
+        print(f"Wrote {args.write_scenario}.")
+    print(f"Run it: {pick_command(best.to_dict(), args.write_scenario)}")
     from ..moe.specs import load_model
     for phrase in load_model(req.model).not_costed:
         print(f"not costed: {phrase}")
     return 0
+
+
+@contextlib.contextmanager
+def _cluster(args):
+    """The scheduler every round of the search uses: ``serial``, the user's address, or one local
+    Dask cluster started once for the whole plan."""
+    if args.serial or args.scheduler:
+        yield "serial" if args.serial else args.scheduler
+        return
+    import os
+
+    import dask
+    from dask.distributed import LocalCluster
+
+    from ..sweep_dask import RETRIES
+    with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}), \
+            LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                         dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
 
 
 def _ints(low: int):
@@ -184,8 +272,9 @@ def add_arguments(p) -> None:
                    help="CP sizes to try for a dense model (default 1, or 1,2,4,8 for sequences over 8K tokens)")
     p.add_argument("--no-sequence-parallel", action="store_true",
                    help="TP without Megatron's sequence parallelism (default: with it)")
-    p.add_argument("--schedules", type=_names, default=list(COMPARED_SCHEDULES),
-                   help=f"schedules to try, comma-separated (default {','.join(COMPARED_SCHEDULES)})")
+    p.add_argument("--schedules", type=_names, default=list(PLAN_SCHEDULES),
+                   help=f"schedules to try, comma-separated (default {','.join(PLAN_SCHEDULES)}; interleaved-1f1b "
+                        f"with {VIRTUAL_STAGES} model chunks per rank)")
     p.add_argument("--gemm-precision", choices=GEMM_PRECISIONS,
                    help=f"precision of the GEMMs (mxfp8 needs a Blackwell GPU; default {d['gemm_precision']}, or the "
                         "scenario's)")
@@ -198,7 +287,13 @@ def add_arguments(p) -> None:
     p.add_argument("--head-cuts", type=_ints(0), default=list(d["head_cuts"]),
                    help="layer splits to try: fewer layers than the even split on the stage with the heads and "
                         "MTP (default 0,1)")
+    p.add_argument("--expert-tp", type=count, help="expert-TP size (default: searched, 1 and TP for an MoE model)")
+    p.add_argument("--tp-comm-overlap", choices=("on", "off"),
+                   help="TP-communication overlap (default: searched where TP > 1 with sequence parallelism)")
     p.add_argument("--top", type=count, default=8, help="rows to show (default 8)")
+    p.add_argument("--top-layouts", type=count, default=TOP_LAYOUTS,
+                   help=f"layouts whose every recipe is simulated (default {TOP_LAYOUTS}; the others: their likeliest)")
+    p.add_argument("--write-scenario", metavar="FILE", help="write the recommendation as a scenario YAML file")
     p.add_argument("--out", help="CSV of the simulated candidates, resumable (default: none kept)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not a plan this tool wrote")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: a local cluster)")

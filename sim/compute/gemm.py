@@ -26,6 +26,7 @@ names with its error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -95,4 +96,13 @@ def gemm_bound(fit: GemmFit, m, n, k, groups=1, **kw) -> str:
     return "hbm" if memory >= total - fit.fixed_us * 1e-6 - 1e-15 else "compute"
 
 
-__all__ = ["GemmFit", "SPLITS", "TILES", "gemm_bound", "gemm_seconds"]
+@lru_cache(maxsize=1 << 16)
+def gemm_cost(fit: GemmFit, m: float, n: float, k: float, groups: float, sms: int, gpu_sms: int, in_bytes: float,
+              out_bytes: float, hbm_bytes_per_s: float) -> tuple[float, str]:
+    """(:func:`gemm_seconds`, :func:`gemm_bound`) of one scalar GEMM, remembered: a plan costs the
+    same few hundred shapes for thousands of candidates."""
+    kw = dict(sms=sms, gpu_sms=gpu_sms, in_bytes=in_bytes, out_bytes=out_bytes, hbm_bytes_per_s=hbm_bytes_per_s)
+    return gemm_seconds(fit, m, n, k, groups, **kw), gemm_bound(fit, m, n, k, groups, **kw)
+
+
+__all__ = ["GemmFit", "SPLITS", "TILES", "gemm_bound", "gemm_cost", "gemm_seconds"]

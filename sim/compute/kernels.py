@@ -23,7 +23,7 @@ from typing import NamedTuple
 from ..checks import InputError, read_yaml
 from .attention import AttentionFit, AttentionModel
 from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures
-from .gemm import GemmFit, gemm_bound, gemm_seconds
+from .gemm import GemmFit, gemm_cost
 from .ops import Op
 
 FITTED = Path(__file__).with_name("presets") / "kernels.yaml"
@@ -149,8 +149,10 @@ class KernelModel:
             if self.gemm_efficiency is not None:
                 return OpCost(op, op.flops / (self.gpu.peak(op.precision) * 1e12 * self.gemm_efficiency), "compute")
             g, m, n, k = op.shape
-            fit, kw = self.gemm_fit(op.precision), self._gemm_kw(op.precision, sms)
-            return OpCost(op, gemm_seconds(fit, m, n, k, g, **kw) + extra, gemm_bound(fit, m, n, k, g, **kw))
+            kw = self._gemm_kw(op.precision, sms)
+            seconds, bound = gemm_cost(self.gemm_fit(op.precision), float(m), float(n), float(k), float(g), kw["sms"],
+                                       kw["gpu_sms"], kw["in_bytes"], kw["out_bytes"], kw["hbm_bytes_per_s"])
+            return OpCost(op, seconds + extra, bound)
         if op.kind == "attention":
             if self.attention_efficiency is not None:
                 return OpCost(op, op.useful / (self.gpu.peak("bf16") * 1e12 * self.attention_efficiency), "compute")

@@ -147,6 +147,14 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
 
     def per_token(tensors) -> float:
         return bytes_per_token(tensors, tp, sp)
+    layer_bytes: dict[tuple[bool, bool], tuple[float, float]] = {}
+
+    def one_layer(moe: bool, full: bool) -> tuple[float, float]:
+        """(held per token, kept for W) of one layer: the same for every layer of its kind."""
+        if (moe, full) not in layer_bytes:
+            layer_bytes[moe, full] = (per_token(layer_tensors(m, moe, recipe(full), run.seq_len, pairs, etp)),
+                                      weight_grad_bytes(m, moe, recipe(full), pairs, tp, sp, etp))
+        return layer_bytes[moe, full]
     out, first = [], 0
     last = len(layers_per_stage) - 1
     for s, count in enumerate(layers_per_stage):
@@ -154,10 +162,9 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
         full = rc.full_layers(count)
         group = rc.stored_inputs(count) / count if all(full) and count else 1.0   # uniform groups: inputs kept
         for j, i in enumerate(range(first, first + count)):
-            moe = i >= m.dense_layers
-            held += per_token(layer_tensors(m, moe, recipe(full[j]), run.seq_len, pairs, etp)) * (group if full[j]
-                                                                                                 else 1.0)
-            wkeep += weight_grad_bytes(m, moe, recipe(full[j]), pairs, tp, sp, etp)
+            layer_held, layer_w = one_layer(i >= m.dense_layers, full[j])
+            held += layer_held * (group if full[j] else 1.0)
+            wkeep += layer_w
         if s == 0:
             held += per_token(embedding_tensors())
         if s == last:

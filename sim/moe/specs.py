@@ -595,12 +595,15 @@ def resolve_paths(mapping: dict, folder: Path) -> dict:
 
 
 def scenario_mapping(name_or_path: str) -> dict:
-    """The RunSpec fields a scenario preset or YAML file writes, as written, a file's relative paths
-    made relative to the working folder (:func:`resolve_paths`)."""
+    """The RunSpec fields a scenario preset, YAML file or inline YAML mapping (``'{model: tiny-moe,
+    ...}'``) writes, as written, a file's relative paths made relative to the working folder
+    (:func:`resolve_paths`)."""
     path = Path(name_or_path)
     presets = load_presets("scenarios")
     if name_or_path in presets:
         return dict(presets[name_or_path])
+    if name_or_path.lstrip().startswith("{"):            # inline: what `plan` prints as its pick's command
+        return inline_mapping(name_or_path, "scenario")
     if path.suffix in (".yaml", ".yml") and path.is_file():
         mapping = read_yaml(path, SpecError) or {}
         if not isinstance(mapping, dict):
@@ -608,6 +611,19 @@ def scenario_mapping(name_or_path: str) -> dict:
         return resolve_paths(mapping, path.parent)
     raise SpecError(f"unknown scenario {name_or_path!r}: not a preset ({', '.join(sorted(presets))}) "
                     f"and not an existing .yaml file{did_you_mean(name_or_path, presets)}")
+
+
+def scenario_fields(run: RunSpec) -> dict:
+    """The fields of ``run`` that differ from :class:`RunSpec`'s defaults, with its model, GPU and
+    topology always, as plain YAML values: a scenario file that loads back to ``run``."""
+    out = {}
+    for f in fields(RunSpec):
+        value = getattr(run, f.name)
+        default = f.default if f.default is not MISSING else MISSING
+        if f.name in ("model", "gpu", "topology") or value != default:
+            out[f.name] = list(value) if isinstance(value, tuple) else (dict(value) if isinstance(value, dict)
+                                                                          else value)
+    return out
 
 
 def load_scenario(name_or_path: str, **overrides) -> RunSpec:
