@@ -9,16 +9,18 @@ TP x CP whose replicas divide DP) that divides the model's routed experts and fi
 M = global batch / DP sequences of
 ``microbatch_size``; and each layer split in ``head_cuts``: the even split, or the stage holding the
 output heads and MTP modules (the last stage) given that many fewer layers than the even split,
-the rest even. Each candidate's memory is checked first, from the memory model alone (no fabric is
-built: one topology graph serves every candidate's layout checks); the ones that fit HBM are
-simulated (a sweep: local Dask cluster or a scheduler address) and ranked by step time. Each row
+the rest even; and each recipe of :mod:`sim.plan_recipes` (those fields the request leaves
+``None``). Each candidate's memory is checked first, from the memory model alone (no fabric is
+built: one topology graph serves every candidate's layout checks); :mod:`sim.plan_search` picks
+which of those that fit HBM are simulated (a sweep: local Dask cluster or a scheduler address),
+and they are ranked by step time. Each row
 says what bounds the candidate (its largest loss besides compute), how uneven its ranks' compute
 is, and its memory headroom.
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from .checks import InputError, choice, number
 from .io import is_true
@@ -26,7 +28,6 @@ from .moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, Run
 from .plan_recipes import (MICROBATCH_SIZES, RECIPE_FIELDS, compute_bound_s, expert_tps, memory_frontier, overlaps,
                            policy_levels, precisions, zero_groups)
 
-_RUN = {f.name: f.default for f in fields(RunSpec)}
 DEFAULT_GLOBAL_BATCH = 1024     # sequences (4.2M tokens at 4K): our stated default, printed with every plan
 LONG_SEQUENCE = 8192            # tokens: longer sequences make the planner try context parallelism
 VIRTUAL_STAGES = 2              # interleaved-1f1b's model chunks per rank in a plan
