@@ -36,8 +36,7 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
                 timeout_s: float | None, lost_after_s: float, bar=None) -> None:
     """Run ``todo`` on a Dask cluster (``scheduler`` address, or an embedded one of ``workers``
     processes), adding each row to ``table`` as it finishes."""
-    import dask
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client
     cluster = None
     if scheduler:
         refused_at_once(scheduler, table)
@@ -45,10 +44,8 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
         if scheduler:
             client = Client(scheduler, timeout=lost_after_s)
         else:
-            with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
-                cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                                       processes=True, dashboard_address=None)
-                client = Client(cluster)
+            cluster = local_cluster(workers)
+            client = Client(cluster)
     except ValueError as exc:                    # distributed's parse of the address
         raise ClusterLost(f"--scheduler {scheduler!r} is not a Dask scheduler address ({exc}); give "
                           f"tcp://HOST:PORT, e.g. tcp://10.0.0.1:8786; nothing ran") from None
@@ -61,6 +58,16 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def local_cluster(workers: int | None = None):
+    """An embedded Dask cluster of ``workers`` processes (default one per core), one thread each,
+    a failed task retried :data:`RETRIES` times; the caller closes it (or uses it as a context)."""
+    import dask
+    from dask.distributed import LocalCluster
+    with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
+        return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                            dashboard_address=None)
 
 
 def refused_at_once(scheduler: str, table: SweepTable) -> None:

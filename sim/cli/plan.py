@@ -60,28 +60,30 @@ def recipe_text(req: PlanRequest, gpu: str) -> str:
             + (f"; the rest from scenario {req.scenario}" if req.scenario else "; the rest: `run`'s defaults"))
 
 
+def pick_fields(best: dict) -> dict:
+    """The pick's :class:`~sim.moe.specs.RunSpec` fields that are not defaults (a scenario)."""
+    from ..moe.specs import scenario_fields
+    from ..planner import run_spec
+    return scenario_fields(run_spec(best))
+
+
 def pick_command(best: dict, path: str | None) -> str:
     """The ``run`` command of a plan's pick: of the scenario file written, else inline."""
     import shlex
 
     import yaml
-
-    from ..moe.specs import scenario_fields
-    from ..planner import run_spec
     if path:
         return f"python -m sim run {shlex.quote(path)}"
-    text = yaml.safe_dump(scenario_fields(run_spec(best)), default_flow_style=True, sort_keys=False, width=10 ** 6)
+    text = yaml.safe_dump(pick_fields(best), default_flow_style=True, sort_keys=False, width=10 ** 6)
     return f"python -m sim run {shlex.quote(text.strip())}"
 
 
 def write_scenario(best: dict, path: str, force: bool) -> None:
-    """The pick as a scenario file (its :class:`~sim.moe.specs.RunSpec` fields that are not defaults)."""
+    """The pick as a scenario file (:func:`pick_fields`, with a description)."""
     import yaml
 
     from ..io import check_output, overwriting, write_text_atomic
-    from ..moe.specs import scenario_fields
-    from ..planner import run_spec
-    fields_ = scenario_fields(run_spec(best))
+    fields_ = pick_fields(best)
     fields_["description"] = fields_.get("description") or "written by python -m sim plan: its recommendation"
     with overwriting(force):
         write_text_atomic(yaml.safe_dump(fields_, sort_keys=False), check_output(path))
@@ -204,15 +206,8 @@ def _cluster(args):
     if args.serial or args.scheduler:
         yield "serial" if args.serial else args.scheduler
         return
-    import os
-
-    import dask
-    from dask.distributed import LocalCluster
-
-    from ..sweep_dask import RETRIES
-    with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}), \
-            LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                         dashboard_address=None) as cluster:
+    from ..sweep_dask import local_cluster
+    with local_cluster() as cluster:
         yield cluster.scheduler_address
 
 
