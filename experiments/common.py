@@ -24,6 +24,23 @@ def script_main(doc: str, add_arguments, body, argv=None) -> int:
     return guarded(call)
 
 
+def skipped(points: list[dict], reason) -> list[dict]:
+    """The ``points`` for which ``reason(point)`` is ``None``; for the others, one note per reason
+    on stderr (``note: skipped 4 points: EP 256 does not divide ...``)."""
+    import sys
+    kept: list[dict] = []
+    left: dict[str, int] = {}
+    for p in points:
+        why = reason(p)
+        if why is None:
+            kept.append(p)
+        else:
+            left[why] = left.get(why, 0) + 1
+    for why, n in left.items():
+        print(f"note: skipped {n} point{'s' if n > 1 else ''}: {why}", file=sys.stderr)
+    return kept
+
+
 def sweep_parser(doc: str) -> Parser:
     parser = Parser(description=doc.splitlines()[0])
     parser.add_argument("--out", default="results", help="folder for <name>.csv (default results)")
@@ -40,10 +57,12 @@ def sweep_parser(doc: str) -> Parser:
     return parser
 
 
-def sweep_main(name: str, point, points, doc: str, argv=None, scenario: str | None = None) -> int:
+def sweep_main(name: str, point, points, doc: str, argv=None, scenario: str | None = None, skip=None) -> int:
     """Run sweep ``name``: ``points()`` through ``point`` into ``--out/<name>.csv``. ``scenario``:
     the sweep varies a scenario, this one by default; ``--scenario`` names another (a preset or a
-    user's YAML file), which every point then carries in its ``scenario`` column."""
+    user's YAML file), which every point then carries in its ``scenario`` column. ``skip(base,
+    point)`` (with a scenario; ``base`` its RunSpec): why a point cannot run on it, or ``None``; the
+    points it names are left out, one note on stderr per reason."""
     def call() -> int:
         parser = sweep_parser(doc)
         if scenario is not None:
@@ -54,8 +73,10 @@ def sweep_main(name: str, point, points, doc: str, argv=None, scenario: str | No
         grid_points = points()
         if scenario is not None:
             from sim.moe.specs import load_scenario
-            load_scenario(args.scenario)                # a bad name is one line now, not an error per point
+            base = load_scenario(args.scenario)         # a bad name is one line now, not an error per point
             grid_points = [{"scenario": args.scenario, **p} for p in grid_points]
+            if skip is not None:
+                grid_points = skipped(grid_points, lambda p: skip(base, p))
         df = run_sweep(point, grid_points, out, scheduler="serial" if args.serial else args.scheduler,
                        workers=args.workers, progress=not args.no_progress, desc=name,
                        point_timeout_s=args.point_timeout, force=args.force)

@@ -25,9 +25,19 @@ class InputWarning(UserWarning):
     the market, a GPU that is not the cluster's); the command line prints ``warning: <message>``."""
 
 
+class InputNote(InputWarning):
+    """What the program made of an input that a user may want to check (the fields a Hugging Face
+    config gave and the ones it assumed); the command line prints ``note: <message>``."""
+
+
 def warn(message: str) -> None:
     """Warn about an input (:class:`InputWarning`): Python shows each distinct message once."""
     warnings.warn(message, InputWarning, stacklevel=2)
+
+
+def note(message: str) -> None:
+    """Say what was made of an input (:class:`InputNote`), once per command on the command line."""
+    warnings.warn(message, InputNote, stacklevel=2)
 
 
 def number(value, field: str, *, integer: bool = False, low: float | None = None, high: float | None = None,
@@ -147,4 +157,5 @@ def _range_text(low, high, low_open, high_open) -> str:
     return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "arg", "choice", "did_you_mean", "number", "optional_number", "read_yaml", "yaml_load"]
+__all__ = ["InputError", "InputNote", "InputWarning", "arg", "choice", "did_you_mean", "note", "number", "optional_number", "read_yaml", "warn",
+           "yaml_load"]

@@ -16,7 +16,7 @@ def test_planner_ranks_candidates(tmp_path, capsys):
 
 def test_planner_says_when_nothing_fits(tmp_path, capsys):
     code = main(["plan", "--gpus", "16", "--model", "tiny-moe", "--topology", "h800-16", "--global-batch", "32",
-                 "--seq-len", "4194304", "--pp", "4", "--ep", "4", "--cp", "1", "--tp", "1", "--node-limit", "1", "--gemm-precision", "bf16",
+                 "--seq-len", "2097152", "--pp", "4", "--ep", "4", "--cp", "1", "--tp", "1", "--node-limit", "1", "--gemm-precision", "bf16",
                  "--memory-policy", "none", "--serial", "--out", str(tmp_path / "p.csv")])
     out = capsys.readouterr().out
     assert code == 1 and "No candidate can run on 16 h800 GPUs" in out

@@ -37,21 +37,39 @@ def test_run_errors(capsys, argv, pattern):
     assert code == 2 and pattern in err
 
 
-def test_a_scenario_file_reads_exponent_numbers_and_a_long_step_ends(tmp_path, capsys):
-    """``seq_len: 1e7`` is a number (YAML 1.2; PyYAML alone reads it as text and the field refused
-    it), and the step it makes, about 7,800 s in tiny's FLOPs model, ends: its pipeline sends' last bytes, due sooner than
-    the float clock can tick at that hour, once re-armed a timer at the same instant forever."""
-    import time
-
+def _tiny_with_seq_len(tmp_path, text):
     from sim.checks import yaml_load
-    from sim.limits import deadline
     from sim.moe.specs import PRESETS
     tiny = yaml_load((PRESETS / "scenarios.yaml").read_text())["tiny"]
-    text = "".join(f"{k}: {v}\n" for k, v in tiny.items() if k != "seq_len") + "seq_len: 1e7\n"
-    (tmp_path / "long.yaml").write_text(text)
+    (tmp_path / "long.yaml").write_text("".join(f"{k}: {v}\n" for k, v in tiny.items() if k != "seq_len")
+                                        + f"seq_len: {text}\n")
+    return str(tmp_path / "long.yaml")
+
+
+def test_a_sequence_past_the_stated_limit_is_refused_in_one_line(tmp_path, capsys):
+    """``seq_len: 1e7`` (a typo for 1e4, say) is refused with the limit and its reason, not run to a
+    step of hours; at the limit it is accepted."""
+    from sim.moe.specs import MAX_SEQ_LEN
+    assert main(["run", _tiny_with_seq_len(tmp_path, "1e7"), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "seq_len must be at most 2,097,152 tokens" in err and "10,000,000" in err and "Traceback" not in err
+    assert main(["run", _tiny_with_seq_len(tmp_path, MAX_SEQ_LEN), "--json"]) == 0
+
+
+def test_a_scenario_file_reads_exponent_numbers_and_a_long_step_ends(tmp_path, capsys, monkeypatch):
+    """``seq_len: 1e7`` is a number (YAML 1.2; PyYAML alone reads it as text and the field refused
+    it), and the step it makes (with the sequence limit lifted), about 7,800 s in tiny's FLOPs model, ends:
+    its pipeline sends' last bytes, due sooner than the float clock can tick at that hour, once re-armed
+    a timer at the same instant forever."""
+    import time
+
+    import sim.moe.specs
+    from sim.limits import deadline
+    monkeypatch.setattr(sim.moe.specs, "MAX_SEQ_LEN", 10 ** 8)
+    path = _tiny_with_seq_len(tmp_path, "1e7")
     start = time.perf_counter()
     with deadline(60):                      # the hang as an error, not a stuck suite
-        code = main(["run", str(tmp_path / "long.yaml"), "--schedule", "dualpipe", "--json"])
+        code = main(["run", path, "--schedule", "dualpipe", "--json"])
     js = json.loads(capsys.readouterr().out)
     assert code == 0 and 7000 < js["step_time_s"] < 9000
     assert time.perf_counter() - start < 30
@@ -69,3 +87,15 @@ def test_several_steps_show_a_progress_bar_when_asked(capsys):
     assert capsys.readouterr().err == ""
     run_scenario("tiny", ["1f1b"], progress=True)                   # one step: no bar
     assert capsys.readouterr().err == ""
+
+
+def test_an_moe_model_without_expert_parallelism_runs(tmp_path, capsys):
+    """EP 1 has no all-to-all: the computation-to-communication ratio is unbounded (null in the
+    JSON, left out of the text and the page), not a division by zero."""
+    args = ["run", "tiny", "--model", "qwen3-30b-a3b", "--pp", "1", "--ep", "1", "--dp", "1"]
+    assert main(args + ["--json"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["compute_comm_ratio"] is None and js["step_time_s"] > 0
+    assert main(args + ["--out", str(tmp_path / "r")]) == 0
+    assert "computation : communication" not in capsys.readouterr().out
+    assert (tmp_path / "r" / "index.html").is_file()

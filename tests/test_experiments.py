@@ -1,7 +1,9 @@
 """experiments/: sweep scripts, plots from CSV and the lesson table, end to end on small inputs."""
+import pytest
 import pandas as pd
 
 from experiments import bubble_vs_microbatches, lesson_exercises, plots
+from sim.moe.specs import load_scenario
 from sim.sweep import grid, run_sweep
 
 
@@ -102,22 +104,40 @@ def test_the_benchmark_refuses_bad_paths_in_one_line(tmp_path, capsys):
     assert "none.csv: no benchmark CSV there" in capsys.readouterr().err
 
 
-def test_sweeps_take_a_users_scenario_and_change_only_their_own_axis(tmp_path):
+def test_sweeps_take_a_users_scenario_and_change_only_their_own_axis(tmp_path, capsys):
     """sweep_ep --scenario: every point carries the scenario; EP is the one axis that moves (PP,
-    DP and micro-batches stay the scenario's), so an EP that does not divide DP is an error row
-    naming the rule, not a run of another layout; the figure draws what does not fit HBM hollow
-    and names the refused EP sizes."""
+    DP and micro-batches stay the scenario's), so an EP that does not divide a stage's GPUs or the
+    routed experts is skipped with one note naming the rule, not run in another layout; the
+    figure draws what does not fit HBM hollow."""
     from experiments import plots, sweep_ep
     out = tmp_path / "sweep"
-    assert sweep_ep.sweep_main("sweep_ep", sweep_ep.point, lambda: grid(ep=(4, 8), schedule=("1f1b",)), "doc",
-                               ["--out", str(out), "--serial", "--no-progress", "--scenario", "tiny"],
-                               scenario="deepseek-v3") == 0
+    assert sweep_ep.sweep_main("sweep_ep", sweep_ep.point, lambda: grid(ep=(4, 8, 3), schedule=("1f1b", "dualpipe")),
+                               "doc", ["--out", str(out), "--serial", "--no-progress", "--scenario", "tiny"],
+                               scenario="deepseek-v3", skip=sweep_ep.skip) == 0
+    err = capsys.readouterr().err
+    assert "note: skipped 2 points: EP 8 does not divide the 4 GPUs of a stage (TP x CP x DP) of tiny" in err
+    assert "note: skipped 2 points: EP 3 does not divide the 4 GPUs" in err
     df = pd.read_csv(out / "sweep_ep.csv")
-    assert list(df["scenario"]) == ["tiny", "tiny"] and list(df["status"]) == ["ok", "error"]
+    assert list(df["scenario"]) == ["tiny", "tiny"] and list(df["status"]) == ["ok", "ok"]
     assert (df.loc[0, "pp"], df.loc[0, "dp"], df.loc[0, "microbatches"]) == (4, 4, 8)
-    assert "RunSpec.ep (8) must divide dp (4)" in df.loc[1, "error"]
+    assert sweep_ep.skip(load_scenario("tiny", dp=12), {"ep": 3, "scenario": "t"}) == (
+        "EP 3 does not divide the 16 routed experts of t")
     plots.sweep_ep(df, tmp_path)
     assert (tmp_path / "sweep_ep.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("form", ["module", "file"])
+def test_the_scripts_run_from_any_folder(tmp_path, form):
+    """``python -m experiments.sweep_ep`` and ``python /path/to/experiments/sweep_ep.py`` work from a
+    folder outside the checkout (the package is installed with the simulator)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "experiments" / "sweep_ep.py"
+    argv = ["-m", "experiments.sweep_ep"] if form == "module" else [str(script)]
+    done = subprocess.run([sys.executable, *argv, "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "EP size 8 to 256" in done.stdout, done.stderr
 
 
 def test_an_unknown_sweep_scenario_is_one_line_before_any_point(tmp_path, capsys):

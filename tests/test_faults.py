@@ -165,7 +165,36 @@ def test_the_run_command_prints_what_the_faults_cost(capsys):
     assert "faults: GPU 5 1.5x slower, kernel jitter cv 0.02, node:n1/nic0 failed" in out
     assert "1f1b: the faults cost +" in out and "compute per replica" in out
     assert main(["run", "tiny", "--slow-gpu", "five:1.5"]) == 2
-    assert "--slow-gpu needs a GPU index" in capsys.readouterr().err
+    assert ("--slow-gpu: GPU must be a global GPU index or pp<rank>.dp<replica>[.tp<i>][.cp<i>] (e.g. pp3.dp5), "
+            "got 'five'") in capsys.readouterr().err
+
+
+def test_a_slow_gpu_is_addressed_by_its_place_in_the_layout():
+    """``pp<R>.dp<D>`` names the same GPU as its global index ``(R dp + D) tp cp`` and gives the
+    same step; tiny at PP2 x DP4: pp1.dp2 is GPU 6. A place outside the layout names the axis."""
+    run = load_scenario("tiny", schedule="1f1b", pp=2, dp=4, ep=4)
+    by_index = MoEStep(Scenario(run.with_(faults={"slow_gpus": {6: 1.5}}))).simulate()
+    by_place = MoEStep(Scenario(run.with_(faults={"slow_gpus": {"pp1.dp2": 1.5}}))).simulate()
+    other = MoEStep(Scenario(run.with_(faults={"slow_gpus": {"pp1.dp3": 1.5}}))).simulate()
+    assert by_place.step_time_s == by_index.step_time_s
+    assert by_place.ranks[1].replica_compute.max_replica == 2 and other.ranks[1].replica_compute.max_replica == 3
+    assert FaultSpec(slow_gpus={"pp1.dp2": 1.5}).describe() == "GPU pp1.dp2 1.5x slower"
+    with pytest.raises(FaultError, match=r"GPU 'pp2.dp0': pp 2 does not exist; this layout has pp 0..1"):
+        Scenario(run.with_(faults={"slow_gpus": {"pp2.dp0": 1.5}})).compute_factors()
+    with pytest.raises(FaultError, match=r"GPU must be a global GPU index or pp<rank>"):
+        FaultSpec(slow_gpus={"rank1": 1.5})
+
+
+def test_a_slow_member_of_a_tp_group_slows_its_group():
+    """A TP group computes at the pace of its slowest GPU: tiny with TP 2 at PP2 x DP2, the second
+    GPU of replica 1's group on rank 0 (pp0.dp1.tp1, GPU 3) slows that replica as its first GPU
+    does (GPU 2); a slow GPU outside the layout's groups changes nothing."""
+    run = load_scenario("tiny", schedule="1f1b", pp=2, dp=2, ep=2, tp=2, sequence_parallel=True)
+    first = MoEStep(Scenario(run.with_(faults={"slow_gpus": {2: 1.5}}))).simulate()
+    second = MoEStep(Scenario(run.with_(faults={"slow_gpus": {"pp0.dp1.tp1": 1.5}}))).simulate()
+    clean = MoEStep(Scenario(run), "full").simulate()
+    assert second.step_time_s == first.step_time_s > clean.step_time_s
+    assert second.ranks[0].replica_compute.max_replica == 1
 
 
 def test_the_run_command_takes_the_send_grid_of_jittered_runs(capsys):

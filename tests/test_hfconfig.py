@@ -306,3 +306,30 @@ def test_refusals_of_kinds_and_shared_experts_read_whole():
 def test_a_gpt2_config_without_dropout_fields_has_none():
     m = model_from_config({"model_type": "gpt2", "n_embd": 256, "n_layer": 3, "n_head": 8, "vocab_size": 500}, "g")
     assert m.dropout is False
+
+
+def test_the_reader_says_what_it_read_assumed_and_ignored(tmp_path, capsys):
+    """A user's config.json is announced in one note: the fields read, the defaults assumed (with
+    why) and the fields ignored; a shipped preset is not."""
+    from sim.cli import main
+    from sim.moe.hfconfig import read_fields
+    config = {"model_type": "llama", **COMMON, "rope_theta": 500000.0, "torch_dtype": "bfloat16"}
+    reading = read_fields(config, "config.json")
+    assert reading.read == ("model_type", "num_attention_heads", "hidden_size", "num_hidden_layers", "vocab_size",
+                            "intermediate_size")
+    assert reading.assumed == {"num_key_value_heads": "4 (the attention heads: no grouped-query attention)",
+                               "head_dim": "64 (hidden_size / num_attention_heads)"}
+    assert reading.ignored == ("rope_theta", "torch_dtype")
+    assert reading.summary("c.json") == (
+        "c.json: read 6 fields (model_type, num_attention_heads, hidden_size, num_hidden_layers, vocab_size, "
+        "intermediate_size); assumed num_key_value_heads = 4 (the attention heads: no grouped-query attention), "
+        "head_dim = 64 (hidden_size / num_attention_heads); ignored 2 (rope_theta, torch_dtype)")
+    gqa = read_fields({**config, "num_key_value_heads": 2, "head_dim": 32}, "x")
+    assert gqa.assumed == {} and "num_key_value_heads" in gqa.read and "head_dim" in gqa.read
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["run", "tiny", "--model", str(path), "--json"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {path}: read 6 fields" in err and "ignored 2 (rope_theta, torch_dtype)" in err
+    assert main(["run", "tiny", "--model", "qwen3-30b-a3b", "--json"]) == 0
+    assert "note:" not in capsys.readouterr().err

@@ -31,7 +31,7 @@ def test_more_gpus_than_the_topology_has_is_one_line_before_any_candidate():
 
 
 def test_memory_refusals_say_by_how_much():
-    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 4194304,
+    ok, refused = candidates(PlanRequest(**{**TINY, "pps": (4,), "eps": (4,), "memory_policy": "none", "seq_len": 2097152,
                                                    "cps": (1,)}))
     memory = [r for r in refused if "memory_gb" in r]
     assert ok == [] and memory and all("GB HBM" in r["reason"] and r["memory_gb"] > 80 for r in memory)

@@ -55,7 +55,11 @@ def test_the_recipe_line_and_warnings_read_whole():
     assert recipe_line(r) == (
         "simulated: tiny-moe on 8 h800 of h800-16 (PP2 x DP4, EP4); global batch 32 sequences x 512 tokens = "
         "0.0164M tokens (M=8 micro-batches of 1 per replica); GEMMs bf16, all-to-all wire fp8/bf16; memory policy "
-        "none, ZeRO-1; compute: kernels sm90, flash3; communication kernels ideal, communication measured")
+        "none, ZeRO-1; compute: kernels sm90, flash3; communication kernels ideal on 20 SMs, communication measured; "
+        "routing balanced (every expert its expected share)")
+    skewed = recipe(load_scenario("tiny", routing_skew=1.2, routing_seed=7, comm_sms=24))
+    assert recipe_line(skewed).endswith("communication kernels ideal on 24 SMs, communication measured; routing skewed "
+                                        "1.2 (Zipf-like expert popularity, seed 7)")
     assert "compute:" not in recipe_line(recipe(load_scenario("tiny")))
     assert recipe_warnings(r, mfu=0.75) == [
         "the layout uses 8 of the 16 GPUs of topology 'h800-16' (PP2 x DP4); the rest stay idle and carry no traffic",

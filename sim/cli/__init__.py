@@ -94,11 +94,12 @@ def guarded(call) -> int:
 
 @contextlib.contextmanager
 def input_warnings_shown():
-    """Within: each :class:`~sim.checks.InputWarning` printed as ``warning: <message>`` on stderr,
-    once per command however often it is raised; other warnings as Python shows them."""
+    """Within: each :class:`~sim.checks.InputWarning` printed as ``warning: <message>`` on stderr
+    (an :class:`~sim.checks.InputNote` as ``note: <message>``), once per command however often it
+    is raised; other warnings as Python shows them."""
     import warnings
 
-    from ..checks import InputWarning
+    from ..checks import InputNote, InputWarning
     shown, seen = warnings.showwarning, set()
 
     def show(message, category, filename, lineno, file=None, line=None):
@@ -106,7 +107,7 @@ def input_warnings_shown():
             shown(message, category, filename, lineno, file, line)
         elif str(message) not in seen:
             seen.add(str(message))
-            print(f"warning: {message}", file=sys.stderr)
+            print(f"{'note' if issubclass(category, InputNote) else 'warning'}: {message}", file=sys.stderr)
     with warnings.catch_warnings():          # restores the filters and showwarning after
         warnings.simplefilter("always", InputWarning)      # our own once-per-command, not Python's
         warnings.showwarning = show

@@ -185,11 +185,12 @@ def fault_overrides(args) -> dict | None:
     """The ``faults`` mapping (:mod:`sim.moe.faults`) the fault flags give, or ``None`` for none."""
     faults: dict = {}
     if args.slow_gpu:
+        from ..moe.faults import FaultError, slow_gpu_key
         slow = [_pair(t, ":", "--slow-gpu") for t in args.slow_gpu]
         try:
-            faults["slow_gpus"] = {int(g): f for g, f in slow}
-        except ValueError:
-            raise InputError(f"--slow-gpu needs a GPU index before ':', got {args.slow_gpu!r}") from None
+            faults["slow_gpus"] = {slow_gpu_key(g): f for g, f in slow}
+        except FaultError as exc:
+            raise InputError(f"--slow-gpu: {exc}".replace("faults.slow_gpus ", "")) from None
     if args.slow_fraction is not None:
         faults["slow_fraction"] = args.slow_fraction
         faults["slow_factor"] = args.slow_factor
@@ -261,7 +262,9 @@ def add_arguments(p) -> None:
                         "step (clipping, overflow check); bypass: Zero Bubble's post-validation, no wait")
     g = p.add_argument_group("stragglers and faults (docs/model.md: Stragglers and faults; every rank simulated)")
     g.add_argument("--slow-gpu", action="append", metavar="GPU:FACTOR",
-                   help="GPU (global index) whose compute runs FACTOR (>= 1) times longer; repeatable")
+                   help="GPU whose compute runs FACTOR (>= 1) times longer: a global index (12:1.5) or its place, "
+                        "pipeline rank and data-parallel replica (pp3.dp5:1.5; .tp1 or .cp1 after it for one GPU "
+                        "of a TP x CP group); repeatable")
     g.add_argument("--slow-fraction", type=arg(low=0, high=1), help="fraction of GPUs drawn at random to slow down")
     g.add_argument("--slow-factor", type=arg(low=1, high=1000), default=1.2,
                    help="slowdown of the --slow-fraction GPUs (default 1.2)")

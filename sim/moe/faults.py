@@ -3,9 +3,12 @@
 A :class:`FaultSpec` (``RunSpec.faults``: a mapping in a scenario YAML, or the ``run`` command's
 ``--slow-gpu``, ``--slow-fraction``, ``--jitter``, ``--degrade-link``, ``--fail-link``) says
 
-* ``slow_gpus``: ``{GPU index: factor}``, each listed GPU's compute parts last ``factor`` (>= 1)
+* ``slow_gpus``: ``{GPU: factor}``, each listed GPU's compute parts last ``factor`` (>= 1)
   times longer (a throttled clock); ``slow_fraction`` of the other GPUs, drawn with ``seed``, are
-  slowed by ``slow_factor``;
+  slowed by ``slow_factor``. A GPU is a global index, or its place in the layout in Megatron's
+  names, ``pp<R>.dp<D>`` (pipeline rank R of data-parallel replica D; ``.tp<T>`` and ``.cp<C>``
+  after it pick one GPU of that rank's TP x CP group, else its first). A TP x CP group computes at
+  the pace of its slowest GPU (its collectives wait for it), so any slow member slows the group;
 * ``jitter_cv``: every compute part on every GPU lasts ``x`` times its time, ``x`` drawn per part,
   GPU and op from a log-normal distribution of mean 1 and coefficient of variation ``jitter_cv``
   (``sigma^2 = ln(1 + cv^2)``, ``mu = -sigma^2 / 2``), from ``seed``: the same seed, the same step;
@@ -30,6 +33,7 @@ the symmetry that lets one pipeline stand for all.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,6 +60,20 @@ class FaultError(InputError):
 SEND_GRID_S = 1e-3
 MAX_SEND_GRID_S = 1e-2
 MIN_LINK_FACTOR = 1e-3   # a degraded link keeps at least this share of its bandwidth (0: failed)
+GPU_PLACE = re.compile(r"pp(\d+)\.dp(\d+)(?:\.tp(\d+))?(?:\.cp(\d+))?")
+GPU_FORMS = "a global GPU index or pp<rank>.dp<replica>[.tp<i>][.cp<i>] (e.g. pp3.dp5)"
+
+
+def slow_gpu_key(value):
+    """A ``slow_gpus`` key as given: a GPU index (an ``int``; digits in text too) or a layout place
+    ``pp<R>.dp<D>[.tp<T>][.cp<C>]`` (text), or a :class:`FaultError` naming the forms allowed."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, str):
+        if GPU_PLACE.fullmatch(value.strip()):
+            return value.strip()
+        raise FaultError(f"faults.slow_gpus GPU must be {GPU_FORMS}, got {value!r}")
+    return number(value, "faults.slow_gpus GPU index", integer=True, low=0, high=10_000_000, error=FaultError)
 
 
 @dataclass(frozen=True)
@@ -69,9 +87,9 @@ class FaultSpec:
     send_grid_s: float = SEND_GRID_S   # under jitter, pipeline sends start on this grid (0: exact)
 
     def __post_init__(self):
-        slow = _pairs(self.slow_gpus, "faults.slow_gpus must map GPU indices to factors >= 1")
-        pairs = tuple((number(g, "faults.slow_gpus GPU index", integer=True, low=0, high=10_000_000, error=FaultError),
-                       number(f, f"faults.slow_gpus factor of GPU {g}", low=1, high=1000, error=FaultError))
+        slow = _pairs(self.slow_gpus, f"faults.slow_gpus must map GPUs ({GPU_FORMS}) to factors >= 1")
+        pairs = tuple((slow_gpu_key(g), number(f, f"faults.slow_gpus factor of GPU {g}", low=1, high=1000,
+                                               error=FaultError))
                       for g, f in slow)
         object.__setattr__(self, "slow_gpus", pairs)
         number(self.slow_fraction, "faults.slow_fraction", low=0, high=1, error=FaultError)
@@ -126,11 +144,13 @@ class FaultSpec:
         return ", ".join(parts) + (f" (seed {self.seed})" if self.slow_fraction or self.jitter_cv else "")
 
     # -- GPUs -------------------------------------------------------------------------------------
-    def compute_factors(self, n_gpus: int) -> np.ndarray:
-        """Each GPU's compute slowdown (1 = healthy)."""
+    def compute_factors(self, n_gpus: int, layout=None) -> np.ndarray:
+        """Each GPU's compute slowdown (1 = healthy); ``layout`` (a :class:`~sim.moe.layout.Layout`)
+        places the ``pp<R>.dp<D>`` GPUs."""
         out = np.ones(n_gpus)
         listed = set()
-        for g, f in self.slow_gpus:
+        for key, f in self.slow_gpus:
+            g = key if isinstance(key, int) else _placed_gpu(key, layout)
             if g >= n_gpus:
                 raise FaultError(f"faults.slow_gpus: GPU {g} does not exist; this run has GPUs 0..{n_gpus - 1}")
             out[g] = f
@@ -180,6 +200,20 @@ class FaultSpec:
         g.graph["name"] = f"{graph.graph.get('name', 'topology')}+faults"
         g.graph["faults"] = self.links
         return g
+
+
+def _placed_gpu(key: str, layout) -> int:
+    """The global index of the GPU at layout place ``key`` (``pp3.dp5.tp1``)."""
+    from .layout import Coordinates
+    if layout is None:
+        raise FaultError(f"faults.slow_gpus: GPU {key!r} is a place in a layout; give a global GPU index here")
+    pp, dp, tp, cp = (int(x) if x is not None else 0 for x in GPU_PLACE.fullmatch(key).groups())
+    for name, value, size in (("pp", pp, layout.pp), ("dp", dp, layout.dp), ("tp", tp, layout.tp),
+                              ("cp", cp, layout.cp)):
+        if value >= size:
+            raise FaultError(f"faults.slow_gpus: GPU {key!r}: {name} {value} does not exist; this layout has "
+                             f"{name} 0..{size - 1}")
+    return layout.gpu_at(Coordinates(tp, cp, dp, pp))
 
 
 def _pairs(value, message: str) -> list[tuple]:

@@ -40,6 +40,7 @@ attention (linear attention, costed as full causal attention). A ``model_type`` 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks import InputError, number
@@ -83,16 +84,30 @@ def model_name(path: str | Path) -> str:
 
 
 class _Fields:
-    """Reads the fields of one config, each refusal naming the file and the field."""
+    """Reads the fields of one config, each refusal naming the file and the field; remembers the
+    fields it read and the defaults it assumed (:class:`ConfigReading`)."""
 
     def __init__(self, config: dict, where: str):
         self.config, self.where = config, where
+        self.read: list[str] = []
+        self.assumed: dict[str, str] = {}
+
+    def get(self, field: str):
+        """The raw value of ``field`` (``None`` when absent), noted as read when present."""
+        value = self.config.get(field)
+        if value is not None and field not in self.read:
+            self.read.append(field)
+        return value
+
+    def assume(self, field: str, value, why: str = "") -> None:
+        self.assumed[field] = f"{value}{f' ({why})' if why else ''}"
 
     def size(self, field: str, default=None, low: int = 1) -> int:
         """A whole number >= ``low`` (``default`` when the field is absent or null, if given)."""
-        value = self.config.get(field)
+        value = self.get(field)
         if value is None:
             if default is not None:
+                self.assume(field, default)
                 return default
             kind = self.config.get("model_type")
             raise ModelConfigError(f"{self.where}: field {field!r} is missing; the chunk model needs it for "
@@ -100,32 +115,65 @@ class _Fields:
         return number(value, f"{self.where}: {field}", integer=True, low=low, high=MAX_SIZE, error=ModelConfigError)
 
     def rate(self, field: str) -> float:
-        value = self.config.get(field)
+        value = self.get(field)
         return 0.0 if value is None else number(value, f"{self.where}: {field}", low=0, high=1,
                                                 error=ModelConfigError)
 
 
-def config_fields(config: dict, where: str) -> dict:
+@dataclass(frozen=True)
+class ConfigReading:
+    """What was made of one config: the :class:`~sim.moe.specs.ModelSpec` ``fields``, the config
+    fields ``read``, the defaults ``assumed`` (field -> value used) and the fields ``ignored``."""
+    fields: dict
+    read: tuple
+    assumed: dict
+    ignored: tuple
+
+    def summary(self, where: str) -> str:
+        """One line: ``<where>: read 9 fields (...); assumed ...; ignored 17 (...)``."""
+        assumed = "; assumed " + ", ".join(f"{k} = {v}" for k, v in self.assumed.items()) if self.assumed else ""
+        ignored = f"; ignored {len(self.ignored)} ({', '.join(self.ignored)})" if self.ignored else "; ignored none"
+        return f"{where}: read {len(self.read)} fields ({', '.join(self.read)}){assumed}{ignored}"
+
+
+def read_fields(config: dict, where: str) -> ConfigReading:
     """The :class:`~sim.moe.specs.ModelSpec` fields (all but ``name`` and ``source``) of a Hugging
-    Face config (a dict; see the module's table); ``where`` names it in every refusal."""
-    kind = config.get("model_type")
+    Face config (a dict; see the module's table) and what was read, assumed and ignored; ``where``
+    names it in every refusal."""
+    f = _Fields(config, where)
+    fields_ = _spec_fields(f, config, where)
+    ignored = tuple(sorted(k for k in config if k not in f.read))
+    return ConfigReading(fields_, tuple(f.read), dict(f.assumed), ignored)
+
+
+def config_fields(config: dict, where: str) -> dict:
+    """The :class:`~sim.moe.specs.ModelSpec` fields of a Hugging Face config (:func:`read_fields`)."""
+    return read_fields(config, where).fields
+
+
+def _spec_fields(f: _Fields, config: dict, where: str) -> dict:
+    kind = f.get("model_type")
     if kind not in MODEL_TYPES:
         raise ModelConfigError(f"{where}: model_type {kind!r} is not one the chunk model can cost; supported: "
                                f"{', '.join(MODEL_TYPES)}")
-    f = _Fields(config, where)
     if kind == "gpt2":
         return _gpt2(f, where)
     heads = f.size("num_attention_heads")
     hidden = f.size("hidden_size")
-    spec = dict(layers=f.size("num_hidden_layers"), hidden=hidden, heads=heads, vocab=f.size("vocab_size"),
-                kv_heads=f.size("num_key_value_heads", heads))
-    if "head_dim" in config and config["head_dim"] is not None:
+    spec = dict(layers=f.size("num_hidden_layers"), hidden=hidden, heads=heads, vocab=f.size("vocab_size"))
+    spec["kv_heads"] = f.size("num_key_value_heads", heads)
+    if "num_key_value_heads" in f.assumed:
+        f.assume("num_key_value_heads", heads, "the attention heads: no grouped-query attention")
+    if kind in ("deepseek_v2", "deepseek_v3"):
+        pass                                        # MLA: the head sizes are its own fields
+    elif f.get("head_dim") is not None:
         spec["head_dim"] = f.size("head_dim")
     elif hidden % heads:
         raise ModelConfigError(f"{where}: no head_dim, and hidden_size {hidden} is not a multiple of "
                                f"num_attention_heads {heads}: give head_dim")
     else:
         spec["head_dim"] = hidden // heads
+        f.assume("head_dim", hidden // heads, "hidden_size / num_attention_heads")
     if kind in DENSE_TYPES:
         spec.update(dense_layers=spec["layers"], dense_intermediate=f.size("intermediate_size"))
     elif kind in ("mixtral", "gpt_oss"):
@@ -144,7 +192,7 @@ def _qwen_moe(f: _Fields, config: dict, kind: str, layers: int) -> dict:
         raise ModelConfigError(f"{f.where}: decoder_sparse_step {config['decoder_sparse_step']} (an MoE layer every "
                                "few layers) cannot be costed: the chunk model has dense layers only before the MoE "
                                "layers; allowed: 1")
-    dense = config.get("mlp_only_layers") or []
+    dense = f.get("mlp_only_layers") or []
     if not isinstance(dense, list) or sorted(dense) != list(range(len(dense))):
         raise ModelConfigError(f"{f.where}: mlp_only_layers {dense!r} cannot be costed: the chunk model has dense "
                                "layers only before the MoE layers (allowed: [0, 1, ..., k-1])")
@@ -197,12 +245,12 @@ def _gpt2(f: _Fields, where: str) -> dict:
 def _not_costed(f: _Fields, config: dict, kind: str, layers: int) -> tuple:
     """What the model has that the chunk model does not cost, one phrase each."""
     out = []
-    types = config.get("layer_types")
-    window = config.get("sliding_window")
+    types = f.get("layer_types")
+    window = f.get("sliding_window")
     if types is not None and not (isinstance(types, list) and len(types) == layers):
         raise ModelConfigError(f"{f.where}: layer_types must list one entry per layer ({layers}), got {types!r}")
     sliding = sum(t == "sliding_attention" for t in types) if types else (layers if window else 0)
-    if window and sliding and config.get("use_sliding_window", True):
+    if window and sliding and f.get("use_sliding_window") is not False:
         out.append(f"sliding-window attention (window {window}) on {sliding} of {layers} layers, costed as full "
                    "causal attention")
     other = sorted({t for t in types or [] if t not in ("full_attention", "sliding_attention")})
@@ -214,4 +262,5 @@ def _not_costed(f: _Fields, config: dict, kind: str, layers: int) -> tuple:
     return tuple(out)
 
 
-__all__ = ["MODEL_TYPES", "ModelConfigError", "config_fields", "model_name", "read_config"]
+__all__ = ["MODEL_TYPES", "ConfigReading", "ModelConfigError", "config_fields", "model_name", "read_config",
+           "read_fields"]

@@ -1,5 +1,6 @@
 """What a run simulated, computed from its spec, not from its free-text description: the layout,
-the batch, the number formats, the memory policy, the kernels and the communication mode.
+the batch, the number formats, the memory policy, the compute and communication kernels (with the
+SMs the communication holds), the communication mode and the routing.
 
 ``python -m sim run`` and ``python -m sim plan`` print it (:func:`recipe_line`), put it in
 ``--json`` and in their CSV, so a reader sees which assumptions stand behind a step time or an MFU.
@@ -28,7 +29,8 @@ def recipe(run: RunSpec, topology_gpus: int | None = None, compute: str = "") ->
            "global_batch_tokens": sequences * run.seq_len, "gemm_precision": run.gemm_precision,
            "dispatch_precision": run.dispatch_precision, "combine_precision": run.combine_precision,
            "memory_policy": run.memory_policy, "zero_stage": run.zero_stage, "kernels": spec_label(run.kernels),
-           "communication": run.communication}
+           "communication": run.communication, "comm_sms": run.comm_sms, "routing_skew": run.routing_skew,
+           "routing_seed": run.routing_seed}
     if compute:
         out["compute"] = compute
     if topology_gpus is not None:
@@ -46,7 +48,16 @@ def recipe_line(r: dict) -> str:
             f"EP{r['ep']}{etp}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
             f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}; "
             + (f"compute: {r['compute']}; " if r.get("compute") else "")
-            + f"communication kernels {r['kernels']}, communication {r['communication']}")
+            + f"communication kernels {r['kernels']} on {r['comm_sms']} SMs, communication {r['communication']}; "
+            + routing_text(r))
+
+
+def routing_text(r: dict) -> str:
+    """``routing balanced (every expert its expected share)`` or ``routing skewed 1.2 (Zipf-like, seed 0)``."""
+    skew = float(r.get("routing_skew", 0) or 0)
+    if not skew:
+        return "routing balanced (every expert its expected share)"
+    return f"routing skewed {skew:g} (Zipf-like expert popularity, seed {int(r.get('routing_seed', 0) or 0)})"
 
 
 def layout_label(r: dict) -> str:
@@ -83,4 +94,5 @@ def recipe_warnings(r: dict, mfu: float | None = None, gemm_efficiency: float | 
     return [w for w in (idle, high) if w]
 
 
-__all__ = ["MFU_BOUND", "idle_warning", "layout_label", "mfu_warning", "recipe", "recipe_line", "recipe_warnings"]
+__all__ = ["MFU_BOUND", "idle_warning", "layout_label", "mfu_warning", "recipe", "recipe_line", "recipe_warnings",
+           "routing_text"]

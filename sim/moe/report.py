@@ -264,5 +264,6 @@ def write_outputs(results: list[StepResult], stem: str, folder: str | Path, titl
     if timelines:
         timeline = pd.concat(timelines, ignore_index=True)
         write_csv_atomic(timeline[["schedule", *timelines[0].columns[:-1]]], folder / f"{stem}_link_timeline.csv")
+    if timelines and not timeline.empty:             # one GPU, no EP, PP or DP: no link carried anything
         plot_link_timeline(timeline, folder / "figures" / f"{stem}_link_timeline.png",
                            title=f"{title}: busiest links of the step fabric")

@@ -61,6 +61,15 @@ class GroupStats:
         return cls(*(np.zeros(n) for _ in range(7)))
 
 
+def group_factors(per_gpu: np.ndarray, layout, rank: int) -> np.ndarray:
+    """Per data-parallel replica of pipeline rank ``rank``: the largest slowdown of ``per_gpu``
+    (one per GPU, :meth:`sim.moe.faults.FaultSpec.compute_factors`) over that replica's TP x CP
+    GPUs, which wait for one another at every collective."""
+    mp, dp = layout.model_parallel, layout.dp
+    start = rank * dp * mp
+    return per_gpu[start:start + dp * mp].reshape(dp, mp).max(axis=1)
+
+
 class GroupRunner:
     """The OpRunner of the pipelines ``replicas`` (data-parallel indices), run in lockstep; their
     all-to-alls are collectives of EP group ``group``.
@@ -108,9 +117,10 @@ class GroupRunner:
         self._reshard = layer_collectives is None or layer_collectives.sc.run.reshard_after_forward
         self._model_parallel = model_parallel             # TP and CP collectives' seconds
         self._mp_parts = mp_parts                         # which TP and CP parts the ops carry
-        # Faults (sim.moe.faults): each replica's GPU's compute slowdown per rank, kernel jitter.
+        # Faults (sim.moe.faults): each replica's compute slowdown per rank (its TP x CP group at
+        # the pace of its slowest GPU), kernel jitter.
         self._factor = None if compute_factors is None else {
-            r: compute_factors[layout.gpus_of(r, self.replicas)] for r in range(pp)}
+            r: group_factors(compute_factors, layout, r)[self.replicas] for r in range(pp)}
         self._jitter = faults if faults is not None and faults.jitter_cv else None
         self._send_grid = faults.sends_on_grid_s if faults is not None else 0.0   # jitter: sends on a grid
         self._grids: dict[tuple[int, int], float] = {}  # per pair of ranks (see _grid)

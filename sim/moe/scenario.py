@@ -186,7 +186,7 @@ class Scenario:
         f = self.run.faults
         if f is None or not (f.slow_gpus or f.slow_fraction):
             return None
-        return f.compute_factors(len(self.graph.graph["gpus"]))
+        return f.compute_factors(len(self.graph.graph["gpus"]), self.layout)
 
 
 __all__ = ["Scenario"]

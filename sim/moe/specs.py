@@ -171,6 +171,10 @@ PRECISION_BYTES = {"fp8": 1, "bf16": 2}       # on the wire (dispatch, combine)
 GEMM_PRECISIONS = ("bf16", "fp8", "mxfp8")    # GEMMs: BF16; FP8 as DeepSeek-V3 (1x128 tiles); MXFP8 (Blackwell)
 MIN_EFFICIENCY = 1e-3                 # a kernel at under 0.1% of the GPU's peak is a typo, not a measurement
 MAX_TOKENS_PER_MICROBATCH = 10 ** 9   # the all-to-all traffic model's limit (sim.network.traffic)
+# Tokens per sequence: twice the longest context any public report trains at (MiniMax-01, arXiv:2501.08313,
+# trains at 1M tokens); past it the attention and memory models are extrapolations, and a typo such as
+# seq_len: 1e7 would otherwise run to a step of days.
+MAX_SEQ_LEN = 2 ** 21
 MAX_BYTES_PER_PARAMETER = 64.0        # weights, gradients or optimizer state: FP64 Adam is 24
 
 
@@ -351,6 +355,9 @@ class RunSpec:
         number(self.kernel_launch_us, "RunSpec.kernel_launch_us (microseconds)", low=0, high=1e4, error=SpecError)
         if self.compute_kernels is not None and not isinstance(self.compute_kernels, str):
             raise SpecError(f"RunSpec.compute_kernels must be a YAML file path, got {self.compute_kernels!r}")
+        if self.seq_len > MAX_SEQ_LEN:
+            raise SpecError(f"RunSpec.seq_len must be at most {MAX_SEQ_LEN:,} tokens (twice the longest context "
+                            f"trained in public reports, 1M), got {self.seq_len:,}")
         if self.microbatch_size * self.seq_len > MAX_TOKENS_PER_MICROBATCH:
             raise SpecError(f"RunSpec.microbatch_size x seq_len (tokens per micro-batch) must be at most "
                             f"{MAX_TOKENS_PER_MICROBATCH:,}, got {self.microbatch_size:,} x {self.seq_len:,}")
@@ -507,21 +514,27 @@ def warn_gpu_mismatch(gpu, topology, own: str | None) -> None:
              f"{gpu}'s compute and memory on that cluster's network (--gpu {own} for its own)")
 
 
-def model_from_config(config: dict, name: str, where: str = "config.json") -> ModelSpec:
-    """The :class:`ModelSpec` of a Hugging Face config (a dict, :func:`sim.moe.hfconfig.config_fields`);
-    a refusal names ``where`` (:class:`~sim.moe.hfconfig.ModelConfigError`)."""
-    from .hfconfig import ModelConfigError, config_fields
-    fields_ = config_fields(config, where)
+def model_from_config(config: dict, name: str, where: str = "config.json", announce: bool = False) -> ModelSpec:
+    """The :class:`ModelSpec` of a Hugging Face config (a dict, :func:`sim.moe.hfconfig.read_fields`);
+    a refusal names ``where`` (:class:`~sim.moe.hfconfig.ModelConfigError`). With ``announce``, a
+    note (:func:`~sim.checks.note`) says which fields were read, assumed and ignored."""
+    from ..checks import note
+    from .hfconfig import ModelConfigError, read_fields
+    reading = read_fields(config, where)
     try:
-        return ModelSpec(name=name, **fields_, source=where)
+        spec = ModelSpec(name=name, **reading.fields, source=where)
     except SpecError as exc:
         raise ModelConfigError(f"{where}: {exc}") from None
+    if announce:
+        note(reading.summary(where))
+    return spec
 
 
-def load_config_model(path: str | Path, name: str | None = None) -> ModelSpec:
-    """The :class:`ModelSpec` of the ``config.json`` at ``path``, named ``name`` or by its folder."""
+def load_config_model(path: str | Path, name: str | None = None, announce: bool = True) -> ModelSpec:
+    """The :class:`ModelSpec` of the ``config.json`` at ``path``, named ``name`` or by its folder;
+    ``announce``: note what was read, assumed and ignored (not for the shipped presets)."""
     from .hfconfig import model_name, read_config
-    return model_from_config(read_config(path), name or model_name(path), str(path))
+    return model_from_config(read_config(path), name or model_name(path), str(path), announce)
 
 
 def _inline(cls, value, kind: str):
@@ -549,7 +562,7 @@ def load_model(name: str) -> ModelSpec:
         return _from_mapping(ModelSpec, name, {**presets[name], "source": f"preset {name}"}, "model")
     shipped = PRESETS / "models" / f"{name}.json"
     if shipped.is_file():
-        return load_config_model(shipped, name)
+        return load_config_model(shipped, name, announce=False)
     if _is_file(name, (".json",)):
         return load_config_model(name)
     if _is_file(name, (".yaml", ".yml")):

@@ -345,7 +345,7 @@ class MoEStep:
             d, c = self.comm.time("dispatch", 0, 0), self.comm.time("combine", 0, 0)
             layers = [c_ for c_ in sc.chunk.stage_layers[moe_stage] if c_.moe]
             compute = sum(l.forward for l in layers)
-            ratio = compute / (len(layers) * (d + c))
+            ratio = compute / (len(layers) * (d + c)) if d + c > 0 else float("inf")   # EP 1: no all-to-all
         else:
             d = c = 0.0
             ratio = float("inf")
