@@ -14,6 +14,9 @@ limit              default     what it counts (flag that raises it)
 ``max_graph_nodes`` 1,000,000  nodes of a topology graph (``--max-nodes``)
 ``max_draws``      10 ** 10    expert scores drawn by one sample of skewed routing: GPUs x tokens
                                x experts, about 80 million per second (``--max-draws``)
+``max_memory_gb``  0           GB of memory a step's processes may need, estimated from the
+                               topology graph's nodes (:func:`run_memory_gb`); 0: what the machine
+                               has available (``--max-memory-gb``)
 =================  ==========  ===============================================================
 
 The limits are process-wide (:func:`current`, changed for a block with :func:`raised`). A
@@ -37,10 +40,17 @@ class Limits:
     max_parts: int = 20_000_000
     max_graph_nodes: int = 1_000_000
     max_draws: int = 10_000_000_000
+    max_memory_gb: int = 0              # 0: the memory this machine has available when the check runs
 
 
 FLAGS = {"max_ops": "--max-ops", "max_parts": "--max-parts", "max_graph_nodes": "--max-nodes",
-         "max_draws": "--max-draws"}
+         "max_draws": "--max-draws", "max_memory_gb": "--max-memory-gb"}
+# The memory (GB) a step on a cluster takes, all its processes together, grows with the topology
+# graph's nodes (the graph, the link table, the routes of every EP group and DP ring): measured with
+# ``python -m tools.benchmark --only scale`` (DeepSeek-V3, DualPipe, representative mode, 2 worker
+# processes): 1.7 GB at 70,720 graph nodes (32,768 GPUs), 3.5 GB at 280,696 (131,072 GPUs).
+MEMORY_BASE_GB = 1.0
+MEMORY_GB_PER_GRAPH_NODE = 9e-6
 _current = Limits()
 
 
@@ -77,6 +87,38 @@ def check(limit: str, estimate: float, what: str) -> None:
                        f"the limit of {allowed:,}; raise it with {FLAGS[limit]} N if you mean it")
 
 
+def run_memory_gb(graph_nodes: int) -> float:
+    """Estimated peak memory (GB) of a representative step on a topology of ``graph_nodes`` nodes:
+    :data:`MEMORY_BASE_GB` + :data:`MEMORY_GB_PER_GRAPH_NODE` per node (every rank needs more)."""
+    return MEMORY_BASE_GB + MEMORY_GB_PER_GRAPH_NODE * graph_nodes
+
+
+def available_gb() -> float:
+    """The memory (GB) this machine has available now (``psutil``; else physical pages free)."""
+    try:
+        import psutil
+        return psutil.virtual_memory().available / 2**30
+    except ImportError:                  # pragma: no cover - psutil comes with dask.distributed
+        import os
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def check_memory(graph_nodes: int, what: str) -> None:
+    """Raise :class:`TooLarge`, one line with the estimate and what to change, when a run on a
+    topology of ``graph_nodes`` nodes needs more memory (:func:`run_memory_gb`) than ``max_memory_gb``
+    or, when that is 0, than this machine has available: said before anything is built, instead of
+    the process being killed when memory runs out."""
+    allowed = _current.max_memory_gb
+    budget = allowed or available_gb()
+    need = run_memory_gb(graph_nodes)
+    if need > budget:
+        where = f"the limit of {allowed:,} GB" if allowed else f"the {budget:.1f} GB this machine has available"
+        raise TooLarge(f"{what} needs about {need:.1f} GB of memory for one step ({graph_nodes:,} graph nodes), over "
+                       f"{where}: run it on a machine with more memory (--mode representative and --workers 1 use "
+                       f"the least), spread a sweep over a Dask cluster (--scheduler tcp://HOST:8786), or raise the "
+                       f"limit with {FLAGS['max_memory_gb']} N if you mean it")
+
+
 def schedule_ops(pp: int, microbatches: int, chunks: int | None = None) -> int:
     """Upper bound on a schedule's simple ops: F, I and W of every (micro-batch, stage), with
     ``S = P * max(v, 2)`` stages (V-shaped schedules have 2P)."""
@@ -111,5 +153,6 @@ def check_deadline() -> None:
         raise DeadlineExceeded("the run went past its time limit")
 
 
-__all__ = ["DeadlineExceeded", "FLAGS", "Limits", "TooLarge", "check", "check_deadline", "current", "deadline",
+__all__ = ["DeadlineExceeded", "FLAGS", "Limits", "MEMORY_BASE_GB", "MEMORY_GB_PER_GRAPH_NODE", "TooLarge",
+           "available_gb", "check", "check_deadline", "check_memory", "current", "deadline", "run_memory_gb",
            "raised", "schedule_ops", "step_parts"]

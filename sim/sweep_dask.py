@@ -62,12 +62,13 @@ def run_on_dask(fn, todo: list[dict], table: SweepTable, scheduler: str | None, 
 
 def local_cluster(workers: int | None = None):
     """An embedded Dask cluster of ``workers`` processes (default one per core), one thread each,
-    a failed task retried :data:`RETRIES` times; the caller closes it (or uses it as a context)."""
+    a failed task retried :data:`RETRIES` times, each worker ending with this process if it dies
+    (:mod:`sim.orphans`); the caller closes it (or uses it as a context)."""
     import dask
     from dask.distributed import LocalCluster
     with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
         return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                            dashboard_address=None)
+                            dashboard_address=None, preload=["sim.orphans"])   # workers end with this process
 
 
 def refused_at_once(scheduler: str, table: SweepTable) -> None:

@@ -1,6 +1,9 @@
 """sim.network.links: routes (shortest, deterministic ECMP, GPU relays only when forced), pickling."""
 import pickle
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import pytest
 import simpy
 
@@ -176,3 +179,60 @@ def test_a_route_that_can_only_relay_over_nvlink_through_a_gpu_takes_it():
     links = LinkTable(g)
     path, latency = links.route(0, 1)
     assert [links.link_name(link) for link in path] == ["a->c", "c->b"] and latency == pytest.approx(3e-6)
+
+
+def random_cluster(seed: int, gpus: int, switches: int, extra_edges: int):
+    """A random connected graph of GPUs and switches (a spanning tree plus extra edges)."""
+    import random
+
+    import networkx as nx
+    rng = random.Random(seed)
+    g = nx.Graph(gpus=[f"g{i}" for i in range(gpus)])
+    nodes = [f"g{i}" for i in range(gpus)] + [f"s{i}" for i in range(switches)]
+    for name in nodes:
+        g.add_node(name, type="gpu" if name[0] == "g" else "switch")
+    order = nodes[:]
+    rng.shuffle(order)
+    for i in range(1, len(order)):
+        g.add_edge(order[i], order[rng.randrange(i)], bandwidth=1e9, latency=1e-6, kind=rng.choice(["nvlink", "ib"]))
+    for _ in range(extra_edges):
+        a, b = rng.sample(nodes, 2)
+        g.add_edge(a, b, bandwidth=2e9, latency=1e-6, kind="ib")
+    return g
+
+
+@given(seed=st.integers(0, 10_000), gpus=st.integers(2, 70), switches=st.integers(0, 12),
+       extra=st.integers(0, 40))
+@settings(max_examples=40, deadline=None)
+def test_distances_and_routes_match_networkx_on_random_graphs(seed, gpus, switches, extra):
+    """The distances found one GPU at a time and 64 at a time (sim.network.links) are networkx's
+    shortest path lengths; every route is a shortest path of links that exist, the same whichever
+    way it was found (one by one, all together, after the distance cache dropped everything)."""
+    import networkx as nx
+
+    from sim.network import links as links_module
+    g = random_cluster(seed, gpus, switches, extra)
+    table = LinkTable(g)
+    index = {n: i for i, n in enumerate(table.names)}
+    for t in range(gpus):
+        want = nx.single_source_shortest_path_length(g, f"g{t}")
+        got = table._distances_to(table.gpus[t])
+        assert {table.names[v]: int(d) for v, d in enumerate(got)} == want
+    pairs = [(a, b) for a in range(gpus) for b in range(gpus)]
+    together = LinkTable(g)
+    together.routes(pairs)                       # found 64 destinations at a time
+    tiny = LinkTable(g)
+    old = links_module.DISTANCE_CACHE_BYTES
+    links_module.DISTANCE_CACHE_BYTES = 1        # one distance array kept at a time
+    try:
+        for a, b in pairs:
+            one = table.route(a, b)[0].tolist()
+            assert together.route(a, b)[0].tolist() == one == tiny.route(a, b)[0].tolist()
+            assert len(one) == nx.shortest_path_length(g, f"g{a}", f"g{b}")
+            node = index[f"g{a}"]
+            for link in one:                    # a chain of links from a to b
+                assert table.src[link] == node
+                node = table.dst[link]
+            assert node == index[f"g{b}"]
+    finally:
+        links_module.DISTANCE_CACHE_BYTES = old

@@ -1,6 +1,6 @@
 """Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
 
-    python -m tools.benchmark [--only schedules|network|skewed|moe|model-parallel|calibrate|cli] [--out results/benchmark.csv]
+    python -m tools.benchmark [--only schedules|network|skewed|moe|model-parallel|calibrate|cli|scale] [--out results/benchmark.csv]
     python -m tools.benchmark --plot          # the scaling figure, from the CSV only
 
 Cases
@@ -22,6 +22,11 @@ Cases
   sequence parallelism, PP16, interleaved, FSDP over DP128; the validation suite's row
   llama3-t4-16384-cp1) in representative mode, set-up and TP and ZeRO-3 collectives included
   (target < 120 s).
+- scale: ``python -m sim run deepseek-v3`` with DualPipe on DeepSeek's 8-plane fat tree grown to
+  2,048, 16,384, 32,768, 65,536 and 131,072 GPUs (DP 128 to 8,192), representative and every rank,
+  as a whole process: wall time and the peak memory of all its processes together (targets at
+  131,072 GPUs: representative under 5 minutes and 8 GB, every rank under 30 minutes and 20 GB;
+  32,768 representative under 4 GB). Not in the default run (``--only scale``): about an hour.
 - cli: ``python -m sim schedule dualpipe --pp 8 --microbatches 16`` as a whole process, start-up
   included (target < 0.5 s).
 
@@ -176,6 +181,62 @@ def _llama3_case() -> dict:
             "generate_s": t1 - t0, "simulate_s": t2 - t1, "wall_s": t2 - t0}
 
 
+# DeepSeek's 8-plane two-layer fat tree grown to (GPUs, nodes, switch radix): a plane of a two-layer
+# fat tree of radix r holds r^2/2 hosts, so the radix is the smallest even one that holds the nodes.
+SCALES = ((2_048, 256, 64), (16_384, 2_048, 64), (32_768, 4_096, 92), (65_536, 8_192, 128),
+          (131_072, 16_384, 184))
+
+
+def scale_topology(folder: Path, nodes: int, radix: int) -> Path:
+    """The topology file of :data:`SCALES`' cluster of ``nodes`` nodes: h800-2048's figures, more
+    nodes and a larger switch radix."""
+    path = folder / f"h800-{nodes * 8}.yaml"
+    path.write_text(f"name: h800-{nodes * 8}\nkind: fat_tree\ngpu: h800\nnodes: {nodes}\ngpus_per_node: 8\n"
+                    f"nvlink_bandwidth_GBps: 160\nnic_bandwidth_GBps: 50\nswitch_radix: {radix}\n"
+                    "oversubscription: 1\nrail_optimized: true\nplanes: 8\n")
+    return path
+
+
+def tree_peak(cmd: list[str], poll_s: float = 0.2) -> tuple[int, float, float]:
+    """Run ``cmd``; (exit status, wall seconds, the peak of the summed RSS of it and its child
+    processes in MB, sampled every ``poll_s``)."""
+    import subprocess
+
+    import psutil
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    top, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        total = 0
+        try:
+            for p in [top, *top.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        time.sleep(poll_s)
+    return proc.returncode, time.perf_counter() - t0, peak / 2**20
+
+
+def _scale_case(gpus: int, mode: str) -> dict:
+    """``python -m sim run deepseek-v3`` with DualPipe on :data:`SCALES`' cluster of ``gpus`` GPUs
+    (PP16, EP64, DP = GPUs / 16) in ``mode``, as a whole process: wall time and the peak memory of
+    all its processes together (the all-to-all measurement's workers included)."""
+    import tempfile
+    _, nodes, radix = next(s for s in SCALES if s[0] == gpus)
+    with tempfile.TemporaryDirectory() as folder:
+        topology = scale_topology(Path(folder), nodes, radix)
+        status, wall, peak = tree_peak([sys.executable, "-m", "sim", "run", "deepseek-v3", "--schedule", "dualpipe",
+                                        "--topology", str(topology), "--dp", str(gpus // 16), "--mode", mode])
+    if status:
+        raise RuntimeError(f"the {gpus}-GPU {mode} run exited with {status}")
+    return {"case": f"DeepSeek-V3 step, dualpipe, {mode} mode, {gpus:,} GPUs (8-plane fat tree of radix {radix}), "
+                    "whole process", "P": 16, "M": 120, "gpus": gpus, "wall_s": wall, "peak_tree_mb": peak}
+
+
 CASES = {"model-parallel": [(_llama3_case, ())],
          "moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
                  (_moe_case, ("full", 1.0, 2)), (_moe_case, ("representative", 0.0, 1, "live")),
@@ -194,6 +255,7 @@ CASES = {"model-parallel": [(_llama3_case, ())],
     (_all_to_all_case, ("h800-2048", 32)),
     (_all_to_all_case, ("h800-2048", 32, "flat")),
 ]}
+CASES["scale"] = [(_scale_case, (gpus, mode)) for mode in ("representative", "full") for gpus, _, _ in SCALES]
 for _P, _M in [(16, 256), (64, 1024)]:
     for _name in ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipe", "dualpipev", "chimera"):
         CASES["schedules"].append((_schedule_case, (_name, _P, _M)))
@@ -293,7 +355,7 @@ def run(args) -> int:
     if args.only and Path(args.out).exists():          # keep the other groups' rows
         rows = [r for r in pd.read_csv(args.out).to_dict("records") if r.get("group") not in args.only]
     failed = []
-    for group in args.only or sorted(CASES):
+    for group in args.only or sorted(set(CASES) - {"scale"}):      # scale: only when asked (about an hour)
         for fn, fargs in CASES[group]:
             row = run_case(fn, fargs)
             if row is None:

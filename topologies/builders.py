@@ -155,8 +155,9 @@ class _ScaleOut:
             raise TopologyError(f"a two-layer fat-tree of radix {switch_radix} holds at most "
                                 f"{switch_radix * down:,} hosts per plane, got {hosts_per_plane:,} (nodes={nodes:,}, "
                                 f"planes={planes})")
-        limits.check("max_graph_nodes", fat_tree_nodes(nodes, gpus_per_node, planes, leaves_per_plane, up),
-                     f"topology {name!r} ({nodes:,} nodes of {gpus_per_node} GPUs)")
+        size = fat_tree_nodes(nodes, gpus_per_node, planes, leaves_per_plane, up)
+        limits.check("max_graph_nodes", size, f"topology {name!r} ({nodes:,} nodes of {gpus_per_node} GPUs)")
+        limits.check_memory(size, f"topology {name!r} ({nodes * gpus_per_node:,} GPUs)")
         return cls(nodes=nodes, gpus_per_node=gpus_per_node, nic_bandwidth=nic_bandwidth, rail_optimized=rail_optimized,
                    planes=planes, down=down, up=up, leaves_per_plane=leaves_per_plane)
 

@@ -112,6 +112,7 @@ def _explicit_graph(spec: dict) -> nx.Graph:
         if not isinstance(value, list):
             raise TopologyError(f"topology {name!r}: {key} must be a list of mappings, got {value!r}")
     limits.check("max_graph_nodes", len(nodes), f"topology {name!r}")
+    limits.check_memory(len(nodes), f"topology {name!r}")
     g = nx.Graph(name=name)
     for i, node in enumerate(nodes):
         if not isinstance(node, dict) or "name" not in node or "type" not in node:

@@ -45,9 +45,11 @@ def add_limit_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("size limits (docs/testing.md: Input checks, limits and failures)")
     defaults = Limits()
     for field, flag in FLAGS.items():
+        what = f"this many {field.removeprefix('max_').replace('_', ' ')} (default {getattr(defaults, field):,})"
+        if field == "max_memory_gb":
+            what = "this many GB of memory (default: what the machine has available)"
         g.add_argument(flag, dest=field, type=arg(integer=True, low=1), default=None,
-                       help=f"refuse runs estimated above this many {field.removeprefix('max_').replace('_', ' ')} "
-                            f"(default {getattr(defaults, field):,})")
+                       help=f"refuse runs estimated above {what}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,9 +32,11 @@ from ..network import (
     route_tokens,
     sum_loads,
 )
+from ..orphans import watch_parent
 from ..perf import gc_paused
 from .collective_shapes import CollectiveShape, shape_named
 from .comm_kernels import KernelSpec
+from .flow_twins import TwinJobs, renamed_stats, route_signature, same_routes
 from .layout import Layout
 from .specs import ModelSpec, RunSpec, SpecError
 
@@ -272,15 +274,20 @@ class CommModel:
         bar = None
         if progress and len(todo) > 2:
             from tqdm import tqdm
-            bar = tqdm(total=len(todo), desc="skewed all-to-alls on the fabric", unit="run")
-        jobs, parts = {}, {}
+            bar = tqdm(total=len(todo), desc="all-to-alls on the fabric", unit="run")
+        jobs, parts, twins, classes = {}, {}, {}, TwinJobs(self.links)
         for key, stages in todo.items():
             groups, *rest = self._job(key[0], stages)
             sets = [[i] for i in range(len(groups))] if self.scope == "group" else \
                 disjoint_sets([self._group_links(gpus) for gpus, _ in groups])
             parts[key] = sets
             for i, members in enumerate(sets):
-                jobs[(key, i)] = ([groups[g] for g in members], *rest)
+                job = ([groups[g] for g in members], *rest)
+                twin = classes.twin_of((key, i), job, [p for g in members for p in self._a2a_pairs(groups[g][0])])
+                if twin is None:
+                    jobs[(key, i)] = job
+                else:                               # the same flow system as a job already listed
+                    twins[(key, i)] = (*twin, job)
         flows = sum(len(gpus) ** 2 for job in jobs.values() for gpus, _ in job[0])
         parallel = len(jobs) > 1 and flows >= PARALLEL_MIN_FLOWS
         pool, self._kept_pool = self._kept_pool, None     # the routing's processes, if any
@@ -293,6 +300,10 @@ class CommModel:
             else:
                 futures = {k: pool.submit(_measure_job, job) for k, job in jobs.items()}
                 results = {k: fut.result() for k, fut in futures.items()}
+        for name, (other, a, b, job) in twins.items():
+            ends, frame = results[other]
+            frame = renamed_stats(frame, self.links, a, b)
+            results[name] = (ends, frame) if frame is not None else measure_all_to_alls(self.links, *job)
         for key, sets in parts.items():                   # in a fixed order: the same link_frames
             ends = np.zeros(sum(len(m) for m in sets))
             frames = []
@@ -324,27 +335,6 @@ def group_latency(links: LinkTable, gpus: list[int]) -> float:
     what a notify phase's message crossing the group pays."""
     first = gpus[0]
     return max((max(links.route(first, g)[1], links.route(g, first)[1]) for g in gpus[1:]), default=0.0)
-
-
-def route_signature(links: LinkTable, pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(number of links of each pair's route, the routes' links one after the other):
-    :meth:`LinkTable.routes`, which finds them together."""
-    return links.routes(pairs)
-
-
-def same_routes(links: LinkTable, a: tuple, b: tuple) -> bool:
-    """Whether two :func:`route_signature` s (of corresponding pairs) are the same routes up to
-    renaming links: equal lengths, corresponding links of equal bandwidth and latency, and one
-    consistent one-to-one renaming of ``a``'s links into ``b``'s (so the same pairs share links).
-    Messages of equal bytes over such pairs are the same flow system: they take the same time on
-    an empty fabric."""
-    (len_a, la), (len_b, lb) = a, b
-    if len_a.shape != len_b.shape or (len_a != len_b).any():
-        return False
-    if (links.capacity[la] != links.capacity[lb]).any() or (links.latency[la] != links.latency[lb]).any():
-        return False
-    pairs = np.unique(la * len(links) + lb)          # the renaming, one entry per (a link, b link)
-    return pairs.size == np.unique(la).size == np.unique(lb).size
 
 
 def disjoint_sets(link_sets: list[np.ndarray]) -> list[list[int]]:
@@ -410,8 +400,11 @@ _WORKER_LINKS: list[LinkTable] = []
 
 
 def _set_worker_links(queue) -> None:
-    """Pool initializer: keep the parent's link table (from ``queue``) in this worker process."""
-    _WORKER_LINKS[:] = [queue.get()]
+    """Pool initializer: keep the parent's link table (from ``queue``, if any) in this worker process,
+    which ends when its parent does (:func:`sim.orphans.watch_parent`)."""
+    watch_parent()
+    if queue is not None:
+        _WORKER_LINKS[:] = [queue.get()]
 
 
 def _measure_job(job: tuple):
@@ -430,7 +423,7 @@ def _pool(workers: int, links: LinkTable | None = None):
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
     ctx = mp.get_context("spawn")
-    init = {}
+    init = {"initializer": _set_worker_links, "initargs": (None,)}
     if links is not None:
         # The table travels through a queue, not as the initializer's argument: a start's arguments
         # are written to the new process before it returns, and 2 MB (2,048 GPUs) fill the pipe

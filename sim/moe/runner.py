@@ -124,6 +124,7 @@ class GroupRunner:
         self._jitter = faults if faults is not None and faults.jitter_cv else None
         self._send_grid = faults.sends_on_grid_s if faults is not None else 0.0   # jitter: sends on a grid
         self._grids: dict[tuple[int, int], float] = {}  # per pair of ranks (see _grid)
+        self._rank_gpus: dict[int, list[int]] = {}      # per rank (see _gpus)
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
@@ -227,7 +228,7 @@ class GroupRunner:
 
     def _send(self, env, src: int, dst: int, key):
         fabric, nbytes = self.fabric, self.chunk.activation_bytes()
-        srcs, dsts = self.layout.gpus_of(src, self.replicas), self.layout.gpus_of(dst, self.replicas)
+        srcs, dsts = self._gpus(src), self._gpus(dst)
         sent = self.arrivals[key]
         arrived = np.empty_like(sent)
         done = env.event()
@@ -241,7 +242,7 @@ class GroupRunner:
 
         grid, launch = self._send_grid and self._grid(src, dst, srcs, dsts, nbytes), self.send_launch_s
         every_replica = self.live is not None and self.live.representative   # one send stands for all
-        ends, srcs, dsts = sent.tolist(), srcs.tolist(), dsts.tolist()       # Python numbers: cheaper per send
+        ends = sent.tolist()                                                # Python numbers: cheaper per send
         for i in np.argsort(sent, kind="stable").tolist():
             at = due = ends[i] + launch
             early = 0.0
@@ -262,7 +263,14 @@ class GroupRunner:
         yield done
         self.arrivals[key] = arrived
 
-    def _grid(self, src: int, dst: int, srcs: np.ndarray, dsts: np.ndarray, nbytes: float) -> float:
+    def _gpus(self, rank: int) -> list[int]:
+        """The GPUs of ``rank`` in this group's replicas (:meth:`~sim.moe.layout.Layout.gpus_of`), as a list."""
+        gpus = self._rank_gpus.get(rank)
+        if gpus is None:
+            gpus = self._rank_gpus[rank] = self.layout.gpus_of(rank, self.replicas).tolist()
+        return gpus
+
+    def _grid(self, src: int, dst: int, srcs: list[int], dsts: list[int], nbytes: float) -> float:
         """The grid (s) the sends from rank ``src`` to rank ``dst`` start on under jitter:
         ``faults.send_grid_s``, or the time a send takes alone on the fastest of the replicas'
         routes where that is shorter (its bytes over that route's bandwidth).
@@ -278,7 +286,7 @@ class GroupRunner:
         it meets are those of ``t + d``, not of ``t``."""
         grid = self._grids.get((src, dst))
         if grid is None:
-            fastest = max(map(self.fabric.route_bandwidth, srcs.tolist(), dsts.tolist()))
+            fastest = max(map(self.fabric.route_bandwidth, srcs, dsts))
             grid = self._grids[(src, dst)] = min(self._send_grid, nbytes / fastest)
         return grid
 

@@ -188,6 +188,7 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
         return ev
     chunk = nbytes / n
     join = _Join(env, n)
+    fabric.links.routes([(ranks[i], ranks[(i + 1) % n]) for i in range(n)])   # found together: cheaper
     if bulk:
         for i in range(n):
             src, dst = ranks[i], ranks[(i + 1) % n]

@@ -9,18 +9,62 @@ deterministic hash of (source, destination, hop): deterministic ECMP, the same o
 Where a GPU must relay (between planes of a multi-plane fabric), the route leaves over the
 scale-out network first and crosses NVLink at the far node, the shape of DeepSeek's dispatch.
 
-Hop distances to the GPUs come from a breadth-first search per block of 256 GPUs; the walk along
-them is compiled (numba; the same code as Python where numba is missing), one route at a time
-(:meth:`LinkTable.route`) or many to a block at once (:meth:`LinkTable.routes`); both cache what
-they find, with the same links and latencies.
+Hop distances to a GPU come from one compiled breadth-first search from it (``O(nodes + links)``,
+2 bytes a node), done only for the GPUs a run routes to and kept in a cache of bounded size
+(:data:`DISTANCE_CACHE_BYTES`), so a cluster's memory grows with the routes a run takes, not with
+the square of its GPUs; the walk along them is compiled too (numba; the same code as Python where
+numba is missing), one route at a time (:meth:`LinkTable.route`) or many at once
+(:meth:`LinkTable.routes`); both cache what they find, with the same links and latencies.
 """
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import networkx as nx
 import numpy as np
 
 from ..checks import InputError
 from .jit import LEAF, njit
+
+
+DISTANCE_CACHE_BYTES = 64 << 20    # distances kept per link table (2 bytes a node per GPU routed to)
+
+
+def _bfs_many(targets, indptr, nbrs, dist):
+    """Breadth-first searches from up to 64 nodes ``targets`` at once: ``dist[j, v]`` becomes v's
+    hop distance to ``targets[j]`` (-1: unreachable). Each node's reached set is one 64-bit word (bit
+    j: target j), so one hop is an OR over every node's neighbours' frontier words: a hop costs one
+    pass over the links for all 64 searches. Links come in both directions, so the hops from a
+    target to v are the hops from v to the target."""
+    n = indptr.size - 1
+    frontier = np.zeros(n, dtype=np.uint64)
+    reached = np.zeros(n, dtype=np.uint64)
+    step = np.zeros(n, dtype=np.uint64)
+    dist[:, :] = -1
+    for j in range(targets.size):
+        bit = np.uint64(1) << np.uint64(j)
+        frontier[targets[j]] |= bit
+        reached[targets[j]] |= bit
+        dist[j, targets[j]] = 0
+    d = 0
+    more = True
+    while more:
+        d += 1
+        more = False
+        for u in range(n):
+            acc = np.uint64(0)
+            for e in range(indptr[u], indptr[u + 1]):
+                acc |= frontier[nbrs[e]]
+            acc &= ~reached[u]
+            step[u] = acc
+            if acc:
+                more = True
+                reached[u] |= acc
+                for j in range(targets.size):
+                    if (acc >> np.uint64(j)) & np.uint64(1):
+                        dist[j, u] = d
+        frontier, step = step, frontier
+    return dist
 
 
 def _rank(v, link, is_gpu, is_nvlink):
@@ -30,20 +74,20 @@ def _rank(v, link, is_gpu, is_nvlink):
     return 2 * int(is_gpu[v]) + int(is_nvlink[link])
 
 
-def _walk(s, t, dist, col, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
-    """The route from node ``s`` to node ``t`` (``dist[:, col]``: hops to t), hop by hop, into
+def _walk(s, t, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+    """The route from node ``s`` to node ``t`` (``dist``: every node's hops to t), hop by hop, into
     ``links``; ``choice`` and ``links`` hold one entry per hop. At each hop the candidates are the
     neighbours one hop nearer, in the table's order (by node number); the best by (relays through
     a GPU, is NVLink), False first; then the one at ``choice[hop] % their number``."""
     u = s
     hop = 0
     while u != t:
-        want = dist[u, col] - 1
+        want = dist[u] - 1
         best = 4                                     # above every rank
         count = 0
         for j in range(indptr[u], indptr[u + 1]):
             v = nbrs[j]
-            if dist[v, col] == want:
+            if dist[v] == want:
                 key = _rank(v, link_of[j], is_gpu, is_nvlink)
                 if key < best:
                     best = key
@@ -53,7 +97,7 @@ def _walk(s, t, dist, col, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, lin
         pick = choice[hop] % count                   # Python's modulo (numba's too): never negative
         for j in range(indptr[u], indptr[u + 1]):
             v = nbrs[j]
-            if dist[v, col] == want and _rank(v, link_of[j], is_gpu, is_nvlink) == best:
+            if dist[v] == want and _rank(v, link_of[j], is_gpu, is_nvlink) == best:
                 if pick == 0:
                     links[hop] = link_of[j]
                     u = v
@@ -62,13 +106,34 @@ def _walk(s, t, dist, col, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, lin
         hop += 1
 
 
-def _walk_all(sources, targets, cols, starts, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
-    """:func:`_walk` for many routes to GPUs of one distance table: route i, from node
-    ``sources[i]`` to ``targets[i]`` (column ``cols[i]``), takes the ``choice`` and ``links``
-    entries from ``starts[i]`` on, one per hop."""
+def _walk_all(sources, target, starts, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+    """:func:`_walk` for many routes to one GPU node ``target`` (``dist``: hops to it): route i,
+    from node ``sources[i]``, takes the ``choice`` and ``links`` entries from ``starts[i]`` on, one
+    per hop."""
     for i in range(sources.size):
         lo = starts[i]
-        _walk(sources[i], targets[i], dist, cols[i], indptr, nbrs, link_of, is_gpu, is_nvlink, choice[lo:], links[lo:])
+        _walk(sources[i], target, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice[lo:], links[lo:])
+
+
+def _bfs(target, indptr, nbrs, dist, queue):
+    """Breadth-first search from node ``target``: ``dist[v]`` becomes v's hop distance to it (-1:
+    unreachable); ``queue`` is scratch of one entry per node. Links come in both directions, so the
+    hops from ``target`` to v are the hops from v to ``target``."""
+    for v in range(dist.size):
+        dist[v] = -1
+    dist[target] = 0
+    queue[0] = target
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        d = dist[u] + 1
+        for j in range(indptr[u], indptr[u + 1]):
+            v = nbrs[j]
+            if dist[v] < 0:
+                dist[v] = d
+                queue[tail] = v
+                tail += 1
 
 
 def _latencies(latency, links, starts, out):
@@ -117,7 +182,7 @@ class LinkTable:
         self._is_nvlink = np.array([k == "nvlink" for k in kinds], dtype=np.bool_)
         self.gpus = [index[g] for g in graph.graph["gpus"]]
         self._gpu_index = {node: i for i, node in enumerate(self.gpus)}
-        self._dist: dict[int, np.ndarray] = {}         # distance blocks by their first GPU
+        self._dist: OrderedDict[int, np.ndarray] = OrderedDict()   # hops to a GPU node, by that node
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
 
     def __len__(self) -> int:
@@ -125,9 +190,13 @@ class LinkTable:
 
     def __getstate__(self) -> dict:
         """Pickled (to a worker process) without the route and distance caches, which the worker
-        rebuilds as it needs them: routes are deterministic."""
+        rebuilds as it needs them (routes are deterministic), and without the graph's nodes and
+        edges (the table holds what routes and flows need; ``graph.graph``, the attributes, stays)."""
         state = dict(self.__dict__)
-        state["_dist"], state["_routes"] = {}, {}
+        state["_dist"], state["_routes"] = OrderedDict(), {}
+        bare = nx.Graph()                            # the graph's attributes only: the table is the network
+        bare.graph.update(self.graph.graph)
+        state["graph"] = bare
         return state
 
     def scaled(self, factors: dict[str, float]) -> "LinkTable":
@@ -142,47 +211,39 @@ class LinkTable:
     def link_name(self, link: int) -> str:
         return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
 
-    _BLOCK = 256   # GPU targets searched together
-
-    def _distances(self, target: int) -> tuple[np.ndarray, int]:
-        """(hop distances of every node to a block of up to 256 GPUs, [node, GPU of the block];
-        the column of the GPU node ``target``). A block is found by one breadth-first search from
-        all its GPUs at once (one boolean matrix per hop) and kept."""
-        at = self._gpu_index[target]
-        first = at // self._BLOCK * self._BLOCK
-        block = self._dist.get(first)
-        if block is None:
-            block = self._dist[first] = np.ascontiguousarray(self._bfs(self.gpus[first:first + self._BLOCK]))
-        return block, at - first
-
     def _distances_to(self, target: int) -> np.ndarray:
-        """Hop distance of every node to the GPU node ``target``."""
-        block, col = self._distances(target)
-        return block[:, col]
-
-    def _bfs(self, targets: list[int]) -> np.ndarray:
-        """[node, target] hop distances to each of ``targets`` (-1: unreachable). The reached set of
-        each node is a row of bits (64 targets per word), so one hop is a gather and an OR over
-        every node's neighbours."""
-        n, k = len(self.names), len(targets)
-        indptr, nbrs = self._indptr, self._csr_nbrs
-        has = indptr[1:] > indptr[:-1]
-        words = -(-k // 64)
-        start = np.zeros((n, words * 64), dtype=bool)
-        start[targets, np.arange(k)] = True
-        frontier = np.packbits(start, axis=1).view(np.uint64)
-        reached = frontier.copy()
-        dist = np.where(start[:, :k], 0, -1).astype(np.int32)
-        d = 0
-        while frontier.any():
-            d += 1
-            step = np.zeros_like(frontier)           # one hop further: a neighbour was reached last hop
-            step[has] = np.bitwise_or.reduceat(frontier[nbrs], indptr[:-1][has], axis=0)
-            step &= ~reached
-            dist[np.unpackbits(step.view(np.uint8), axis=1)[:, :k].astype(bool)] = d
-            reached |= step
-            frontier = step
+        """Hop distance (int16; -1: unreachable) of every node to the GPU node ``target``: one
+        breadth-first search, kept in a cache of at most :data:`DISTANCE_CACHE_BYTES` (the least
+        recently used dropped first; found again if asked again: routes are deterministic)."""
+        cache = self._dist
+        dist = cache.get(target)
+        if dist is not None:
+            cache.move_to_end(target)
+            return dist
+        n = len(self.names)
+        dist = np.empty(n, dtype=np.int16)
+        _bfs(target, self._indptr, self._csr_nbrs, dist, np.empty(n, dtype=np.int64))
+        self._remember(target, dist)
         return dist
+
+    def _prefetch(self, targets: list[int]) -> None:
+        """Find the distances to the GPU nodes ``targets`` not in the cache, 64 at a time
+        (:func:`_bfs_many`), and cache them."""
+        missing = [t for t in targets if t not in self._dist]
+        for lo in range(0, len(missing), 64):
+            batch = missing[lo:lo + 64]
+            if len(batch) == 1:
+                continue                            # one search: _distances_to's own
+            block = _bfs_many(np.array(batch, dtype=np.int64), self._indptr, self._csr_nbrs,
+                              np.empty((len(batch), len(self.names)), dtype=np.int16))
+            for j, target in enumerate(batch):
+                self._remember(target, block[j])
+
+    def _remember(self, target: int, dist: np.ndarray) -> None:
+        cache = self._dist
+        cache[target] = dist
+        while len(cache) > max(1, DISTANCE_CACHE_BYTES // dist.nbytes):
+            cache.popitem(last=False)
 
     def route(self, src_gpu: int, dst_gpu: int) -> tuple[np.ndarray, float]:
         """Links (ids) and latency (s) from GPU ``src_gpu`` to GPU ``dst_gpu`` (global indices)."""
@@ -191,18 +252,18 @@ class LinkTable:
         if hit is not None:
             return hit
         s, t = self.gpus[src_gpu], self.gpus[dst_gpu]
-        dist, col = self._distances(t)
-        hops = self._hops(dist, col, s, t)
+        dist = self._distances_to(t)
+        hops = self._hops(dist, s, t)
         choice = np.array(_choices(src_gpu, dst_gpu, hops), dtype=np.int64)
         links = np.empty(hops, dtype=np.int64)
-        _walk(s, t, dist, col, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice,
+        _walk(s, t, dist, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice,
               links)
         result = (links, float(self.latency[links].sum()))
         self._routes[key] = result
         return result
 
-    def _hops(self, dist: np.ndarray, col: int, s: int, t: int) -> int:
-        hops = int(dist[s, col])
+    def _hops(self, dist: np.ndarray, s: int, t: int) -> int:
+        hops = int(dist[s])
         if hops < 0:
             raise InputError(f"GPU {self.names[s]!r} cannot reach GPU {self.names[t]!r}")
         return hops
@@ -220,43 +281,44 @@ class LinkTable:
         return hops, (np.concatenate(found) if found else np.zeros(0, dtype=np.int64))
 
     def _find(self, pairs: list[tuple[int, int]]) -> None:
-        """Walk the routes of ``pairs`` (distinct, none cached) together and cache them with their
-        latencies (the sum of their links', added in route order as ``numpy.sum`` does up to 7 links;
-        longer routes are summed by numpy itself)."""
-        m = len(pairs)
+        """Walk the routes of ``pairs`` (distinct, none cached), those to one GPU together with its
+        distances, and cache them with their latencies (the sum of their links', added in route
+        order as ``numpy.sum`` does up to 7 links; longer routes are summed by numpy itself)."""
         gpu_nodes = np.asarray(self.gpus, dtype=np.int64)
         src = np.array([a for a, _ in pairs], dtype=np.int64)
         dst = np.array([b for _, b in pairs], dtype=np.int64)
         sources, targets = gpu_nodes[src], gpu_nodes[dst]
-        block_of = dst // self._BLOCK               # GPU b is column b % BLOCK of its block
-        cols = dst % self._BLOCK
-        hops = np.zeros(m, dtype=np.int64)
-        blocks = {}
-        for block in np.unique(block_of).tolist():
-            idx = np.flatnonzero(block_of == block)
-            dist, _ = self._distances(int(targets[idx[0]]))
-            hops[idx] = dist[sources[idx], cols[idx]]
-            if (hops[idx] < 0).any():
-                i = int(idx[np.argmax(hops[idx] < 0)])
-                self._hops(dist, int(cols[i]), int(sources[i]), int(targets[i]))      # raises, naming both
-            blocks[block] = idx, dist
-        starts = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(hops, out=starts[1:])
-        choice = np.array([h for (a, b), n in zip(pairs, hops.tolist()) for h in _choices(a, b, n)], dtype=np.int64)
-        links = np.empty(int(starts[-1]), dtype=np.int64)
-        for idx, dist in blocks.values():
-            _walk_all(sources[idx], targets[idx], cols[idx], starts[idx], dist, self._indptr, self._csr_nbrs,
-                      self._csr_links, self.is_gpu, self._is_nvlink, choice, links)
-        latency = np.empty(m)
-        _latencies(self.latency, links, starts, latency)
-        bounds = starts.tolist()
-        for pair, lo, hi, lat in zip(pairs, bounds, bounds[1:], latency.tolist()):
-            route = links[lo:hi]
-            self._routes[pair] = (route, lat if hi - lo < 8 else float(self.latency[route].sum()))
+        order = np.argsort(targets, kind="stable")
+        bounds = np.flatnonzero(np.diff(targets[order])) + 1
+        groups = np.split(order, bounds)
+        for k, idx in enumerate(groups):
+            target = int(targets[idx[0]])
+            if k % 64 == 0:                         # the distances to the next 64 destinations at once
+                self._prefetch([int(targets[g[0]]) for g in groups[k:k + 64]])
+            dist = self._distances_to(target)
+            hops = dist[sources[idx]].astype(np.int64)
+            if (hops < 0).any():
+                i = int(idx[np.argmax(hops < 0)])
+                self._hops(dist, int(sources[i]), target)      # raises, naming both
+            starts = np.zeros(idx.size + 1, dtype=np.int64)
+            np.cumsum(hops, out=starts[1:])
+            choice = np.array([h for i, n in zip(idx.tolist(), hops.tolist()) for h in _choices(*pairs[i], n)],
+                              dtype=np.int64)
+            links = np.empty(int(starts[-1]), dtype=np.int64)
+            _walk_all(sources[idx], target, starts, dist, self._indptr, self._csr_nbrs, self._csr_links,
+                      self.is_gpu, self._is_nvlink, choice, links)
+            latency = np.empty(idx.size)
+            _latencies(self.latency, links, starts, latency)
+            ends = starts.tolist()
+            for i, lo, hi, lat in zip(idx.tolist(), ends, ends[1:], latency.tolist()):
+                route = links[lo:hi]
+                self._routes[pairs[i]] = (route, lat if hi - lo < 8 else float(self.latency[route].sum()))
 
 
 if njit is not None:
     _rank = njit(**LEAF)(_rank)
     _walk = njit(**LEAF)(_walk)
     _walk_all = njit(cache=True)(_walk_all)
+    _bfs = njit(**LEAF)(_bfs)
+    _bfs_many = njit(cache=True)(_bfs_many)
     _latencies = njit(cache=True)(_latencies)
