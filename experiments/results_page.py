@@ -19,25 +19,28 @@ from sim.io import write_text_atomic
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 6px;
 text-align:right;vertical-align:top}th{background:#f3f3f3}td.text{text-align:left;max-width:520px}
-figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #ddd}figcaption{font-size:14px;color:#444}
+td.note{max-width:360px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+details{margin:.5em 0 1.5em}summary{cursor:pointer}figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #ddd}figcaption{font-size:14px;color:#444}
 nav a{margin-right:1em}.conclusion{font-size:17px;background:#f6f8fa;padding:.6em 1em;border-left:4px solid #3182bd}
 .verdict-holds{color:#176117}.verdict-does{color:#a11}.verdict-only{color:#8a5a00}"""
 
-# (section id, title, [(figure file, what to look at)], [(csv file, columns or None, what it is)])
+# (section id, title, [(figure file, what to look at)], [(csv file, columns or None, what it is[, FOLD])]):
+# each section's figures first, then its tables; a table marked FOLD sits behind a fold (<details>).
+FOLD = "fold"
 SECTIONS = [
     ("validation", "How far to trust it: published measured runs against the simulator",
      [("validation.png", "Left: every scored run, simulated against measured in its source's own figure, with the "
                          "+-10% and +-25% bands. Right: each run's speed error by source; points right of 0 are runs "
                          "the simulator predicts faster than they ran.")],
-     [("validation_summary.csv", ["source", "mode", "rows", "median_abs_error_pct", "worst_abs_error_pct", "worst_row",
+     [("validation_summary.csv", ["source", "mode", "rows", "median_abs_error_pct", "worst_abs_error_pct",
                                   "median_error_pct", "within_10pct", "within_25pct"],
        "median and worst |speed error| per source and mode (speed error = predicted / measured speed - 1)"),
       ("validation_rankings.csv", ["model", "gpus", "global_batch", "table", "measured_order",
                                    "first_principles_order", "first_principles_same_order", "profile_fed_same_order"],
-       "settings measured under several schedules: the measured and simulated order, fastest first"),
+       "settings measured under several schedules: the measured and simulated order, fastest first", FOLD),
       ("validation.csv", ["id", "role", "metric", "measured", "predicted_first_principles",
                           "error_first_principles_pct", "predicted_profile_fed", "error_profile_fed_pct", "note"],
-       "every run of the suite (sources and layouts in the CSV)")]),
+       "every run of the suite (sources and layouts in the CSV)", FOLD)]),
     ("deepseek", "DeepSeek-V3 on 2,048 H800 (PP16 x DP128, EP64, 120 micro-batches)",
      [("deepseek_v3_ranks.png", "Per rank and schedule: where the step goes (stacked seconds: compute, recompute, "
                                 "exposed all-to-all, pipeline transfer, DP sync, optimizer, bubble). Memory per rank "
@@ -66,8 +69,8 @@ SECTIONS = [
       ("deepseek_v3_fb_unit_dualpipev.png", "The same unit under DualPipeV.")],
      []),
     ("network", "Network",
-     [("link_utilization.png", "The ten busiest links during one dispatch and one combine (every EP group of a "
-                               "stage at once), by mean utilization while the all-to-all runs.")],
+     [("link_utilization.png", "The ten busiest links of the dispatch (orange) and the ten of the combine (blue), "
+                               "every EP group of a stage at once, by mean utilization while the all-to-all runs.")],
      [("deepseek_v3_links.csv", None, "link statistics of the measured all-to-alls (the busiest first)")]),
     ("comparison", "Schedules side by side (P=8, M=16, no communication)",
      [("utilization_p8_m16.png", "Per-rank utilization of every schedule at P=8, M=16 with equal op costs.")],
@@ -122,6 +125,8 @@ def _table(df: pd.DataFrame, columns: list[str] | None) -> str:
             if c == "verdict":
                 kind = "holds" if text == "holds" else ("only" if "only" in text else "does")
                 cls = f' class="text verdict-{kind}"'
+            if c == "note":                     # one line; the whole note on hover and in the CSV
+                cls = f' class="text note" title="{html.escape(text)}"'
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f"<p>... and {more} more rows in the CSV.</p>" if more > 0 else ""
@@ -155,16 +160,20 @@ def build_page(results: Path) -> str:
         parts.append(f'<p class="conclusion">{html.escape(lead)}</p>')
     for sid, title, figures, tables in SECTIONS:
         body = []
-        for name, columns, what in tables:
-            path = results / name
-            if path.is_file() and path.stat().st_size > 0:
-                body.append(f'<p><a href="{html.escape(name)}">{html.escape(name)}</a>: {html.escape(what)}</p>')
-                body.append(_table(pd.read_csv(path), columns))
         for name, caption in figures:
             if (results / "figures" / name).is_file():
                 src = html.escape(f"figures/{name}")
                 body.append(f'<figure><a href="{src}"><img src="{src}" alt="{html.escape(name)}"></a>'
                             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        for name, columns, what, *fold in tables:
+            path = results / name
+            if path.is_file() and path.stat().st_size > 0:
+                df = pd.read_csv(path)
+                link = f'<a href="{html.escape(name)}">{html.escape(name)}</a>: {html.escape(what)}'
+                if fold:
+                    body.append(f"<details><summary>{link} ({len(df)} rows)</summary>{_table(df, columns)}</details>")
+                else:
+                    body.append(f"<p>{link}</p>" + _table(df, columns))
         if body:
             nav.append(f'<a href="#{sid}">{html.escape(title.split(" (")[0])}</a>')
             parts.append(f'<section id="{sid}"><h2>{html.escape(title)}</h2>{"".join(body)}</section>')

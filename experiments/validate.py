@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from sim.cli import guarded
 from sim.io import check_output, overwriting, write_csv_atomic
 from sim.sweep import run_sweep
 from validation.memory import load_memory_runs, predict_memory
-from validation.predict import MODES, predict, speed_error
+from validation.predict import MODES, calibrated_kernels, predict, speed_error
 from validation.suite import KERNEL_METRICS, ROOT, RUNS, Run, load_runs, resolve
 
 NAME = "validation"
@@ -77,13 +78,16 @@ def from_point(point: dict) -> Run:
 
 
 def point(p: dict) -> dict:
-    """One run's predictions in every mode that applies (a sweep's point function)."""
+    """One run's predictions in every mode that applies (a sweep's point function); a kernel row
+    whose ``_kernels_fit`` is ``parent`` leaves its profile-fed mode to the sweep's own process
+    (:func:`fill_kernel_rows`: the calibration set is fitted once there, not once per worker)."""
     run = from_point(p)
     out = {}
     if not run.simulated:
         return out
     folder = Path(p.get("_profiles", "")) if p.get("_profiles") else Path(".") / PROFILES
-    for mode in MODES:
+    modes = ("first_principles",) if run.is_kernel and p.get("_kernels_fit") == "parent" else MODES
+    for mode in modes:
         result = predict(run, mode, folder)
         if not result:
             continue
@@ -94,6 +98,29 @@ def point(p: dict) -> dict:
             if key in result and mode == "first_principles":
                 out[key] = result[key]
     return out
+
+
+def expected_cost(run: Run) -> int:
+    """A rough cost of simulating ``run`` (ops of one pipeline, at least one): the sweep starts the
+    dearest first, so that no long run is left alone at the end."""
+    return 1 if run.is_kernel or not run.simulated else run.pp * run.microbatches * (run.vp or 1)
+
+
+def fill_kernel_rows(df: pd.DataFrame, runs: list[Run], kernels) -> pd.DataFrame:
+    """The profile-fed predictions of the kernel rows (:func:`point` left them to this process),
+    with ``kernels`` the calibration set's fit (:func:`validation.predict.calibrated_kernels`)."""
+    from validation.predict import predict_kernel
+    by_id = {r.id: r for r in runs}
+    df = df.copy()
+    for i, row in df.iterrows():
+        run = by_id.get(row["id"])
+        if run is None or not run.is_kernel or run.profile is None or row.get("status") != "ok":
+            continue
+        result = predict_kernel(run, kernels)
+        df.loc[i, "predicted_profile_fed"] = result["predicted"]
+        df.loc[i, "error_profile_fed_pct"] = 100 * speed_error(run, result["predicted"])
+        df.loc[i, "step_time_s_profile_fed"] = result["step_time_s"]
+    return df
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -167,18 +194,28 @@ def run(args) -> int:
     with overwriting(args.force):
         for path in paths:
             check_output(path)
-    points = [{**as_point(r), "_profiles": str(out / PROFILES)} for r in runs]
+    fit = None
+    if any(r.is_kernel and r.profile is not None for r in runs):      # fitted here while the sweep runs
+        fit = threading.Thread(target=calibrated_kernels, daemon=True)
+        fit.start()
+    order = sorted(range(len(runs)), key=lambda i: -expected_cost(runs[i]))     # dearest first
+    points = [{**as_point(runs[i]), "_profiles": str(out / PROFILES), "_kernels_fit": "parent"} for i in order]
     df = run_sweep(point, points, paths[0], scheduler="serial" if args.serial else args.scheduler,
                    workers=args.workers, progress=not args.no_progress, desc=NAME,
                    point_timeout_s=args.point_timeout, force=args.force)
+    df = df.set_index("id").loc[[r.id for r in runs if r.id in set(df["id"])]].reset_index()   # the suite's order
+    if fit is not None:
+        fit.join()
+        df = fill_kernel_rows(df, runs, calibrated_kernels())
     failed = df[df["status"] != "ok"]
     summary_df, rankings_df = summary(df), rankings(df)     # rankings: none when --only picks no table of them
     with overwriting(args.force):
         write_csv_atomic(df, paths[0])          # this suite's runs only (a resumed CSV keeps rows of old points)
         write_csv_atomic(summary_df, paths[1])
         write_csv_atomic(rankings_df, paths[2])
-    from experiments.plots import validation_figure
-    validation_figure(pd.read_csv(paths[0]), out / "figures")
+    if not args.no_figure:
+        from experiments.plots import validation_figure
+        validation_figure(pd.read_csv(paths[0]), out / "figures")
     memory_df = memory_suite(args.only)
     with overwriting(args.force):
         write_csv_atomic(memory_df, paths[4])
@@ -187,7 +224,8 @@ def run(args) -> int:
     print(text(summary_df, rankings_df, df))
     print(memory_text(memory_df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
-          f"{paths[1].name}, {paths[2].name}, figures/{paths[3].name}, {paths[4].name} ({len(memory_df)} runs)")
+          f"{paths[1].name}, {paths[2].name}, " + ("" if args.no_figure else f"figures/{paths[3].name}, ") +
+          f"{paths[4].name} ({len(memory_df)} runs)")
     return 1 if len(failed) else 0
 
 
@@ -264,6 +302,8 @@ def parser():
     p = sweep_parser(__doc__)
     p.add_argument("--runs", default=str(RUNS), help="the runs to validate: a CSV of runs.csv's columns (default: the "
                                                      "suite, validation/runs.csv)")
+    p.add_argument("--no-figure", action="store_true", help="do not draw figures/validation.png (python -m "
+                                                             "experiments.plots draws it from the CSV)")
     p.add_argument("--only", nargs="+", metavar="TEXT",
                    help="run only the runs whose id contains one of these (e.g. zb-t4-6.2b deepep-ll)")
     return p

@@ -173,7 +173,7 @@ def plot_fb_unit(res: StepResult, path: str | Path) -> Path | None:
             ax.text(((e.start + e.end) / 2 - t0) * 1e3, y + 0.5, name, ha="center", va="center", fontsize=7)
     ax.set_yticks([0.5, 1.5], ["communication", "compute"])
     ax.set_xlabel("ms since the unit started")
-    ax.set_title(f"{res.run.schedule}: one F&B unit on rank {res.traced_rank} ({parts[0].op}), simulated streams; "
+    ax.set_title(f"{res.run.schedule}: one F&B unit on rank {res.traced_rank} ({parts[0].op}), simulated streams\n"
                  "compute: blue F, green B, light green R(ecompute), grey W; communication: light F, dark B", fontsize=9)
     return save_figure(fig, path)
 
@@ -182,6 +182,17 @@ BREAKDOWN_COLORS = {"compute_s": ("compute", "#3182bd"), "recompute_s": ("recomp
                     "exposed_comm_s": ("exposed communication", "#e6550d"), "exposed_pp_s": ("pipeline transfer", "#fdae6b"),
                     "dp_sync_s": ("DP sync", "#31a354"), "optimizer_s": ("optimizer", "#a1d99b"),
                     "bubble_s": ("bubble", "#d9d9d9")}
+
+
+def alike_links(timeline: pd.DataFrame, links: list[str]) -> list[list[str]]:
+    """``links`` grouped by their utilization over time (one schedule's ``timeline`` rows): links
+    whose series are equal form one group, in the order of their first member."""
+    groups: dict[tuple, list[str]] = {}
+    for link in links:
+        h = timeline[timeline["link"] == link]
+        key = (tuple(h["time_s"].round(9)), tuple(h["utilization"].round(6)))
+        groups.setdefault(key, []).append(link)
+    return list(groups.values())
 
 
 def plot_link_timeline(timeline: pd.DataFrame, path: str | Path, title: str = "", k: int = 6) -> Path:
@@ -193,9 +204,10 @@ def plot_link_timeline(timeline: pd.DataFrame, path: str | Path, title: str = ""
     for ax, name in zip(axes[:, 0], names):
         g = timeline[timeline["schedule"] == name]
         top = g.groupby("link", sort=False)["utilization"].mean().sort_values(ascending=False, kind="stable").index[:k]
-        for link in top:
-            h = g[g["link"] == link]
-            ax.step(h["time_s"], h["utilization"], where="post", lw=0.9, label=f"{link} ({h['kind'].iloc[0]})")
+        for links in alike_links(g, list(top)):         # links whose lines would lie on each other: one line
+            h = g[g["link"] == links[0]]
+            more = f" and {len(links) - 1} more alike" if len(links) > 1 else ""
+            ax.step(h["time_s"], h["utilization"], where="post", lw=0.9, label=f"{links[0]} ({h['kind'].iloc[0]}){more}")
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("utilization")
         ax.set_title(name, fontsize=9)

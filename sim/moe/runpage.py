@@ -38,12 +38,12 @@ OPTIONAL_COLUMNS = ("mean_tp_comm_s", "mean_cp_comm_s")      # shown only when a
 
 
 def conclusion(summary: pd.DataFrame, hbm_gb: float | None = None, skipped: dict | None = None) -> str:
-    """One or two sentences from a run's summary CSV: the fastest schedule and its step time, its
-    speed-up over the slowest (step time slowest / fastest), which schedules do not fit HBM, which
+    """One or two sentences from a run's summary CSV: the fastest schedule and its step time (a run of
+    one schedule: that schedule, not called the fastest), its speed-up over the slowest (step time slowest / fastest), which schedules do not fit HBM, which
     could not run."""
     df = summary.sort_values("step_time_s", kind="stable")
     best, worst = df.iloc[0], df.iloc[-1]
-    text = (f"{best['schedule']} is the fastest: {best['step_time_s']:.4g} s per step "
+    text = (f"{best['schedule']}{' is the fastest' if len(df) > 1 else ''}: {best['step_time_s']:.4g} s per step "
             f"({best['tokens_per_s'] / 1e6:.3g}M tokens/s, MFU {best['mfu']:.2f})")
     if len(df) > 1:
         text += (f", a speed-up of {worst['step_time_s'] / best['step_time_s']:.2f}x over the slowest, "
