@@ -74,7 +74,9 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
     return RunSpec(model=resolve(run.model), gpu=run.gpu, topology=resolve(run.topology), pp=run.pp, ep=run.ep,
                    dp=run.dp, tp=run.tp, cp=run.cp, sequence_parallel=bool(run.sequence_parallel),
                    schedule=run.sim_schedule, microbatches=run.microbatches, seq_len=run.seq_len,
-                   microbatch_size=run.microbatch_size, chunks=run.vp, comm_sms=20 if run.comm_sms is None else
+                   microbatch_size=run.microbatch_size, chunks=run.vp,
+                   layers_per_virtual_stage=run.layers_per_virtual_stage, embedding_stage=bool(run.embedding_stage),
+                   loss_stage=bool(run.loss_stage), comm_sms=20 if run.comm_sms is None else
                    run.comm_sms, dispatch_precision=run.dispatch_precision or "bf16", combine_precision="bf16",
                    gemm_precision=run.precision or "bf16", node_limit=run.node_limit,
                    memory_policy=run.recompute if run.recompute not in (None, "auto") else "none",
@@ -97,7 +99,8 @@ def profiled_stage_layers(profile: str) -> int:
 
 
 def write_compute_profile(run: Run, folder: Path) -> Path:
-    """The Zero Bubble profile of ``run`` as a compute-profile CSV (:func:`sim.moe.chunk.read_profile`):
+    """The Zero Bubble profile of ``run`` as a compute-profile CSV named after the run
+    (:func:`sim.moe.chunk.read_profile`):
     each of T_F, T_B, T_W over the layers of the stage it was measured on, as one layer's f, i and w
     (whatever the run's own layout: an interleaved run's chunks hold fewer layers)."""
     entry = load_zero_bubble_profiles()[run.profile]
@@ -105,7 +108,8 @@ def write_compute_profile(run: Run, folder: Path) -> Path:
     rows = [{"layer": "dense", "part": part, "seconds": entry[key] / 1e3 / layers}
             for part, key in (("f", "t_f_ms"), ("i", "t_b_ms"), ("w", "t_w_ms"))]
     import pandas as pd
-    return write_csv_atomic(pd.DataFrame(rows), Path(folder) / f"{run.profile}.csv")
+    return write_csv_atomic(pd.DataFrame(rows), Path(folder) / f"{run.id}.csv")     # one file a row: rows of
+    # one profile run at once in the sweep's workers, and two atomic writes of one file would race
 
 
 AUTO_POLICIES = ("selective", "full")   # ``recompute: auto``: the first of these whose memory fits

@@ -83,6 +83,9 @@ class Run:
     sequence_parallel: int = 0            # 1: Megatron's sequence parallelism with TP (the source says or implies it)
     reshard_after_forward: int = 1        # ZeRO-3: 0 when the weights stay gathered for the step (Llama 3's FSDP)
     attention_kernel: str | None = None   # "unfused": the run used Megatron's unfused core attention (None: fused)
+    layers_per_virtual_stage: int | None = None   # interleaved: Megatron's num_layers_per_virtual_pipeline_stage
+    embedding_stage: int = 0              # 1: the embedding counted as a layer of the split (Megatron's account_for_...)
+    loss_stage: int = 0                   # 1: the loss counted likewise
 
     @property
     def is_kernel(self) -> bool:
@@ -101,8 +104,9 @@ class Run:
 
 INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
                   "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel",
-                  "reshard_after_forward")
+                  "reshard_after_forward", "layers_per_virtual_stage", "embedding_stage", "loss_stage")
 STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
+FLAG_FIELDS = ("sequence_parallel", "reshard_after_forward", "embedding_stage", "loss_stage")     # 0 or 1
 
 
 def _cell(value: str | None):
@@ -126,10 +130,9 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
                 cell = float(cell)
             except ValueError:
                 raise ValidationDataError(f"{where}: {key} must be a whole number, got {raw!r}") from None
-            cell = number(cell, f"{where}: {key}", integer=True, low=0 if key in ("zero", "node_limit",
-                          "comm_sms", "sequence_parallel", "reshard_after_forward") else 1,
-                          high=1 if key in ("sequence_parallel", "reshard_after_forward") else 100_000_000,
-                          error=ValidationDataError)
+            flag = key in FLAG_FIELDS
+            cell = number(cell, f"{where}: {key}", integer=True, low=0 if flag or key in ("zero", "node_limit",
+                          "comm_sms") else 1, high=1 if flag else 100_000_000, error=ValidationDataError)
         elif key == "measured":
             try:
                 cell = float(cell)

@@ -114,10 +114,23 @@ def split_layers(total: int, stages: int) -> list[int]:
 
 
 def stage_layer_counts(total: int, stages: int, explicit: tuple | None = None, first: int | None = None,
-                       last: int | None = None) -> list[int]:
+                       last: int | None = None, embedding: bool = False, loss: bool = False) -> list[int]:
     """Layers per stage: ``explicit`` (one count per stage), or ``first`` / ``last`` for the first
     and last stage with the rest as even as possible (Megatron's ``decoder_first_pipeline_num_layers``
-    and ``decoder_last_pipeline_num_layers``), or all even (:func:`split_layers`)."""
+    and ``decoder_last_pipeline_num_layers``), or all even (:func:`split_layers`). ``embedding`` and
+    ``loss`` (Megatron's ``account_for_embedding_in_pipeline_split`` and
+    ``account_for_loss_in_pipeline_split``) count the embedding and the loss as one layer each of the
+    even split, on the first and the last stage: those stages hold one transformer layer fewer (none,
+    at one layer per stage)."""
+    if embedding or loss:
+        slots = total + int(embedding) + int(loss)
+        if stages > slots:
+            raise SpecError(f"layers ({total}) with the embedding and loss counted ({slots}) cannot be split over "
+                            f"{stages} pipeline stages: every stage needs at least one (use at most {slots})")
+        counts = split_layers(slots, stages)
+        counts[0] -= int(embedding)                # one stage: it holds every layer, the embedding and the loss
+        counts[-1] -= int(loss)
+        return counts
     if explicit is not None:
         if len(explicit) != stages:
             raise SpecError(f"RunSpec.stage_layers has {len(explicit)} entries {list(explicit)}, but the schedule "
@@ -251,7 +264,8 @@ class ChunkModel:
             self.kernels.gemm_fit(run.gemm_precision)            # refuse a precision the GPU's family has no fit for
         self._layers: dict[tuple, LayerCost] = {}
         self.layers_per_stage = stage_layer_counts(model.layers, num_stages, run.stage_layers,
-                                                   run.first_stage_layers, run.last_stage_layers)
+                                                   run.first_stage_layers, run.last_stage_layers,
+                                                   run.embedding_stage, run.loss_stage)
         self.recompute = recompute_of(run)
         check_layers(self.recompute, self.layers_per_stage)
         self.num_stages = num_stages

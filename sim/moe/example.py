@@ -50,6 +50,12 @@ HELP = {
     "seq_len": "tokens per sequence",
     "microbatch_size": "sequences per micro-batch",
     "chunks": "interleaved-1f1b only: model chunks per rank",
+    "layers_per_virtual_stage": "interleaved-1f1b only: layers per virtual stage, chunks derived (Megatron's "
+                                "num_layers_per_virtual_pipeline_stage; null: chunks)",
+    "embedding_stage": "count the embedding as a layer of the pipeline split: the first stage holds one layer fewer "
+                       "(Megatron's account_for_embedding_in_pipeline_split)",
+    "loss_stage": "count the loss as a layer of the split: the last stage holds one layer fewer (Megatron's "
+                  "account_for_loss_in_pipeline_split)",
     "comm_sms": "SMs an all-to-all kernel holds (of the GPU's)",
     "dispatch_precision": f"all-to-all dispatch on the wire: {', '.join(PRECISION_BYTES)}",
     "combine_precision": f"all-to-all combine on the wire: {', '.join(PRECISION_BYTES)}",

@@ -99,13 +99,14 @@ class Scenario:
             self.chunk = ChunkModel(self.model, self.gpu, run, run.pp)
             costs = stage_costs(self.model, run, self.chunk, graph, self.layout)
             limit = run.zb_memory_limit if run.schedule == "zb-auto" else None
-            self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks,
-                                                             limit, costs))
+            self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches,
+                                                             run.virtual_chunks(self.model.layers), limit, costs))
         else:
             if run.schedule.endswith(".json"):       # an order of one's own (schedule --json, search-schedule)
                 self.schedule = validate(self._schedule_file(run))
             else:
-                self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches, run.chunks))
+                self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches,
+                                                       run.virtual_chunks(self.model.layers)))
             self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
 
     @property

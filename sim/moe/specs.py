@@ -276,6 +276,9 @@ class RunSpec:
     expert_tp: int = 1                           # GPUs each routed expert is split over (divides tp)
     microbatch_size: int = 1
     chunks: Optional[int] = None                 # interleaved-1f1b only
+    layers_per_virtual_stage: Optional[int] = None  # interleaved-1f1b: Megatron's num_layers_per_virtual_pipeline_stage
+    embedding_stage: bool = False                # Megatron's account_for_embedding_in_pipeline_split
+    loss_stage: bool = False                     # Megatron's account_for_loss_in_pipeline_split
     comm_sms: int = 20
     dispatch_precision: str = "fp8"
     combine_precision: str = "bf16"
@@ -371,6 +374,20 @@ class RunSpec:
             _pos(self, "node_limit", high=100_000)
         if self.chunks is not None:
             _pos(self, "chunks", high=1_000)
+        if self.layers_per_virtual_stage is not None:
+            _pos(self, "layers_per_virtual_stage", high=1_000)
+            if self.schedule != "interleaved-1f1b":
+                raise SpecError(f"RunSpec.layers_per_virtual_stage={self.layers_per_virtual_stage} is for the "
+                                f"interleaved-1f1b schedule, not {self.schedule!r}")
+            if self.chunks is not None:
+                raise SpecError("RunSpec.layers_per_virtual_stage and chunks both set the virtual stages: give one")
+        for name in ("embedding_stage", "loss_stage"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
+            if getattr(self, name) and (self.stage_layers is not None or self.first_stage_layers is not None or
+                                        self.last_stage_layers is not None):
+                raise SpecError(f"RunSpec.{name} counts the {name.split('_')[0]} as a layer of the even split; "
+                                "it cannot be combined with stage_layers, first_stage_layers or last_stage_layers")
         try:
             object.__setattr__(self, "faults", FaultSpec.of(self.faults))
         except InputError as exc:
@@ -412,6 +429,21 @@ class RunSpec:
                                     "last_stage_layers: give the whole split or the two ends")
         except InputError as exc:
             raise SpecError(str(exc)) from None
+
+    def virtual_chunks(self, layers: int) -> Optional[int]:
+        """Virtual stages per rank: ``chunks``, or from ``layers_per_virtual_stage`` as Megatron
+        derives them, (``layers`` + the embedding and loss slots) / (pp x layers per virtual
+        stage), which must divide evenly."""
+        if self.layers_per_virtual_stage is None:
+            return self.chunks
+        slots = layers + int(self.embedding_stage) + int(self.loss_stage)
+        per_rank, rest = divmod(slots, self.pp * self.layers_per_virtual_stage)
+        if rest or per_rank < 1:
+            raise SpecError(f"RunSpec.layers_per_virtual_stage={self.layers_per_virtual_stage}: {layers} layers"
+                            + (f" + {slots - layers} for the embedding and loss" if slots > layers else "") +
+                            f" = {slots} do not split into virtual stages of {self.layers_per_virtual_stage} over "
+                            f"pp={self.pp} ranks (need a multiple of {self.pp * self.layers_per_virtual_stage})")
+        return per_rank
 
     @property
     def gpus(self) -> int:
