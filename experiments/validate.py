@@ -10,6 +10,8 @@ Writes, under ``--out`` (default ``results``):
 * ``validation_summary.csv``: per source and mode, the scored rows, the median and worst |error|;
 * ``validation_rankings.csv``: where a source measured several schedules in one setting, whether the
   simulator orders them the same way, and each schedule's speed-up over 1F1B, measured and simulated;
+* ``validation_pairs.csv``: every pair of runs of one job measured under two schedules or layouts,
+  the measured and simulated gap, whether they agree, ties under 2% (:mod:`experiments.ranking_pairs`);
 * ``validation_memory.csv``: the memory suite (``validation/memory.csv``, :mod:`validation.memory`), a row
   per run: ``id``, ``source``, ``measured_gb``, ``predicted_gb``, ``error_pct`` (predicted / measured - 1)
   and the simulated rank's breakdown;
@@ -30,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.common import sweep_parser
+from experiments.ranking_pairs import pairs_text, ranking_pairs
 from sim.checks import InputError
 from sim.cli import guarded
 from sim.io import check_output, overwriting, write_csv_atomic
@@ -190,7 +193,7 @@ def run(args) -> int:
             raise InputError(f"--only {' '.join(args.only)}: no run's id contains it (ids: validation/runs.csv)")
     out = Path(args.out)
     paths = [out / f"{NAME}.csv", out / f"{NAME}_summary.csv", out / f"{NAME}_rankings.csv",
-             out / "figures" / f"{NAME}.png", out / f"{NAME}_memory.csv"]
+             out / "figures" / f"{NAME}.png", out / f"{NAME}_memory.csv", out / f"{NAME}_pairs.csv"]
     with overwriting(args.force):
         for path in paths:
             check_output(path)
@@ -213,6 +216,7 @@ def run(args) -> int:
         write_csv_atomic(df, paths[0])          # this suite's runs only (a resumed CSV keeps rows of old points)
         write_csv_atomic(summary_df, paths[1])
         write_csv_atomic(rankings_df, paths[2])
+        write_csv_atomic(ranking_pairs(df), paths[5])
     if not args.no_figure:
         from experiments.plots import validation_figure
         validation_figure(pd.read_csv(paths[0]), out / "figures")
@@ -224,7 +228,7 @@ def run(args) -> int:
     print(text(summary_df, rankings_df, df))
     print(memory_text(memory_df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
-          f"{paths[1].name}, {paths[2].name}, " + ("" if args.no_figure else f"figures/{paths[3].name}, ") +
+          f"{paths[1].name}, {paths[2].name}, {paths[5].name}, " + ("" if args.no_figure else f"figures/{paths[3].name}, ") +
           f"{paths[4].name} ({len(memory_df)} runs)")
     return 1 if len(failed) else 0
 
@@ -293,6 +297,7 @@ def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame) 
                 same = rankings_df[col].astype(str).str.lower() == "true"
                 lines.append(f"schedule rankings, {mode}: the same order as measured in {int(same.sum())} of "
                              f"{len(rankings_df)} settings")
+    lines += pairs_text(ranking_pairs(df))
     counts = df["role"].value_counts().to_dict()
     lines.append("runs: " + ", ".join(f"{counts[k]} {k}" for k in sorted(counts)))
     return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""Rankings scored pair by pair: does the simulator order two measured runs of one job as measured?
+
+A *ranking group* is the scored step-level runs of one source that measured one job (the same
+model, GPU, GPU count, sequence length, global batch and precision) under two or more schedules or
+layouts (TP, CP, PP, virtual stages, DP, EP, micro-batch size, ZeRO stage, schedule, recomputation
+or optimizer synchronisation): Zero Bubble's schedules at one setting, Megatron-LM 2021's PTD
+against ZeRO-3 at one size. Every two runs of a group are a *pair*: its measured gap is the faster
+run's measured figure over the slower's, minus 1; its simulated gap the same two runs' predictions
+in that order. A pair is ordered as measured when its simulated gap is positive. Pairs whose
+measured gap is under :data:`TIE_PCT` are ties (measurement noise can order them either way) and
+are listed but not scored; the headline figure is the share of pairs with a measured gap of at
+least :data:`SCORED_GAP_PCT` that the simulator orders as measured.
+"""
+from __future__ import annotations
+
+from itertools import combinations
+
+import pandas as pd
+
+JOB = ["source", "model", "gpu", "gpus", "seq_len", "global_batch", "precision"]
+LAYOUT = ["tp", "cp", "pp", "vp", "layers_per_virtual_stage", "dp", "ep", "microbatch_size", "zero", "schedule",
+          "recompute", "optimizer_sync"]
+THROUGHPUT = ("samples_per_s_per_gpu", "tokens_per_s_per_gpu", "tflops_per_gpu_megatron", "tflops_per_gpu_model")
+TIE_PCT = 2.0           # measured gaps below this are ties
+SCORED_GAP_PCT = 3.0    # the headline counts pairs whose measured gap is at least this
+
+
+def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles", "profile_fed")) -> pd.DataFrame:
+    """Every pair of every ranking group of the validation table ``df`` (``results/validation.csv``'s
+    columns): ``group`` (the job), ``faster`` and ``slower`` (ids, by the measured figure),
+    ``kind`` (``schedule`` when only the schedule differs, else ``layout``), ``measured_gap_pct``,
+    ``tie``, and per mode ``{mode}_gap_pct`` and ``{mode}_same_order`` (None where a run has no
+    prediction in that mode). Higher is faster for every throughput metric used here."""
+    scored = df[(df["role"] == "scored") & df["metric"].isin(THROUGHPUT)]
+    layout = [c for c in LAYOUT if c in scored]
+    rows = []
+    for job, g in scored.groupby(JOB, sort=False, dropna=False):
+        if len(g) < 2 or g[layout].astype(str).drop_duplicates().shape[0] < 2:
+            continue
+        name = " / ".join(str(v) for v in job)
+        for (_, a), (_, b) in combinations(g.iterrows(), 2):
+            fast, slow = (a, b) if a["measured"] >= b["measured"] else (b, a)
+            gap = 100 * (fast["measured"] / slow["measured"] - 1)
+            differs = [c for c in layout if str(fast[c]) != str(slow[c])]
+            row = {"group": name, "faster": fast["id"], "slower": slow["id"],
+                   "kind": "schedule" if set(differs) <= {"schedule", "vp", "layers_per_virtual_stage",
+                                                          "optimizer_sync"} else "layout",
+                   "measured_gap_pct": gap, "tie": gap < TIE_PCT}
+            for mode in modes:
+                col = f"predicted_{mode}"
+                if col not in g or pd.isna(fast[col]) or pd.isna(slow[col]):
+                    row[f"{mode}_gap_pct"], row[f"{mode}_same_order"] = None, None
+                    continue
+                sim = 100 * (fast[col] / slow[col] - 1)
+                row[f"{mode}_gap_pct"], row[f"{mode}_same_order"] = sim, sim > 0
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def agreement(pairs: pd.DataFrame, mode: str, min_gap_pct: float = SCORED_GAP_PCT) -> tuple[int, int]:
+    """(pairs ordered as measured, pairs scored): the pairs with a measured gap of at least
+    ``min_gap_pct`` and a prediction in ``mode``."""
+    col = f"{mode}_same_order"
+    if pairs.empty or col not in pairs:
+        return 0, 0
+    scored = pairs[(pairs["measured_gap_pct"] >= min_gap_pct) & pairs[col].notna()]
+    return int(scored[col].astype(bool).sum()), len(scored)
+
+
+def pairs_text(pairs: pd.DataFrame, modes: tuple[str, ...] = ("first_principles", "profile_fed")) -> list[str]:
+    """One line per mode: the groups, the pairs, the ties and the agreement on clear pairs."""
+    if pairs.empty:
+        return []
+    groups, sources = pairs["group"].nunique(), pairs["group"].str.split(" / ").str[0].nunique()
+    layouts = int(pairs.groupby("group")["kind"].apply(lambda k: (k == "layout").any()).sum())
+    lines = [f"ranking pairs: {len(pairs)} pairs in {groups} groups ({groups - layouts} of schedules, {layouts} of "
+             f"layouts) from {sources} sources; {int(pairs['tie'].sum())} ties (measured gap under {TIE_PCT:g}%)"]
+    for mode in modes:
+        same, total = agreement(pairs, mode)
+        if total:
+            lines.append(f"ranking pairs, {mode}: {same} of {total} pairs with a measured gap of "
+                         f"{SCORED_GAP_PCT:g}% or more ordered as measured ({100 * same / total:.0f}%)")
+    return lines
+
+
+__all__ = ["JOB", "LAYOUT", "SCORED_GAP_PCT", "TIE_PCT", "agreement", "pairs_text", "ranking_pairs"]
