@@ -93,6 +93,31 @@ def test_the_benchmark_figure_from_a_run_of_some_groups_only(tmp_path, recwarn):
     assert plot_scaling(csv, tmp_path / "scaling.png").stat().st_size > 10_000
 
 
+def test_the_scale_benchmark_clusters_and_figure(tmp_path):
+    """Each scale cluster is a fat tree of its GPUs whose radix holds its nodes (r^2/2 hosts a
+    plane); the figure draws time and memory against GPUs from the CSV, and is left out when the CSV
+    has no scale row; the process-tree sampler sees a child's memory."""
+    import sys
+
+    import yaml
+
+    from tools.benchmark import SCALES, plot_scale, scale_topology, tree_peak
+    for gpus, nodes, radix in SCALES:
+        assert nodes * 8 == gpus and radix * radix // 2 >= nodes
+    spec = yaml.safe_load(scale_topology(tmp_path, 2048, 64).read_text())
+    assert spec["nodes"] * spec["gpus_per_node"] == 16_384 and spec["switch_radix"] == 64
+    csv = tmp_path / "benchmark.csv"
+    rows = [{"case": f"DeepSeek-V3 step, dualpipe, {m} mode, {g:,} GPUs", "gpus": g, "wall_s": w, "peak_tree_mb": mb,
+             "group": "scale"} for m, g, w, mb in (("representative", 2048, 3, 300), ("representative", 32768, 40, 1700),
+                                                 ("full", 2048, 4, 320), ("full", 32768, 90, 2000))]
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    assert plot_scale(csv, tmp_path / "scale.png").stat().st_size > 10_000
+    pd.DataFrame([{"case": "python -m sim schedule dualpipe (process)", "wall_s": 0.3}]).to_csv(csv, index=False)
+    assert plot_scale(csv, tmp_path / "none.png") is None
+    status, wall, peak_mb = tree_peak([sys.executable, "-c", "import time; x = bytearray(200 << 20); time.sleep(1)"])
+    assert status == 0 and wall >= 1 and peak_mb > 200
+
+
 def test_the_benchmark_refuses_bad_paths_in_one_line(tmp_path, capsys):
     """Checked before any case runs (a run takes minutes): an output under a file, and --plot of a
     CSV that is not there (both were tracebacks until 2026-12-01)."""

@@ -205,9 +205,10 @@ def random_cluster(seed: int, gpus: int, switches: int, extra_edges: int):
        extra=st.integers(0, 40))
 @settings(max_examples=40, deadline=None)
 def test_distances_and_routes_match_networkx_on_random_graphs(seed, gpus, switches, extra):
-    """The distances found one GPU at a time and 64 at a time (sim.network.links) are networkx's
-    shortest path lengths; every route is a shortest path of links that exist, the same whichever
-    way it was found (one by one, all together, after the distance cache dropped everything)."""
+    """The distances of a whole search (sim.network.links) are networkx's shortest path lengths;
+    every route is a shortest path of links that exist, the same whichever way it was found (one
+    by one from whole searches, all together from searches stopped at each destination's farthest
+    source, one by one with a distance cache of one entry)."""
     import networkx as nx
 
     from sim.network import links as links_module
@@ -220,7 +221,7 @@ def test_distances_and_routes_match_networkx_on_random_graphs(seed, gpus, switch
         assert {table.names[v]: int(d) for v, d in enumerate(got)} == want
     pairs = [(a, b) for a in range(gpus) for b in range(gpus)]
     together = LinkTable(g)
-    together.routes(pairs)                       # found 64 destinations at a time
+    together.routes(pairs)                       # searches stopped at each destination's farthest source
     tiny = LinkTable(g)
     old = links_module.DISTANCE_CACHE_BYTES
     links_module.DISTANCE_CACHE_BYTES = 1        # one distance array kept at a time

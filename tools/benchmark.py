@@ -1,7 +1,7 @@
 """Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
 
     python -m tools.benchmark [--only schedules|network|skewed|moe|model-parallel|calibrate|cli|scale] [--out results/benchmark.csv]
-    python -m tools.benchmark --plot          # the scaling figure, from the CSV only
+    python -m tools.benchmark --plot          # the scaling figures, from the CSV only
 
 Cases
 - schedules: generate + validate + simulate (zero communication) every schedule at P=16, M=256
@@ -333,6 +333,35 @@ def plot_scaling(csv: str | Path, out: str | Path) -> Path:
     return save_figure(fig, out)
 
 
+def plot_scale(csv: str | Path, out: str | Path) -> Path | None:
+    """Wall time and peak memory (all processes) of the scale group's DeepSeek-V3 steps against GPUs,
+    representative and every rank, from the benchmark CSV only; None when it has no scale row."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sim.plots import FIGURE_WIDTH_IN, save_figure
+    df = pd.read_csv(csv)
+    if "peak_tree_mb" not in df:
+        return None
+    df = df[df["peak_tree_mb"].notna()]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 3.6))
+    for mode in ("representative", "full"):
+        g = df[df["case"].str.contains(f", {mode} mode,")].sort_values("gpus")
+        label = "every rank" if mode == "full" else mode
+        a.plot(g["gpus"], g["wall_s"], marker="o", label=label)
+        b.plot(g["gpus"], g["peak_tree_mb"] / 1024, marker="o", label=label)
+    for ax, ylabel in ((a, "wall time (s)"), (b, "peak memory, all processes (GB)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+    a.set_title("DeepSeek-V3 step, DualPipe: time")
+    b.set_title("DeepSeek-V3 step, DualPipe: memory")
+    return save_figure(fig, out)
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="run only these groups")
     parser.add_argument("--out", default="results/benchmark.csv")
@@ -347,7 +376,8 @@ def run(args) -> int:
         if not Path(args.out).is_file():
             raise InputError(f"{args.out}: no benchmark CSV there; run python -m tools.benchmark first, "
                              "or give its --out")
-        print(f"wrote {plot_scaling(args.out, check_output(figure))}")
+        scale = plot_scale(args.out, check_output(figure.with_name("benchmark_scale.png")))
+        print(f"wrote {plot_scaling(args.out, check_output(figure))}" + (f" and {scale}" if scale else ""))
         return 0
     check_output(args.out)
     check_output(figure)
@@ -366,7 +396,8 @@ def run(args) -> int:
             rows.append(row)
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     write_csv_atomic(pd.DataFrame(rows), args.out)
-    print(f"wrote {args.out} and {plot_scaling(args.out, figure)}")
+    scale = plot_scale(args.out, figure.with_name("benchmark_scale.png"))
+    print(f"wrote {args.out} and {plot_scaling(args.out, figure)}" + (f" and {scale}" if scale else ""))
     if failed:
         print(f"{len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1

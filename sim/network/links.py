@@ -9,12 +9,15 @@ deterministic hash of (source, destination, hop): deterministic ECMP, the same o
 Where a GPU must relay (between planes of a multi-plane fabric), the route leaves over the
 scale-out network first and crosses NVLink at the far node, the shape of DeepSeek's dispatch.
 
-Hop distances to a GPU come from one compiled breadth-first search from it (``O(nodes + links)``,
-2 bytes a node), done only for the GPUs a run routes to and kept in a cache of bounded size
-(:data:`DISTANCE_CACHE_BYTES`), so a cluster's memory grows with the routes a run takes, not with
-the square of its GPUs; the walk along them is compiled too (numba; the same code as Python where
-numba is missing), one route at a time (:meth:`LinkTable.route`) or many at once
-(:meth:`LinkTable.routes`); both cache what they find, with the same links and latencies.
+Hop distances to a GPU come from a compiled breadth-first search from it, done only for the GPUs a
+run routes to: for one route (:meth:`LinkTable.route`) a whole search (``O(nodes + links)``, 2
+bytes a node), kept in a cache of bounded size (:data:`DISTANCE_CACHE_BYTES`); for many at once
+(:meth:`LinkTable.routes`) a search per destination that stops at its farthest source
+(:func:`_bfs_until`), kept only while its routes are walked. So a cluster's memory grows with the
+routes a run takes, not with the square of its GPUs, and the time of a ring's or a node's routes
+with the hops they span. The walk along the distances is compiled too (numba; the same code as
+Python where numba is missing); both ways cache what they find, with the same links and
+latencies.
 """
 from __future__ import annotations
 
@@ -30,41 +33,36 @@ from .jit import LEAF, njit
 DISTANCE_CACHE_BYTES = 64 << 20    # distances kept per link table (2 bytes a node per GPU routed to)
 
 
-def _bfs_many(targets, indptr, nbrs, dist):
-    """Breadth-first searches from up to 64 nodes ``targets`` at once: ``dist[j, v]`` becomes v's
-    hop distance to ``targets[j]`` (-1: unreachable). Each node's reached set is one 64-bit word (bit
-    j: target j), so one hop is an OR over every node's neighbours' frontier words: a hop costs one
-    pass over the links for all 64 searches. Links come in both directions, so the hops from a
-    target to v are the hops from v to the target."""
-    n = indptr.size - 1
-    frontier = np.zeros(n, dtype=np.uint64)
-    reached = np.zeros(n, dtype=np.uint64)
-    step = np.zeros(n, dtype=np.uint64)
-    dist[:, :] = -1
-    for j in range(targets.size):
-        bit = np.uint64(1) << np.uint64(j)
-        frontier[targets[j]] |= bit
-        reached[targets[j]] |= bit
-        dist[j, targets[j]] = 0
-    d = 0
-    more = True
-    while more:
-        d += 1
-        more = False
-        for u in range(n):
-            acc = np.uint64(0)
-            for e in range(indptr[u], indptr[u + 1]):
-                acc |= frontier[nbrs[e]]
-            acc &= ~reached[u]
-            step[u] = acc
-            if acc:
-                more = True
-                reached[u] |= acc
-                for j in range(targets.size):
-                    if (acc >> np.uint64(j)) & np.uint64(1):
-                        dist[j, u] = d
-        frontier, step = step, frontier
-    return dist
+def _bfs_until(target, need, stamp, wanted, indptr, nbrs, dist, queue):
+    """Breadth-first search from node ``target`` that stops once the ``wanted`` nodes marked
+    ``need[v] == stamp`` all have their distance (or the search is exhausted): ``dist[v]`` becomes
+    v's hop distance to ``target`` for every node reached (the others keep -1; ``dist`` is all -1 on
+    entry). Returns how many nodes it reached (``queue[:count]``, for the caller to reset).
+
+    Stopping early is exact for the routes from the wanted nodes: a search finds nodes in order of
+    distance, so when the last wanted node is reached at distance D every node nearer than D has its
+    distance, and a route's walk from a node at distance d only asks which neighbours lie at d - 1
+    (a node not reached is farther than D - 1). Links come in both directions, so the hops from
+    ``target`` to v are the hops from v to ``target``."""
+    dist[target] = 0
+    queue[0] = target
+    head, tail = 0, 1
+    left = wanted
+    if need[target] == stamp:
+        left -= 1
+    while head < tail and left > 0:
+        u = queue[head]
+        head += 1
+        d = dist[u] + 1
+        for j in range(indptr[u], indptr[u + 1]):
+            v = nbrs[j]
+            if dist[v] < 0:
+                dist[v] = d
+                queue[tail] = v
+                tail += 1
+                if need[v] == stamp:
+                    left -= 1
+    return tail
 
 
 def _rank(v, link, is_gpu, is_nvlink):
@@ -181,7 +179,6 @@ class LinkTable:
         self._csr_links = order                      # the link of each (node, neighbour) entry
         self._is_nvlink = np.array([k == "nvlink" for k in kinds], dtype=np.bool_)
         self.gpus = [index[g] for g in graph.graph["gpus"]]
-        self._gpu_index = {node: i for i, node in enumerate(self.gpus)}
         self._dist: OrderedDict[int, np.ndarray] = OrderedDict()   # hops to a GPU node, by that node
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
 
@@ -212,9 +209,10 @@ class LinkTable:
         return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
 
     def _distances_to(self, target: int) -> np.ndarray:
-        """Hop distance (int16; -1: unreachable) of every node to the GPU node ``target``: one
-        breadth-first search, kept in a cache of at most :data:`DISTANCE_CACHE_BYTES` (the least
-        recently used dropped first; found again if asked again: routes are deterministic)."""
+        """Hop distance (int16: routes of at most 32,767 hops; -1: unreachable) of every node to the
+        GPU node ``target``: one breadth-first search, kept in a cache of at most
+        :data:`DISTANCE_CACHE_BYTES` (the least recently used dropped first; found again if asked
+        again: routes are deterministic)."""
         cache = self._dist
         dist = cache.get(target)
         if dist is not None:
@@ -225,19 +223,6 @@ class LinkTable:
         _bfs(target, self._indptr, self._csr_nbrs, dist, np.empty(n, dtype=np.int64))
         self._remember(target, dist)
         return dist
-
-    def _prefetch(self, targets: list[int]) -> None:
-        """Find the distances to the GPU nodes ``targets`` not in the cache, 64 at a time
-        (:func:`_bfs_many`), and cache them."""
-        missing = [t for t in targets if t not in self._dist]
-        for lo in range(0, len(missing), 64):
-            batch = missing[lo:lo + 64]
-            if len(batch) == 1:
-                continue                            # one search: _distances_to's own
-            block = _bfs_many(np.array(batch, dtype=np.int64), self._indptr, self._csr_nbrs,
-                              np.empty((len(batch), len(self.names)), dtype=np.int16))
-            for j, target in enumerate(batch):
-                self._remember(target, block[j])
 
     def _remember(self, target: int, dist: np.ndarray) -> None:
         cache = self._dist
@@ -281,32 +266,39 @@ class LinkTable:
         return hops, (np.concatenate(found) if found else np.zeros(0, dtype=np.int64))
 
     def _find(self, pairs: list[tuple[int, int]]) -> None:
-        """Walk the routes of ``pairs`` (distinct, none cached), those to one GPU together with its
-        distances, and cache them with their latencies (the sum of their links', added in route
-        order as ``numpy.sum`` does up to 7 links; longer routes are summed by numpy itself)."""
+        """Walk the routes of ``pairs`` (distinct, none cached), those to one GPU together, each
+        destination's distances found by a search that stops at its farthest source
+        (:func:`_bfs_until`: a ring's neighbours or a node's peers are a few hops apart, so the
+        search touches a few nodes, not the cluster), and cache them with their latencies (the sum
+        of their links', added in route order as ``numpy.sum`` does up to 7 links; longer routes
+        are summed by numpy itself)."""
+        n = len(self.names)
         gpu_nodes = np.asarray(self.gpus, dtype=np.int64)
         src = np.array([a for a, _ in pairs], dtype=np.int64)
         dst = np.array([b for _, b in pairs], dtype=np.int64)
         sources, targets = gpu_nodes[src], gpu_nodes[dst]
         order = np.argsort(targets, kind="stable")
         bounds = np.flatnonzero(np.diff(targets[order])) + 1
-        groups = np.split(order, bounds)
-        for k, idx in enumerate(groups):
+        dist = np.full(n, -1, dtype=np.int16)           # scratch, reset after each destination
+        queue = np.empty(n, dtype=np.int64)
+        need = np.zeros(n, dtype=np.int64)
+        for stamp, idx in enumerate(np.split(order, bounds), start=1):
             target = int(targets[idx[0]])
-            if k % 64 == 0:                         # the distances to the next 64 destinations at once
-                self._prefetch([int(targets[g[0]]) for g in groups[k:k + 64]])
-            dist = self._distances_to(target)
+            wanted = np.unique(sources[idx])
+            need[wanted] = stamp
+            reached = _bfs_until(target, need, stamp, wanted.size, self._indptr, self._csr_nbrs, dist, queue)
             hops = dist[sources[idx]].astype(np.int64)
             if (hops < 0).any():
                 i = int(idx[np.argmax(hops < 0)])
                 self._hops(dist, int(sources[i]), target)      # raises, naming both
             starts = np.zeros(idx.size + 1, dtype=np.int64)
             np.cumsum(hops, out=starts[1:])
-            choice = np.array([h for i, n in zip(idx.tolist(), hops.tolist()) for h in _choices(*pairs[i], n)],
+            choice = np.array([h for i, k in zip(idx.tolist(), hops.tolist()) for h in _choices(*pairs[i], k)],
                               dtype=np.int64)
             links = np.empty(int(starts[-1]), dtype=np.int64)
             _walk_all(sources[idx], target, starts, dist, self._indptr, self._csr_nbrs, self._csr_links,
                       self.is_gpu, self._is_nvlink, choice, links)
+            dist[queue[:reached]] = -1
             latency = np.empty(idx.size)
             _latencies(self.latency, links, starts, latency)
             ends = starts.tolist()
@@ -320,5 +312,5 @@ if njit is not None:
     _walk = njit(**LEAF)(_walk)
     _walk_all = njit(cache=True)(_walk_all)
     _bfs = njit(**LEAF)(_bfs)
-    _bfs_many = njit(cache=True)(_bfs_many)
+    _bfs_until = njit(**LEAF)(_bfs_until)
     _latencies = njit(cache=True)(_latencies)
