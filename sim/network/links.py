@@ -35,7 +35,8 @@ DISTANCE_CACHE_BYTES = 64 << 20    # distances kept per link table (2 bytes a no
 
 def _bfs_until(target, need, stamp, wanted, indptr, nbrs, dist, queue):
     """Breadth-first search from node ``target`` that stops once the ``wanted`` nodes marked
-    ``need[v] == stamp`` all have their distance (or the search is exhausted): ``dist[v]`` becomes
+    ``need[v] == stamp`` all have their distance (``wanted`` -1: a whole search), or the search
+    is exhausted: ``dist[v]`` becomes
     v's hop distance to ``target`` for every node reached (the others keep -1; ``dist`` is all -1 on
     entry). Returns how many nodes it reached (``queue[:count]``, for the caller to reset).
 
@@ -50,7 +51,7 @@ def _bfs_until(target, need, stamp, wanted, indptr, nbrs, dist, queue):
     left = wanted
     if need[target] == stamp:
         left -= 1
-    while head < tail and left > 0:
+    while head < tail and left != 0:
         u = queue[head]
         head += 1
         d = dist[u] + 1
@@ -111,27 +112,6 @@ def _walk_all(sources, target, starts, dist, indptr, nbrs, link_of, is_gpu, is_n
     for i in range(sources.size):
         lo = starts[i]
         _walk(sources[i], target, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice[lo:], links[lo:])
-
-
-def _bfs(target, indptr, nbrs, dist, queue):
-    """Breadth-first search from node ``target``: ``dist[v]`` becomes v's hop distance to it (-1:
-    unreachable); ``queue`` is scratch of one entry per node. Links come in both directions, so the
-    hops from ``target`` to v are the hops from v to ``target``."""
-    for v in range(dist.size):
-        dist[v] = -1
-    dist[target] = 0
-    queue[0] = target
-    head, tail = 0, 1
-    while head < tail:
-        u = queue[head]
-        head += 1
-        d = dist[u] + 1
-        for j in range(indptr[u], indptr[u + 1]):
-            v = nbrs[j]
-            if dist[v] < 0:
-                dist[v] = d
-                queue[tail] = v
-                tail += 1
 
 
 def _latencies(latency, links, starts, out):
@@ -219,8 +199,9 @@ class LinkTable:
             cache.move_to_end(target)
             return dist
         n = len(self.names)
-        dist = np.empty(n, dtype=np.int16)
-        _bfs(target, self._indptr, self._csr_nbrs, dist, np.empty(n, dtype=np.int64))
+        dist = np.full(n, -1, dtype=np.int16)
+        _bfs_until(target, np.zeros(n, dtype=np.int64), 1, -1, self._indptr, self._csr_nbrs, dist,
+                   np.empty(n, dtype=np.int64))
         self._remember(target, dist)
         return dist
 
@@ -311,6 +292,5 @@ if njit is not None:
     _rank = njit(**LEAF)(_rank)
     _walk = njit(**LEAF)(_walk)
     _walk_all = njit(cache=True)(_walk_all)
-    _bfs = njit(**LEAF)(_bfs)
     _bfs_until = njit(**LEAF)(_bfs_until)
     _latencies = njit(cache=True)(_latencies)
