@@ -36,9 +36,9 @@ DISTANCE_CACHE_BYTES = 64 << 20    # distances kept per link table (2 bytes a no
 def _bfs_until(target, need, stamp, wanted, indptr, nbrs, dist, queue):
     """Breadth-first search from node ``target`` that stops once the ``wanted`` nodes marked
     ``need[v] == stamp`` all have their distance (``wanted`` -1: a whole search), or the search
-    is exhausted: ``dist[v]`` becomes
-    v's hop distance to ``target`` for every node reached (the others keep -1; ``dist`` is all -1 on
-    entry). Returns how many nodes it reached (``queue[:count]``, for the caller to reset).
+    is exhausted: ``dist[v]`` becomes v's hop distance to ``target`` for every node reached (the
+    others keep -1; ``dist`` is all -1 on entry). Returns how many nodes it reached
+    (``queue[:count]``, for the caller to reset).
 
     Stopping early is exact for the routes from the wanted nodes: a search finds nodes in order of
     distance, so when the last wanted node is reached at distance D every node nearer than D has its
