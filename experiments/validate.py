@@ -211,12 +211,12 @@ def run(args) -> int:
         fit.join()
         df = fill_kernel_rows(df, runs, calibrated_kernels())
     failed = df[df["status"] != "ok"]
-    summary_df, rankings_df = summary(df), rankings(df)     # rankings: none when --only picks no table of them
+    summary_df, rankings_df, pairs_df = summary(df), rankings(df), ranking_pairs(df)     # rankings: none when --only picks no table of them
     with overwriting(args.force):
         write_csv_atomic(df, paths[0])          # this suite's runs only (a resumed CSV keeps rows of old points)
         write_csv_atomic(summary_df, paths[1])
         write_csv_atomic(rankings_df, paths[2])
-        write_csv_atomic(ranking_pairs(df), paths[5])
+        write_csv_atomic(pairs_df, paths[5])
     if not args.no_figure:
         from experiments.plots import validation_figure
         validation_figure(pd.read_csv(paths[0]), out / "figures")
@@ -225,7 +225,7 @@ def run(args) -> int:
         write_csv_atomic(memory_df, paths[4])
     if not args.only and Path(args.runs).resolve() == RUNS.resolve() and not len(failed):
         write_trust_errors(df)                  # the whole shipped suite: the trust bands' data
-    print(text(summary_df, rankings_df, df))
+    print(text(summary_df, rankings_df, df, pairs_df))
     print(memory_text(memory_df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
           f"{paths[1].name}, {paths[2].name}, {paths[5].name}, " + ("" if args.no_figure else f"figures/{paths[3].name}, ") +
@@ -286,8 +286,10 @@ def memory_text(memory_df: pd.DataFrame) -> str:
     return "memory error = predicted / measured peak per GPU - 1: " + "; ".join(parts)
 
 
-def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame) -> str:
-    """What the command prints: the error per source and mode, the schedule rankings."""
+def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame,
+         pairs_df: pd.DataFrame | None = None) -> str:
+    """What the command prints: the error per source and mode, the schedule rankings, the ranking pairs
+    (``pairs_df``: :func:`experiments.ranking_pairs.ranking_pairs` of ``df``, found here when not given)."""
     lines = ["speed error = predicted speed / measured speed - 1 (positive: the simulator is optimistic)",
              summary_df.to_string(index=False, float_format=lambda v: f"{v:.1f}")]
     if not rankings_df.empty:
@@ -297,7 +299,7 @@ def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame) 
                 same = rankings_df[col].astype(str).str.lower() == "true"
                 lines.append(f"schedule rankings, {mode}: the same order as measured in {int(same.sum())} of "
                              f"{len(rankings_df)} settings")
-    lines += pairs_text(ranking_pairs(df))
+    lines += pairs_text(ranking_pairs(df) if pairs_df is None else pairs_df)
     counts = df["role"].value_counts().to_dict()
     lines.append("runs: " + ", ".join(f"{counts[k]} {k}" for k in sorted(counts)))
     return "\n".join(lines)
