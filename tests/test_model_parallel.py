@@ -5,7 +5,7 @@ import simpy
 
 from sim.moe.chunk import ChunkModel
 from sim.moe.collective_shapes import kv_heads_per_gpu, model_parallel_shapes
-from sim.moe.model_parallel import ModelParallelComm, axis_of
+from sim.moe.model_parallel import ModelParallelComm
 from sim.moe.scenario import Scenario
 from sim.moe.specs import RunSpec, SpecError, load_gpu, load_model
 from sim.moe.step import MoEStep
@@ -111,9 +111,17 @@ def test_a_tp_step_exposes_its_collectives_and_reports_them():
     assert full.ranks[0].tp_comm_s == pytest.approx(6 * sc.model.layers * ar)     # the recomputed forward's too
 
 
-def test_axis_of_a_part_shape():
-    assert [axis_of(s) for s in ("tp_all_reduce", "cp_kv:f", "dispatch", "gather:dense", "etp_all_gather")] == \
-        ["tp", "cp", "", "", "tp"]
+def test_a_part_shapes_axis_comes_from_its_collective_shape():
+    """The axis is the CollectiveShape's (expert TP's counted as TP), not read from the name: a shape
+    renamed keeps its axis, and a shape this run does not measure has none."""
+    import dataclasses
+    sc = Scenario(node_run(tp=2, cp=2, sequence_parallel=True))
+    mp = ModelParallelComm(sc)
+    assert [mp.axis(s) for s in ("tp_all_gather", "cp_kv:f", "cp_kv:b", "dispatch", "gather:dense")] == \
+        ["tp", "cp", "cp", "", ""]
+    mp.shapes = {"ring_x": dataclasses.replace(mp.shapes["cp_kv"], name="ring_x"),
+                 "ring_y": dataclasses.replace(mp.shapes["tp_all_gather"], name="ring_y", axis="etp")}
+    assert (mp.axis("ring_x:b"), mp.axis("ring_y"), mp.axis("tp_all_gather")) == ("cp", "tp", "")
 
 
 @pytest.mark.parametrize("changes,pattern", [

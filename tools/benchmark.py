@@ -69,14 +69,14 @@ def _schedule_case(name: str, P: int, M: int) -> dict:
 def _all_to_all_case(topology: str, groups: int, algorithm: str = "hierarchical") -> dict:
     import simpy
 
-    from sim.network import Fabric, MoERouting, all_to_all, route_tokens
+    from sim.network import MoERouting, all_to_all, build_network, route_tokens
     from sim.perf import gc_paused
     from topologies import load_topology
     t0 = time.perf_counter()
     graph = load_topology(topology)
     with gc_paused():
         env = simpy.Environment()
-        fabric = Fabric(env, graph)
+        fabric = build_network(env, graph)
         routing = MoERouting(ep=64, gpus_per_node=8, num_experts=256, topk=8, tokens_per_gpu=4096, node_limit=4)
         traffic = route_tokens(routing)
         t1 = time.perf_counter()
@@ -95,7 +95,7 @@ def _skewed_case(ep: int, groups: int) -> dict:
     with that traffic."""
     import simpy
 
-    from sim.network import Fabric, MoERouting, all_to_all, route_tokens
+    from sim.network import MoERouting, all_to_all, build_network, route_tokens
     from sim.perf import gc_paused
     from topologies import load_topology
     t0 = time.perf_counter()
@@ -106,7 +106,7 @@ def _skewed_case(ep: int, groups: int) -> dict:
     t1 = time.perf_counter()
     with gc_paused():
         env = simpy.Environment()
-        fabric = Fabric(env, graph, completion_window=1e-3)
+        fabric = build_network(env, graph, completion_window=1e-3)
         for k in range(groups):
             all_to_all(fabric, list(range(ep * k, ep * (k + 1))), traffic, 7168 + 224)
         env.run()

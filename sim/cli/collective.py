@@ -1,4 +1,5 @@
-"""``python -m sim collective KIND --topology PRESET_OR_YAML ...``: one collective on a fabric.
+"""``python -m sim collective KIND --topology PRESET_OR_YAML ...``: one collective on a network
+(``--network``: the max-min fabric, or the analytical backend without contention).
 
 Printed (and in ``--json``): ``time_s`` (first byte sent to last byte landed), ``bytes_per_gpu``
 (mean bytes each participating GPU put on the wire, forwarded bytes included), ``algbw_gbps``
@@ -40,9 +41,9 @@ def run_collective(args) -> dict:
 
     from ..moe.specs import topology_gpu
     from ..network import (
-        Fabric,
         MoERouting,
         all_to_all,
+        build_network,
         busiest_links,
         link_stats,
         ring_all_gather,
@@ -54,7 +55,7 @@ def run_collective(args) -> dict:
     graph = load_topology(args.topology)
     topology_gpu(graph, args.topology)          # a GPU the topology names must exist, though unused here
     env = simpy.Environment()
-    fabric = Fabric(env, graph, completion_window=args.completion_window)
+    fabric = build_network(env, graph, args.network, completion_window=args.completion_window)
     n = fabric.num_gpus
     if args.kind == "p2p":
         for name in ("src", "dst", "bytes"):
@@ -139,6 +140,9 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--links-csv", help="write every used link's statistics to this CSV")
     p.add_argument("--force", action="store_true", help="replace --links-csv even if this tool did not write it")
+    p.add_argument("--network", default="maxmin",
+                   help="network backend: maxmin (flows share each link max-min fairly, the default) or analytical "
+                        "(each transfer alone on its route, no contention)")
     p.add_argument("--completion-window", type=arg(low=0, high=1, high_open=True), default=1e-3,
                    help="flows due within this fraction of the elapsed busy time finish together "
                         "(default 1e-3; 0 = exact, slower under skew)")

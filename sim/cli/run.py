@@ -96,8 +96,8 @@ def cmd_run(args) -> int:
                  "expert_tp": args.expert_tp, "sequence_parallel": True if args.sequence_parallel else None,
                  "memory_policy": args.memory_policy, "zero_stage": args.zero_stage, "dp_sync": args.dp_sync,
                  "optimizer_sync": args.optimizer_sync,
-                 "communication": args.communication, "kernels": args.kernels, "comm_sms": args.comm_sms,
-                 "faults": fault_overrides(args)}
+                 "communication": args.communication, "network": args.network, "kernels": args.kernels,
+                 "comm_sms": args.comm_sms, "faults": fault_overrides(args)}
     spec = load_scenario(args.scenario, **overrides)
     own = spec.schedule
     names = [name.strip() for text in args.schedule or [] for name in text.split(",")]
@@ -229,6 +229,9 @@ def add_arguments(p) -> None:
     p.add_argument("--communication", choices=COMMUNICATION,
                    help="all-to-alls measured once per shape (the scenario's default, fast) or live on the step's "
                         "fabric among pipeline sends, data-parallel traffic and other stages' all-to-alls")
+    p.add_argument("--network",
+                   help="network backend: maxmin (flows share each link max-min fairly, the default) or analytical "
+                        "(each transfer alone on its route, no contention: quicker, optimistic where traffic meets)")
     p.add_argument("--kernels", help="communication kernels: a preset (deepep, ideal) or a YAML file such as "
                                      "`python -m sim calibrate` writes")
     p.add_argument("--comm-sms", type=arg(integer=True, low=0, high=100_000),

@@ -39,10 +39,10 @@ import simpy
 
 from ..checks import InputError, number
 from ..network import (
-    Fabric,
     LinkTable,
     MoERouting,
     TrafficError,
+    build_network,
     hierarchical_all_gather,
     hierarchical_reduce_scatter,
     route_tokens,
@@ -126,7 +126,7 @@ class Collectives:
                                           k.a2a_gpu_rate(m.sms))
             return k.a2a_overhead_s(group_latency(links, gpus)) + ends[0]
         env = simpy.Environment()
-        fabric = Fabric(env, links, gpu_rate=k.nccl_gpu_rate)
+        fabric = build_network(env, links, gpu_rate=k.nccl_gpu_rate)
         g = m.gpus // m.nodes
         if m.kind == "send":
             done = fabric.transfer(gpus[0], gpus[-1], m.nbytes)

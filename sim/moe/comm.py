@@ -22,12 +22,12 @@ import numpy as np
 import simpy
 
 from ..network import (
-    Fabric,
     LinkLoad,
     LinkTable,
     MoERouting,
     all_to_all,
     all_to_all_load,
+    build_network,
     link_stats,
     route_tokens,
     sum_loads,
@@ -229,7 +229,7 @@ class CommModel:
         groups = [(gpus, self.traffic(s, g)) for s in stages for g in range(self.layout.groups_per_rank)
                   for gpus in self.layout.ep_subgroups(s, g)]
         return (groups, self.token_bytes[shape], shape_named(self.shapes, shape).algorithm, shape, self.run.a2a_chunks,
-                self.completion_window, self._gpu_rate)
+                self.completion_window, self._gpu_rate, self.run.network)
 
     @property
     def completion_window(self) -> float:
@@ -371,18 +371,19 @@ def merged_link_stats(frames: list, window_s: float):
 
 
 def measure_all_to_alls(links: LinkTable, groups: list, token_bytes: float, algorithm: str, shape: str,
-                        chunks: int, completion_window: float, gpu_rate: float | None = None
-                        ) -> tuple[list[float], object]:
-    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh fabric:
-    (seconds until each group's last byte lands, link statistics). ``gpu_rate`` (bytes/s, ``None``:
-    no limit) is what each GPU's kernel moves at most per direction (its SMs): a group's time is
-    then at least its busiest GPU's bytes sent or received (forwards included) / ``gpu_rate``.
+                        chunks: int, completion_window: float, gpu_rate: float | None = None,
+                        backend: str = "maxmin") -> tuple[list[float], object]:
+    """Run the all-to-alls of ``groups`` ([(GPU ids, Traffic)]) at once on a fresh network of
+    ``backend`` (:func:`~sim.network.build_network`): (seconds until each group's last byte lands,
+    link statistics). ``gpu_rate`` (bytes/s, ``None``: no limit) is what each GPU's kernel moves at
+    most per direction (its SMs): a group's time is then at least its busiest GPU's bytes sent or
+    received (forwards included) / ``gpu_rate``.
 
     The SM bound is a floor on the whole collective, not a link the GPU's flows share max-min
     fairly: DeepEP gives its RDMA senders and NVLink forwarders their own warps, so a fair split
     of the SMs among flows would starve the IB flows of a forwarding GPU, which the kernel does not."""
     env = simpy.Environment()
-    fabric = Fabric(env, links, completion_window=completion_window)
+    fabric = build_network(env, links, backend, completion_window=completion_window)
     ends = [0.0] * len(groups)
     with gc_paused():                   # millions of short-lived events: see sim.perf
         for i, (gpus, traffic) in enumerate(groups):

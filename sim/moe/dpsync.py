@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from ..network import Fabric, hierarchical_all_gather, hierarchical_reduce_scatter
+from ..network import Network, hierarchical_all_gather, hierarchical_reduce_scatter
 from ..perf import gc_paused
 from .memory import sharding_groups, stages_held
 from .params import ParamCount, layer_params, stage_params
@@ -120,7 +120,7 @@ class GradientSync:
     runners report stages done; ``reports``: how many runners play each rank (one per EP group of
     pipelines in full mode, one in representative mode)."""
 
-    def __init__(self, scenario: Scenario, fabric: Fabric, reports: int):
+    def __init__(self, scenario: Scenario, fabric: Network, reports: int):
         self.sc, self.fabric, self.env = scenario, fabric, fabric.env
         self.counts = stage_param_counts(scenario)
         self.reports = reports

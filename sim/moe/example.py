@@ -90,6 +90,7 @@ HELP = {
     "optimizer_sync": f"before the optimizer: {', '.join(OPTIMIZER_SYNC)} (bypass: Zero Bubble's post-validation)",
     "zb_memory_limit": "zb-auto only: activation memory limit in micro-batches",
     "communication": f"all-to-alls: {', '.join(COMMUNICATION)}",
+    "network": "network backend: maxmin (flows share each link max-min fairly) or analytical (no contention)",
     "kernels": "communication kernels: deepep, ideal, or a YAML file (python -m sim calibrate)",
     "faults": "slow GPUs, jitter, link faults (a mapping; docs/model.md, Stragglers and faults)",
     "profile": "CSV of measured part durations replacing the FLOPs model (null: first principles)",

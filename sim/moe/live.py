@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import simpy
 
-from ..network import Fabric, LinkLoad, RouteSet, sum_loads
+from ..network import LinkLoad, Network, RouteSet, sum_loads
 from .layout import Layout
 from .specs import COMMUNICATION
 
@@ -47,7 +47,7 @@ class LiveComm:
     together, ``scope="stage"``, in representative mode); ``representative``: one pipeline stands
     for all (see the module)."""
 
-    def __init__(self, comm, layout: Layout, fabric: Fabric, representative: bool):
+    def __init__(self, comm, layout: Layout, fabric: Network, representative: bool):
         self.comm, self.layout, self.fabric = comm, layout, fabric
         self.representative = representative
         self._loads: dict[tuple, tuple[LinkLoad, float]] = {}

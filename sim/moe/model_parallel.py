@@ -48,6 +48,15 @@ class ModelParallelComm:
         """Whether ``shape`` (a communication part's) is a TP or CP collective of this run."""
         return shape.split(":")[0] in self.shapes
 
+    def axis(self, shape: str) -> str:
+        """``tp``, ``cp`` or ``""``: the model-parallel axis a communication part's ``shape`` runs
+        over, from its :class:`~sim.moe.collective_shapes.CollectiveShape`'s ``axis`` (expert TP's
+        rings count as ``tp``; a shape not measured here, such as an all-to-all, has none)."""
+        found = self.shapes.get(shape.split(":")[0])
+        if found is None:
+            return ""
+        return "tp" if found.axis == "etp" else found.axis
+
     def time(self, shape: str) -> float:
         """Seconds one GPU's compute stream waits for the collective ``shape``: its rings
         (:meth:`rings`) of every replica whose GPUs share the first node, at once, from the NCCL
@@ -101,7 +110,7 @@ class ModelParallelComm:
         """Seconds the compute stream waits for collective ``shape`` that ran ``seconds`` from its
         launch to its last byte: all of them for a TP collective; for the CP ring what the
         attention core does not hide, ``max(0, seconds - (cp - 1) / cp x core)``."""
-        if not shape.startswith(CP_SHAPE):
+        if self.axis(shape) != "cp":
             return seconds
         cp, backward = self.sc.run.cp, shape.endswith(":b")
         core = self.sc.chunk.stage_layers[0][0].core_f * (2.0 if backward else 1.0)
@@ -113,24 +122,17 @@ class ModelParallelComm:
         (at each TP coordinate) of those replicas. :meth:`time` measures them; live communication
         (:mod:`sim.moe.live`) starts them on the step's fabric."""
         lay, name = self.sc.layout, shape.split(":")[0]
-        per_token = self.tokens * self.shapes[name].bytes_per_token
-        if name == CP_SHAPE:
+        collective = self.shapes[name]
+        per_token = self.tokens * collective.bytes_per_token
+        if collective.axis == "cp":
             factor = self.sc.run.cp * (2.0 if shape.endswith(":b") else 1.0)
             groups = [lay.cp_group(rank, int(d), t) for d in replicas for t in range(lay.tp)]
             return ring_all_gather, groups, factor * per_token
-        if self.shapes[name].axis == "etp":
+        if collective.axis == "etp":
             groups = [lay.etp_group(rank, int(d), i) for d in replicas for i in range(lay.model_parallel // lay.etp)]
             return RINGS[name], groups, self.etp_factor * per_token
         groups = [lay.tp_group(rank, int(d), c) for d in replicas for c in range(lay.cp)]
         return RINGS[name], groups, per_token
 
 
-def axis_of(shape: str) -> str:
-    """``tp``, ``cp`` or ``""``: which model-parallel axis a communication part's shape runs over
-    (expert TP's rings count as ``tp``)."""
-    if shape.startswith("etp_"):
-        return "tp"
-    return shape[:2] if shape.startswith(("tp_", "cp_")) else ""
-
-
-__all__ = ["ModelParallelComm", "RINGS", "axis_of"]
+__all__ = ["ModelParallelComm", "RINGS"]

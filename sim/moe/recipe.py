@@ -31,6 +31,8 @@ def recipe(run: RunSpec, topology_gpus: int | None = None, compute: str = "") ->
            "memory_policy": run.memory_policy, "zero_stage": run.zero_stage, "kernels": spec_label(run.kernels),
            "communication": run.communication, "comm_sms": run.comm_sms, "routing_skew": run.routing_skew,
            "routing_seed": run.routing_seed}
+    if run.network != "maxmin":          # the default backend is not named (the same columns as before it had a choice)
+        out["network"] = run.network
     if compute:
         out["compute"] = compute
     if topology_gpus is not None:
@@ -49,6 +51,7 @@ def recipe_line(r: dict) -> str:
             f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}; "
             + (f"compute: {r['compute']}; " if r.get("compute") else "")
             + f"communication kernels {r['kernels']} on {r['comm_sms']} SMs, communication {r['communication']}; "
+            + (f"network {r['network']} (no contention); " if r.get("network", "maxmin") == "analytical" else "")
             + routing_text(r))
 
 

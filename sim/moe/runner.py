@@ -21,13 +21,13 @@ import numpy as np
 import simpy
 
 from ..engine import OpRecord, inputs_of, outputs_of
-from ..network import Fabric
+from ..network import Network
 from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
 from .chunk import ChunkModel, LayerCost, StageEnds
 from .dpsync import GradientSync, LayerCollectives
 from .layout import Layout
-from .model_parallel import ModelParallelComm, axis_of
+from .model_parallel import ModelParallelComm
 from .parts import NO_MODEL_PARALLEL, ModelParallelParts, backward_parts, forward_parts, overlapped_parts, weight_parts
 from .streams import Part, as_streams, compile_plan, compute_durations, run_op, walk_op
 
@@ -70,32 +70,54 @@ def group_factors(per_gpu: np.ndarray, layout, rank: int) -> np.ndarray:
     return per_gpu[start:start + dp * mp].reshape(dp, mp).max(axis=1)
 
 
+@dataclass(frozen=True)
+class StepContext:
+    """What every :class:`GroupRunner` of one step shares, by name.
+
+    ``schedule``, ``chunk`` (the layer costs), ``layout`` (which GPU is rank r of replica d),
+    ``comm`` (the all-to-alls' times and expert loads), ``network`` (where pipeline activations go:
+    :class:`~sim.network.Network`), ``sm_slowdown`` (compute beside a communication kernel).
+    ``sync``: told when each stage's last backward has finished (it starts the data-parallel
+    gradient synchronisation), or ``None``. ``layer_collectives``: ZeRO-3's per-layer gathers and
+    scatters, or ``None``. ``live``: a :class:`~sim.moe.live.LiveComm` that runs the all-to-alls
+    (and, for a representative pipeline, every replica's sends) on ``network`` among the other
+    traffic, instead of charging their measured times; ``None``: measured. ``send_launch_s``: each
+    pipeline send starts that long after its producer ends (the launch of its NCCL kernel,
+    :mod:`sim.moe.comm_kernels`). ``compute_factors`` (per GPU) and ``faults``
+    (:class:`~sim.moe.faults.FaultSpec`: its jitter) make compute parts of slow GPUs longer and
+    every compute part noisy. ``model_parallel``: the TP and CP collectives' seconds, or ``None``;
+    ``mp_parts``: which TP and CP parts the ops carry."""
+
+    schedule: Schedule
+    chunk: ChunkModel
+    layout: Layout
+    comm: object
+    network: Network
+    sm_slowdown: float = 1.0
+    sync: GradientSync | None = None
+    layer_collectives: LayerCollectives | None = None
+    live: object = None
+    send_launch_s: float = 0.0
+    compute_factors: np.ndarray | None = None
+    faults: object = None
+    model_parallel: ModelParallelComm | None = None
+    mp_parts: ModelParallelParts = NO_MODEL_PARALLEL
+
+
 class GroupRunner:
     """The OpRunner of the pipelines ``replicas`` (data-parallel indices), run in lockstep; their
-    all-to-alls are collectives of EP group ``group``.
+    all-to-alls are collectives of EP group ``group``; the rest of the step is ``context``
+    (:class:`StepContext`). ``trace``: a list that receives a :class:`PartEvent` for every part of
+    the traced rank (``layout.traced_rank``) of the first replica, or ``None``."""
 
-    It reads the schedule's shape, the chunk model's layer costs, the layout (which GPU is rank r
-    of replica d), the comm model's all-to-all times and expert loads, and sends pipeline
-    activations on ``fabric``. ``trace``: a list that receives a :class:`PartEvent` for every part
-    of the traced rank (``layout.traced_rank``) of the first replica, or ``None``. ``sync``: told when
-    each stage's last backward has finished on this group's replicas (it starts the data-parallel
-    gradient synchronisation), or ``None``. ``live``: a :class:`~sim.moe.live.LiveComm` that runs
-    the all-to-alls (and, for a representative pipeline, every replica's sends) on ``fabric``
-    among the other traffic, instead of charging their measured times; ``None``: measured.
-    ``send_launch_s``: each pipeline send starts that long after its producer ends (the launch of
-    its NCCL kernel, :mod:`sim.moe.comm_kernels`). ``compute_factors`` (per GPU) and ``faults``
-    (:class:`~sim.moe.faults.FaultSpec`: its jitter) make compute parts of slow GPUs longer and
-    every compute part noisy."""
-
-    def __init__(self, schedule: Schedule, chunk: ChunkModel, layout: Layout, comm, fabric: Fabric, group: int,
-                 replicas: list[int], sm_slowdown: float, trace: list | None = None,
-                 sync: GradientSync | None = None, layer_collectives: LayerCollectives | None = None,
-                 live=None, send_launch_s: float = 0.0, compute_factors: np.ndarray | None = None,
-                 faults=None, model_parallel: ModelParallelComm | None = None,
-                 mp_parts: ModelParallelParts = NO_MODEL_PARALLEL):
+    def __init__(self, context: StepContext, group: int, replicas: list[int], trace: list | None = None):
+        schedule, layout, comm, faults = context.schedule, context.layout, context.comm, context.faults
+        compute_factors, layer_collectives = context.compute_factors, context.layer_collectives
+        self.context = context
+        chunk, fabric, sync = context.chunk, context.network, context.sync
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
-        self.live = live
-        self.send_launch_s = send_launch_s              # an NCCL kernel's launch before each pipeline send
+        self.live = context.live
+        self.send_launch_s = context.send_launch_s      # an NCCL kernel's launch before each pipeline send
         self.group = group
         self.replicas = np.asarray(replicas)
         pp, n = schedule.pp, len(replicas)
@@ -110,13 +132,13 @@ class GroupRunner:
         self.late_s = 0.0                             # see deliver()
         self._plans: dict[tuple, tuple] = {}
         self._seq = {r: 0 for r in range(pp)}
-        self._slowdown = sm_slowdown
+        self._slowdown = context.sm_slowdown
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
         self._first_forwards = {r: first_forwards(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
         self._reshard = layer_collectives is None or layer_collectives.sc.run.reshard_after_forward
-        self._model_parallel = model_parallel             # TP and CP collectives' seconds
-        self._mp_parts = mp_parts                         # which TP and CP parts the ops carry
+        self._model_parallel = context.model_parallel     # TP and CP collectives' seconds
+        self._mp_parts = context.mp_parts                 # which TP and CP parts the ops carry
         # Faults (sim.moe.faults): each replica's compute slowdown per rank (its TP x CP group at
         # the pace of its slowest GPU), kernel jitter.
         self._factor = None if compute_factors is None else {
@@ -209,7 +231,7 @@ class GroupRunner:
                     fn, groups, nbytes = mp.rings(shape, rank, self.replicas)
                     yield self.live.rings(fn, groups, nbytes, mp.launch_s)
                     exposed = mp.exposed(shape, env.now - t0)
-                    axis_s[1 if axis_of(shape) == "cp" else 0] += exposed
+                    axis_s[1 if mp.axis(shape) == "cp" else 0] += exposed
                     k, at = walk.send(at + exposed)
                     continue
                 yield self.live.all_to_all(shape, rank, self.group)
@@ -322,7 +344,9 @@ class GroupRunner:
             grid = (len(durations), len(self.replicas))                  # [part, replica]
             stacked = (np.reshape([d for d, _ in durations], grid), np.reshape([d for _, d in durations], grid))
             times = [self._comm_time(p.shape, rank) for p in plan.comm]
-            axis_s = tuple(sum(t for p, t in zip(plan.comm, times) if axis_of(p.shape) == axis) for axis in ("tp", "cp"))
+            mp = self._model_parallel
+            axes = [mp.axis(p.shape) if mp is not None else "" for p in plan.comm]
+            axis_s = tuple(sum(t for a, t in zip(axes, times) if a == axis) for axis in ("tp", "cp"))
             cached = self._plans[(rank, shape)] = (plan, durations, times, stacked, axis_s)
         return cached
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from ..network import Fabric, LinkTable
+from ..network import LinkTable, Network, build_network
 from ..schedules import Schedule, make_schedule, validate
 from ..schedules.registry import SEARCHED
 from .chunk import ChunkModel
@@ -133,10 +133,10 @@ class Scenario:
         one topology), bandwidths scaled by the kernels' link efficiencies."""
         return self.kernels.scale_links(self.topology.links)
 
-    def step_fabric(self, env) -> Fabric:
-        """A fabric for pipeline sends and data-parallel collectives (NCCL kernels: each GPU's
-        bounded by ``nccl_sms x sm_GBps``)."""
-        return Fabric(env, self.links, gpu_rate=self.kernels.nccl_gpu_rate)
+    def step_fabric(self, env) -> Network:
+        """The run's network (``RunSpec.network``: :func:`~sim.network.build_network`) for pipeline
+        sends and data-parallel collectives (NCCL kernels: each GPU's bounded by ``nccl_sms x sm_GBps``)."""
+        return build_network(env, self.links, self.run.network, gpu_rate=self.kernels.nccl_gpu_rate)
 
     @cached_property
     def memory(self) -> list[RankMemory]:

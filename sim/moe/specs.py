@@ -235,7 +235,10 @@ class RunSpec:
 
     ``communication``: ``measured`` (each all-to-all shape measured once on an empty fabric with
     its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
-    step's fabric among the other traffic, :mod:`sim.moe.live`).
+    step's fabric among the other traffic, :mod:`sim.moe.live`). ``network``: the network backend
+    every transfer runs on (:mod:`sim.network.api`): ``maxmin`` (flows share each link max-min
+    fairly) or ``analytical`` (each transfer alone on its route, no contention: faster to simulate,
+    optimistic wherever traffic meets).
 
     Model parallelism inside a pipeline stage (Megatron-Core's names; :mod:`sim.moe.layout`):
     ``tp`` tensor-parallel GPUs split each layer's GEMMs and attention heads (Shoeybi et al. 2019),
@@ -314,6 +317,7 @@ class RunSpec:
     optimizer_sync: str = "global"               # the global norm / overflow all-reduce before the optimizer
     zb_memory_limit: Optional[float] = None      # zb-auto: micro-batches of activations per stage
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
+    network: str = "maxmin"                      # network backend: maxmin (flows share links) or analytical
     kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.comm_kernels)
     faults: Optional[object] = None              # slow GPUs, jitter, degraded/failed links (sim.moe.faults)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
@@ -368,6 +372,9 @@ class RunSpec:
             choice(getattr(self, name), f"RunSpec.{name}", tuple(PRECISION_BYTES), error=SpecError)
         choice(self.gemm_precision, "RunSpec.gemm_precision", GEMM_PRECISIONS, error=SpecError)
         choice(self.a2a_algorithm, "RunSpec.a2a_algorithm", ("hierarchical", "flat"), error=SpecError)
+        if self.network != "maxmin":                 # the default needs no import of the network
+            from ..network.api import NETWORK_BACKENDS
+            choice(self.network, "RunSpec.network", NETWORK_BACKENDS, error=SpecError)
         number(self.routing_skew, "RunSpec.routing_skew", low=0, high=100, error=SpecError)
         number(self.routing_seed, "RunSpec.routing_seed", integer=True, low=0, high=2 ** 63 - 1, error=SpecError)
         if self.node_limit is not None:

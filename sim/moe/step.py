@@ -24,7 +24,7 @@ import simpy
 
 from .. import limits
 from ..engine import EngineResult, start_schedule
-from ..network import Fabric, LinkTimeline
+from ..network import LinkTimeline, Network
 from ..perf import gc_paused
 from .comm import CommModel
 from .dpsync import GradientSync, LayerCollectives
@@ -34,7 +34,7 @@ from .model_parallel import ModelParallelComm
 from .kernel_report import kernel_frame
 from .recipe import recipe, recipe_warnings
 from .trust import EMPTY_COLUMNS, generation, model_params, trust_band
-from .runner import GroupRunner, PartEvent
+from .runner import GroupRunner, PartEvent, StepContext
 from .scenario import Scenario
 from .specs import COMPARED_SCHEDULES, MODES, RunSpec, SpecError
 
@@ -262,7 +262,7 @@ class MoEStep:
         self.model_parallel = ModelParallelComm(sc) if sc.layout.model_parallel > 1 else None
         self._live: LiveComm | None = None
 
-    def runners(self, fabric: Fabric, trace: list | None = None, sync: GradientSync | None = None
+    def runners(self, fabric: Network, trace: list | None = None, sync: GradientSync | None = None
                 ) -> list[GroupRunner]:
         """One lockstep runner per EP group of pipelines (full) or one for replica 0; the runner
         holding replica 0 records the traced rank's parts into ``trace``."""
@@ -271,11 +271,13 @@ class MoEStep:
         live = LiveComm(self.comm, sc.layout, fabric, representative=not self.full) if self.live else None
         self._live = live
         factors = sc.compute_factors()                  # slow GPUs under the run's faults, once for all groups
-        return [GroupRunner(sc.schedule, sc.chunk, sc.layout, self.comm, fabric, g,
-                            sc.layout.group_replicas(g) if self.full else [0], sc.sm_slowdown,
-                            trace if g == 0 else None, sync, self.layer_collectives, live,
-                            sc.kernels.nccl_launch_s, factors, sc.run.faults, self.model_parallel,
-                            sc.model_parallel_parts) for g in groups]
+        context = StepContext(schedule=sc.schedule, chunk=sc.chunk, layout=sc.layout, comm=self.comm, network=fabric,
+                              sm_slowdown=sc.sm_slowdown, sync=sync, layer_collectives=self.layer_collectives,
+                              live=live, send_launch_s=sc.kernels.nccl_launch_s, compute_factors=factors,
+                              faults=sc.run.faults, model_parallel=self.model_parallel,
+                              mp_parts=sc.model_parallel_parts)
+        return [GroupRunner(context, g, sc.layout.group_replicas(g) if self.full else [0], trace if g == 0 else None)
+                for g in groups]
 
     def simulate(self, link_timeline: bool = False) -> StepResult:
         """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step

@@ -9,6 +9,8 @@ from .collectives import (
                           ring_all_reduce,
                           ring_reduce_scatter,
 )
+from .analytical import AnalyticalNetwork
+from .api import NETWORK_BACKENDS, Network, build_network
 from .fabric import Fabric, RouteSet
 from .fairshare import max_min_rates
 from .links import LinkTable
@@ -17,7 +19,7 @@ from .stats import busiest_links, link_stats
 from .timeline import LinkTimeline
 from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes
 
-__all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "Fabric", "RouteSet", "LinkTable", "LinkLoad",
+__all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "AnalyticalNetwork", "Fabric", "NETWORK_BACKENDS", "Network", "RouteSet", "build_network", "LinkTable", "LinkLoad",
            "all_to_all_load", "p2p_load", "sum_loads",
            "max_min_rates", "busiest_links", "link_stats", "LinkTimeline", "MoERouting", "Traffic", "TrafficError", "ep_group_error",
            "route_tokens", "token_bytes"]

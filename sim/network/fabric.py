@@ -36,6 +36,7 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
+from .api import checked_bytes, completion, open_bundle
 from .flowloop import Flow, FlowLoop, event_at
 from .links import LinkTable
 
@@ -129,10 +130,7 @@ class Fabric(FlowLoop):
         the last byte arrives, or, given ``on_done``, calls ``on_done()`` then and returns None
         (cheaper: what collectives use). Same GPU: instant. Zero bytes: the route's latency."""
         nbytes = self._checked(src, dst, nbytes)
-        done = None
-        if on_done is None:
-            done = simpy.Event(self.env)
-            on_done = done.succeed
+        done, on_done = completion(self.env, on_done)
         if src == dst:
             on_done()
             return done
@@ -201,12 +199,7 @@ class Fabric(FlowLoop):
 
     def _checked(self, src: int, dst: int, nbytes) -> float:
         """``nbytes`` as a float, once the GPUs and the size are known good (else one line naming them)."""
-        n = self._n_gpus
-        if not (0 <= src < n and 0 <= dst < n):
-            raise InputError(f"GPU index out of range: src={src}, dst={dst}; this fabric has GPUs 0..{n - 1}")
-        if not (isinstance(nbytes, float) and 0.0 <= nbytes <= 1e18):     # the common case, checked cheaply
-            nbytes = number(nbytes, "bytes", low=0, high=1e18)
-        return float(nbytes)
+        return checked_bytes(self._n_gpus, src, dst, nbytes)
 
     def _new_flow(self, src: int, dst: int, nbytes: float, on_done) -> tuple[Flow, float]:
         """(the flow of a transfer between two GPUs, its route's latency); its bytes count as sent
@@ -228,21 +221,8 @@ class Fabric(FlowLoop):
         faster than its links allow nor in less than ``min_seconds`` (its own speed alone, e.g. a
         collective's measured time: a private link of ``size / min_seconds`` bytes/s). Returns an
         event, or calls ``on_done()`` (as :meth:`transfer`)."""
-        latency = load.latency if latency is None else latency
-        if not 0 <= min_seconds < 1e9 or not 0 <= latency < 1e6:      # also refuses NaN
-            raise InputError(f"bundle min_seconds must be in [0, 1e9) and latency in [0, 1e6) seconds, "
-                             f"got {min_seconds!r} and {latency!r}")
-        if load.links.size and load.links[-1] >= self._n_links:
-            raise InputError(f"bundle link out of range: this fabric has links 0..{self._n_links - 1}")
-        done = None
-        if on_done is None:
-            done = simpy.Event(self.env)
-            on_done = done.succeed
-        if not load.links.size:
-            if latency > 0:
-                self.env.timeout(latency).callbacks.append(lambda _e: on_done())
-            else:
-                on_done()
+        latency, done, on_done, handled = open_bundle(self.env, load, latency, min_seconds, self._n_links, on_done)
+        if handled:
             return done
         links, weights = load.links, load.weights
         if min_seconds > 0:
