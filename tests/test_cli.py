@@ -11,7 +11,8 @@ def test_module_entry_point_help():
 def test_every_command_is_registered():
     from sim.cli import build_parser
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert set(sub.choices) == {"schedule", "simulate", "compare", "collective", "run", "plan", "search-schedule", "calibrate"}
+    assert set(sub.choices) == {"schedule", "simulate", "compare", "collective", "run", "jobs", "plan", "search-schedule",
+                                "calibrate"}
 
 
 def test_the_library_never_imports_the_cli():

@@ -4,6 +4,7 @@ command modules import the library; nothing in the library imports them.
 * :mod:`sim.cli.pipeline`: ``schedule``, ``simulate``, ``compare`` (schedules with fixed costs);
 * :mod:`sim.cli.collective`: ``collective`` (one collective on a topology's fabric);
 * :mod:`sim.cli.run`: ``run`` (one MoE training step of a scenario);
+* :mod:`sim.cli.jobs`: ``jobs`` (several jobs on one cluster, alone and together);
 * :mod:`sim.cli.plan`: ``plan`` (search PP, EP, schedule and micro-batches within HBM);
 * :mod:`sim.cli.search`: ``search-schedule`` (orders better than the named schedules, within HBM);
 * :mod:`sim.cli.calibrate`: ``calibrate`` (fit the communication kernels to measured collectives).
@@ -21,9 +22,9 @@ import sys
 
 from ..checks import InputError, arg
 from ..limits import FLAGS, Limits
-from . import calibrate, collective, pipeline, plan, run, search
+from . import calibrate, collective, jobs, pipeline, plan, run, search
 
-COMMAND_MODULES = (pipeline, collective, run, plan, search, calibrate)
+COMMAND_MODULES = (pipeline, collective, run, jobs, plan, search, calibrate)
 DESCRIPTION = ("Simulate pipeline-parallel training steps (MoE first) on a modeled cluster: schedules, layouts, "
                "network.\nStart with `python -m sim run deepseek-v3`, or `python -m sim run --example > my.yaml` "
                "to describe your own run.")

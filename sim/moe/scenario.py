@@ -66,8 +66,11 @@ class Scenario:
     scenarios); then ``run.topology`` is only its label."""
 
     def __init__(self, run: RunSpec, graph: nx.Graph | None = None, links: LinkTable | None = None,
-                 topology: Topology | None = None):
+                 topology: Topology | None = None, gpus: list[int] | None = None):
+        """``gpus``: the topology's GPUs this run was given (a job on a shared cluster,
+        :mod:`sim.cluster`), which it numbers 0, 1, ... in that order; ``None``: all of them."""
         self.run = run
+        self.gpus = None if gpus is None else list(gpus)
         self.model = load_model(run.model)
         self.gpu = load_gpu(run.gpu)
         self.kernels: KernelSpec = load_kernels(run.kernels)
@@ -89,7 +92,7 @@ class Scenario:
             self.topology = Topology(run.faults.apply_to(self.topology.graph))    # degraded or failed links
         graph = self.graph = self.topology.graph
         warn_gpu_mismatch(run.gpu, run.topology, topology_gpu(graph, run.topology))   # its GPU must be a preset
-        n_gpus = len(graph.graph["gpus"])
+        n_gpus = len(graph.graph["gpus"]) if gpus is None else len(gpus)
         self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
                                    run.topology, self.model.routed_experts if self.model.is_moe else 0,
                                    run.tp, run.cp, self.model.heads,
@@ -130,8 +133,10 @@ class Scenario:
     @cached_property
     def links(self) -> LinkTable:
         """Directed links and routes of the topology (built on first use, shared by the scenarios of
-        one topology), bandwidths scaled by the kernels' link efficiencies."""
-        return self.kernels.scale_links(self.topology.links)
+        one topology), bandwidths scaled by the kernels' link efficiencies; a job's (``gpus``) numbers
+        its GPUs 0, 1, ... (:meth:`~sim.network.LinkTable.view`)."""
+        links = self.kernels.scale_links(self.topology.links)
+        return links if self.gpus is None else links.view(self.gpus)
 
     def step_fabric(self, env) -> Network:
         """The run's network (``RunSpec.network``: :func:`~sim.network.build_network`) for pipeline
@@ -180,7 +185,7 @@ class Scenario:
     def with_schedule(self, name: str) -> "Scenario":
         """The same run under schedule ``name``, sharing this scenario's topology (graph and link
         table, link faults applied)."""
-        return Scenario(self.run.with_(schedule=name), topology=self.topology)
+        return Scenario(self.run.with_(schedule=name), topology=self.topology, gpus=self.gpus)
 
     def compute_factors(self):
         """Each GPU's compute slowdown under the run's faults (an array; ``None``: all healthy)."""

@@ -280,26 +280,37 @@ class MoEStep:
                 for g in groups]
 
     def simulate(self, link_timeline: bool = False) -> StepResult:
-        """One step on a fresh fabric. ``link_timeline``: also record the utilization of the step
-        fabric's busiest links over time (:class:`~sim.network.LinkTimeline`; the pipeline sends,
-        the data-parallel rings and, in live mode, the all-to-alls), in ``StepResult.link_timeline``."""
-        t0 = time.perf_counter()
-        trace: list[PartEvent] = []
+        """One step on a fresh network (the run's backend, :meth:`~sim.moe.scenario.Scenario.step_fabric`).
+        ``link_timeline``: also record the utilization of the step network's busiest links over
+        time (:class:`~sim.network.LinkTimeline`; the pipeline sends, the data-parallel rings and,
+        in live mode, the all-to-alls), in ``StepResult.link_timeline``."""
         with gc_paused():
             env = simpy.Environment()
-            fabric = self.scenario.step_fabric(env)
-            timeline = LinkTimeline(fabric, bin_s=1e-6, max_bins=128) if link_timeline else None
-            sync = GradientSync(self.scenario, fabric, self.scenario.layout.groups_per_rank if self.full else 1)
-            runners = self.runners(fabric, trace, sync)
-            finishers = [start_schedule(self.scenario.schedule, r, env) for r in runners]
+            finish = self.start(self.scenario.step_fabric(env), link_timeline)
             env.run()
-            for finish in finishers:
-                finish()                    # raises DeadlockError if a rank got stuck
-        result = self._summarize(runners, sync, trace, time.perf_counter() - t0)
-        if timeline is not None:
-            timeline.finish()
-            result.link_timeline = timeline.utilization(k=16)
-        return result
+            return finish()
+
+    def start(self, network: Network, link_timeline: bool = False):
+        """Start the step's ranks on ``network`` (whose clock is at 0: the step's times are from
+        there), beside whatever else runs on it (:mod:`sim.cluster`: other jobs), and return the
+        call that, once its environment has run, checks every rank finished and gives the
+        :class:`StepResult`."""
+        t0 = time.perf_counter()
+        trace: list[PartEvent] = []
+        timeline = LinkTimeline(network, bin_s=1e-6, max_bins=128) if link_timeline else None
+        sync = GradientSync(self.scenario, network, self.scenario.layout.groups_per_rank if self.full else 1)
+        runners = self.runners(network, trace, sync)
+        finishers = [start_schedule(self.scenario.schedule, r, network.env) for r in runners]
+
+        def finish() -> StepResult:
+            for done in finishers:
+                done()                      # raises DeadlockError if a rank got stuck
+            result = self._summarize(runners, sync, trace, time.perf_counter() - t0)
+            if timeline is not None:
+                timeline.finish()
+                result.link_timeline = timeline.utilization(k=16)
+            return result
+        return finish
 
     def _summarize(self, runners: list[GroupRunner], sync: GradientSync, trace: list, wall: float) -> StepResult:
         sc = self.scenario

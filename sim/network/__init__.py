@@ -17,9 +17,10 @@ from .links import LinkTable
 from .loads import LinkLoad, all_to_all_load, p2p_load, sum_loads
 from .stats import busiest_links, link_stats
 from .timeline import LinkTimeline
+from .view import NetworkView
 from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes
 
 __all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter", "p2p", "ring_all_gather", "ring_all_reduce", "ring_reduce_scatter", "AnalyticalNetwork", "Fabric", "NETWORK_BACKENDS", "Network", "RouteSet", "build_network", "LinkTable", "LinkLoad",
            "all_to_all_load", "p2p_load", "sum_loads",
-           "max_min_rates", "busiest_links", "link_stats", "LinkTimeline", "MoERouting", "Traffic", "TrafficError", "ep_group_error",
+           "max_min_rates", "busiest_links", "link_stats", "LinkTimeline", "NetworkView", "MoERouting", "Traffic", "TrafficError", "ep_group_error",
            "route_tokens", "token_bytes"]

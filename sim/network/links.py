@@ -159,6 +159,7 @@ class LinkTable:
         self._csr_links = order                      # the link of each (node, neighbour) entry
         self._is_nvlink = np.array([k == "nvlink" for k in kinds], dtype=np.bool_)
         self.gpus = [index[g] for g in graph.graph["gpus"]]
+        self.gpu_ids: list[int] | None = None         # a view's GPUs as the whole table numbers them (view())
         self._dist: OrderedDict[int, np.ndarray] = OrderedDict()   # hops to a GPU node, by that node
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
 
@@ -184,6 +185,32 @@ class LinkTable:
         scale = np.array([factors.get(kind, 1.0) for kind in self.kind])
         out.capacity = self.capacity * scale
         return out
+
+    def view(self, gpus: list[int]) -> "LinkTable":
+        """The same links (same ids, capacities and distance cache) whose GPU ``i`` is this table's
+        GPU ``gpus[i]``: a job's own numbering of the GPUs it was given. Its routes are this table's
+        routes between the same GPUs, link for link (the ECMP hash takes the GPUs' numbers in the
+        whole table, :attr:`gpu_ids`)."""
+        import copy
+        gpus = list(gpus)
+        out = copy.copy(self)
+        out.gpu_ids = self._global(gpus)
+        out.gpus = [self.gpus[g] for g in gpus]
+        out._routes = {}
+        return out
+
+    def _global(self, gpus: list[int]) -> list[int]:
+        """GPU numbers of this table as the whole table (the one views come from) numbers them."""
+        n = len(self.gpus)
+        bad = [g for g in gpus if not 0 <= g < n]
+        if bad:
+            raise InputError(f"a view's GPUs must be among this table's 0..{n - 1}, got {bad[0]}")
+        if len(set(gpus)) != len(gpus):
+            raise InputError("a view names a GPU twice")
+        return gpus if self.gpu_ids is None else [self.gpu_ids[g] for g in gpus]
+
+    def _hashed(self, gpu: int) -> int:
+        return gpu if self.gpu_ids is None else self.gpu_ids[gpu]
 
     def link_name(self, link: int) -> str:
         return f"{self.names[self.src[link]]}->{self.names[self.dst[link]]}"
@@ -220,7 +247,7 @@ class LinkTable:
         s, t = self.gpus[src_gpu], self.gpus[dst_gpu]
         dist = self._distances_to(t)
         hops = self._hops(dist, s, t)
-        choice = np.array(_choices(src_gpu, dst_gpu, hops), dtype=np.int64)
+        choice = np.array(_choices(self._hashed(src_gpu), self._hashed(dst_gpu), hops), dtype=np.int64)
         links = np.empty(hops, dtype=np.int64)
         _walk(s, t, dist, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice,
               links)
@@ -274,7 +301,8 @@ class LinkTable:
                 self._hops(dist, int(sources[i]), target)      # raises, naming both
             starts = np.zeros(idx.size + 1, dtype=np.int64)
             np.cumsum(hops, out=starts[1:])
-            choice = np.array([h for i, k in zip(idx.tolist(), hops.tolist()) for h in _choices(*pairs[i], k)],
+            hashed = pairs if self.gpu_ids is None else [(self.gpu_ids[a], self.gpu_ids[b]) for a, b in pairs]
+            choice = np.array([h for i, k in zip(idx.tolist(), hops.tolist()) for h in _choices(*hashed[i], k)],
                               dtype=np.int64)
             links = np.empty(int(starts[-1]), dtype=np.int64)
             _walk_all(sources[idx], target, starts, dist, self._indptr, self._csr_nbrs, self._csr_links,
