@@ -74,6 +74,25 @@ def did_you_mean(value, allowed) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def gpu_ranges(text: str, field: str, n_gpus: int, example: str = "0-7 or 0,8,16") -> list[int]:
+    """``0-7``, ``0,8,16`` or ``8-15,0-7`` -> GPU numbers in that order, each range checked to lie
+    in ``0..n_gpus - 1`` before it is expanded (and the expansion stopped past ``n_gpus``); a part
+    that is not a number or a range, or out of bounds: one line naming ``field``."""
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, sep, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise InputError(f"{field}: cannot read {part!r}; use e.g. {example}") from None
+        if not 0 <= first <= last < n_gpus:
+            raise InputError(f"{field}: {part!r} is not a range of GPUs in 0..{n_gpus - 1}")
+        out.extend(range(first, last + 1))
+        if len(out) > n_gpus:
+            break
+    return out
+
+
 def optional_number(value, field: str, **rules) -> float | int | None:
     """``None``, or :func:`number` of ``value``."""
     return None if value is None else number(value, field, **rules)
@@ -157,5 +176,5 @@ def _range_text(low, high, low_open, high_open) -> str:
     return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "InputNote", "InputWarning", "arg", "choice", "did_you_mean", "note", "number", "optional_number", "read_yaml", "warn",
+__all__ = ["InputError", "InputNote", "InputWarning", "arg", "choice", "did_you_mean", "gpu_ranges", "note", "number", "optional_number", "read_yaml", "warn",
            "yaml_load"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .checks import InputError
+from .checks import InputError, gpu_ranges
 from .cluster import Allocation, Cluster
 from .moe.scenario import Scenario
 from .moe.specs import RunSpec
@@ -46,6 +46,7 @@ class StepJob:
     name: str
     run: RunSpec
     mode: str = "auto"
+    label: str = ""                         # what the job runs, as the user named it (a preset or a file)
     _steps: dict = field(default_factory=dict, repr=False)     # allocation's GPUs -> MoEStep (reused)
     own_link_bytes: np.ndarray | None = field(default=None, repr=False)   # of its last start
 
@@ -60,15 +61,16 @@ class StepJob:
             self._steps[key] = MoEStep(Scenario(self.run, gpus=list(allocation.gpus)), self.mode)
         return self._steps[key]
 
-    def start(self, cluster: Cluster, allocation: Allocation):
+    def start(self, cluster: Cluster, allocation: Allocation, link_timeline: bool = False):
         """Start the step on ``cluster``'s network, on ``allocation``'s GPUs; returns the call that
-        gives its :class:`~sim.moe.step.StepResult` (and keeps the bytes it put on each link)."""
+        gives its :class:`~sim.moe.step.StepResult` (and keeps the bytes it put on each link);
+        ``link_timeline`` as :meth:`~sim.moe.step.MoEStep.start`'s."""
         step = self.step(allocation)
         if not np.array_equal(step.scenario.links.capacity, cluster.links.capacity):
             raise InputError(f"job {self.name!r}: its communication kernels ({self.run.kernels}) scale the links' "
                              "bandwidths otherwise than the cluster's; give every job the same kernels")
         view = cluster.view(allocation)
-        finish = step.start(view)
+        finish = step.start(view, link_timeline)
 
         def result() -> StepResult:
             out = finish()
@@ -89,6 +91,7 @@ class JobsResult:
     placement: str
     backend: str
     wall_s: float
+    results: dict = field(default_factory=dict, repr=False)    # job name -> StepResult of the shared run
 
 
 def cluster_for(jobs: list[StepJob]) -> Cluster:
@@ -131,35 +134,126 @@ def place(jobs: list[StepJob], placement: str | dict) -> dict[str, Allocation]:
     return out
 
 
-def run_jobs(jobs: list[StepJob], placement: str | dict = "packed") -> JobsResult:
-    """Place ``jobs``, run each alone, then all together (see the module)."""
+def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timeline: bool = False) -> JobsResult:
+    """Place ``jobs``, run each alone, then all together (see the module). Every job's step is
+    built first (bad input: one line, before anything runs). A job whose run fails gets its error
+    in its row (``error``) and the others keep their results; ``link_timeline``: the shared run
+    records its busiest links over time (for :func:`~sim.trace.write_jobs_trace`)."""
     if not jobs:
         raise InputError("jobs: give at least one job")
     t0 = time.perf_counter()
     allocations = place(jobs, placement)
-    alone = {}
     for job in jobs:
-        cluster = cluster_for(jobs)
-        finish = job.start(cluster, allocations[job.name])
-        cluster.run()
-        alone[job.name] = finish()
+        job.step(allocations[job.name])
+    alone, errors = {}, {}
+    for job in jobs:
+        try:
+            cluster = cluster_for(jobs)
+            finish = job.start(cluster, allocations[job.name])
+            cluster.run()
+            alone[job.name] = finish()
+        except InputError:
+            raise
+        except Exception as exc:                    # noqa: BLE001 (kept in the job's row; the others go on)
+            errors[job.name] = f"alone: {type(exc).__name__}: {exc}"
+    running = [job for job in jobs if job.name in alone]
     cluster = cluster_for(jobs)
-    finishes = {job.name: job.start(cluster, allocations[job.name]) for job in jobs}
-    cluster.run()
-    shared = {name: finish() for name, finish in finishes.items()}
+    shared = {}
+    try:
+        finishes = {job.name: job.start(cluster, allocations[job.name], link_timeline and k == 0)
+                    for k, job in enumerate(running)}
+        cluster.run()
+        for name, finish in finishes.items():
+            try:
+                shared[name] = finish()
+            except Exception as exc:                # noqa: BLE001
+                errors[name] = f"shared: {type(exc).__name__}: {exc}"
+    except InputError:
+        raise
+    except Exception as exc:                        # noqa: BLE001 (the shared run as a whole)
+        for job in running:
+            errors.setdefault(job.name, f"shared run: {type(exc).__name__}: {exc}")
     rows = []
     for job in jobs:
-        a, s = alone[job.name], shared[job.name]
-        rows.append({"job": job.name, "gpus": job.gpus_needed, "placement": allocations[job.name].label(),
+        a, s = alone.get(job.name), shared.get(job.name)
+        rows.append({"job": job.name, "scenario": job.label or job.run.description, "gpus": job.gpus_needed, "placement": allocations[job.name].label(),
                      "node_runs": allocations[job.name].runs, "schedule": job.run.schedule,
-                     "alone_s": a.step_time_s, "shared_s": s.step_time_s,
-                     "slowdown_pct": 100 * (s.step_time_s / a.step_time_s - 1),
-                     "exposed_comm_alone_s": a.exposed_comm_s, "exposed_comm_shared_s": s.exposed_comm_s})
-    window = max(r.step_time_s for r in shared.values())
-    links = shared_links(cluster, {job.name: job.own_link_bytes for job in jobs}, window)
+                     "alone_s": a.step_time_s if a else float("nan"), "shared_s": s.step_time_s if s else float("nan"),
+                     "slowdown_pct": 100 * (s.step_time_s / a.step_time_s - 1) if a and s else float("nan"),
+                     "exposed_comm_alone_s": a.exposed_comm_s if a else float("nan"),
+                     "exposed_comm_shared_s": s.exposed_comm_s if s else float("nan"),
+                     **({"error": errors.get(job.name, "")} if errors else {})})
+    window = max((r.step_time_s for r in shared.values()), default=0.0)
+    own = {job.name: job.own_link_bytes for job in running if job.own_link_bytes is not None}
+    links = shared_links(cluster, own, window) if len(own) > 1 else shared_links(cluster, {}, window)
     label = placement if isinstance(placement, str) else "explicit"
     return JobsResult(pd.DataFrame(rows), links, jobs[0].run.topology, cluster.num_gpus, label, cluster.backend,
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, shared)
+
+
+GPU_NUMBERS = 10 ** 7          # GPU numbers a list may name (the cluster checks its own)
+JOBS_FILE_KEYS = ("topology", "placement", "communication", "network", "mode", "jobs")
+JOB_KEYS = ("scenario", "name", "gpus")
+
+
+def load_jobs_file(path: str, **overrides) -> tuple[list[StepJob], str | dict]:
+    """The jobs of a YAML file (``jobs:``, a list of ``scenario`` with an optional ``name`` and
+    explicit ``gpus``; ``topology``, ``placement``, ``communication``, ``network`` and ``mode``
+    for all of them; paths relative to the file) and their placement. ``overrides`` (not None)
+    replace the file's values. Bad keys or values: one line naming the file and the entry."""
+    from pathlib import Path
+
+    from .checks import read_yaml
+    from .moe.specs import load_scenario
+    doc = read_yaml(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:
+        raise InputError(f"{path}: a jobs file is a mapping with a non-empty list under 'jobs:'")
+    unknown = sorted(set(doc) - set(JOBS_FILE_KEYS))
+    if unknown:
+        raise InputError(f"{path}: unknown key {unknown[0]!r}; a jobs file takes {', '.join(JOBS_FILE_KEYS)}")
+    folder = Path(path).resolve().parent
+
+    def local(value):
+        """A file named relative to the jobs file (a preset name stays as it is)."""
+        if isinstance(value, str) and value.endswith((".yaml", ".yml")) and (folder / value).exists():
+            return str(folder / value)
+        return value
+    settings = {k: doc.get(k) for k in ("topology", "placement", "communication", "network", "mode")}
+    settings["topology"] = local(settings["topology"])
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    names = job_names(len(doc["jobs"]))
+    jobs, explicit = [], {}
+    for k, entry in enumerate(doc["jobs"]):
+        where = f"{path}: jobs[{k}]"
+        if not isinstance(entry, dict) or "scenario" not in entry:
+            raise InputError(f"{where}: each job is a mapping with a 'scenario' (a preset or a YAML file)")
+        bad = sorted(set(entry) - set(JOB_KEYS))
+        if bad:
+            raise InputError(f"{where}: unknown key {bad[0]!r}; a job takes {', '.join(JOB_KEYS)}")
+        name = str(entry.get("name", names[k]))
+        run = load_scenario(local(entry["scenario"]), topology=settings["topology"],
+                            communication=settings["communication"] or "live", network=settings["network"])
+        jobs.append(StepJob(name, run, settings["mode"] or "auto", str(entry["scenario"])))
+        if "gpus" in entry:
+            explicit[name] = parse_gpus(str(entry["gpus"]), f"{where}: gpus")
+    if explicit and len(explicit) != len(jobs):
+        raise InputError(f"{path}: give gpus for every job or for none ({len(explicit)} of {len(jobs)} have them)")
+    return jobs, explicit or settings["placement"] or "packed"
+
+
+def job_names(count: int) -> list[str]:
+    """``A``, ``B``, ... (then ``J27``, ...): jobs named by their order."""
+    import string
+    letters = string.ascii_uppercase
+    return [letters[i] if i < len(letters) else f"J{i + 1}" for i in range(count)]
+
+
+def parse_gpus(text: str, field: str) -> list[int]:
+    """``0-1023`` or ``8-15,0-7`` -> GPU numbers (one line naming ``field`` if it cannot be read)."""
+    out = gpu_ranges(text, field, GPU_NUMBERS, "0-1023 or 8-15,0-7")
+    if not out:
+        raise InputError(f"{field}: no GPU named in {text!r}")
+    return out
 
 
 def shared_links(cluster: Cluster, own: dict[str, np.ndarray], window_s: float) -> pd.DataFrame:
@@ -167,7 +261,7 @@ def shared_links(cluster: Cluster, own: dict[str, np.ndarray], window_s: float) 
     each job's bytes (``bytes_<job>``), ``bytes`` (all), ``mean_util`` (all bytes / (bandwidth x
     ``window_s``)), the most loaded first."""
     table = cluster.links
-    loads = np.vstack([own[name] for name in own])
+    loads = np.vstack([own[name] for name in own]) if own else np.zeros((0, len(table)))
     both = np.flatnonzero((loads > 0).sum(axis=0) >= 2)
     total = loads[:, both].sum(axis=0)
     order = both[np.lexsort((both, -total))]
@@ -199,4 +293,5 @@ def jobs_text(result: JobsResult, top: int = 10) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["JobsResult", "StepJob", "cluster_for", "jobs_text", "place", "run_jobs", "shared_links"]
+__all__ = ["JOBS_FILE_KEYS", "JOB_KEYS", "JobsResult", "StepJob", "cluster_for", "job_names", "jobs_text", "load_jobs_file",
+           "parse_gpus", "place", "run_jobs", "shared_links"]

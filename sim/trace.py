@@ -28,6 +28,33 @@ def engine_events(result: EngineResult, time_scale: float = 1e6) -> list[dict]:
 
 def write_chrome_trace(result, path: str | Path, busiest: int = 8) -> Path:
     """``result``: an EngineResult (zero-comm runs) or a MoE StepResult."""
+    return write_json_atomic({"traceEvents": trace_events(result, busiest), "displayTimeUnit": "ms"}, path)
+
+
+def write_jobs_trace(results: dict, path: str | Path, busiest: int = 8) -> Path:
+    """Several jobs' steps on one cluster (``results``: job name -> StepResult of the shared run) in
+    one trace: a group of processes per job, ``<job>: rank r`` (process ids ``1000 x (k + 1) + r``
+    for the k-th job, sorted job by job), and the first job's link counters (the shared network's)."""
+    events = []
+    for k, (name, result) in enumerate(results.items()):
+        base = 1000 * (k + 1)
+        for event in trace_events(result, busiest):
+            pid = event.get("pid")
+            if pid == -1:
+                if k == 0:
+                    events.append(event)
+                continue
+            event = dict(event, pid=base + pid)
+            if event["name"] == "process_name":
+                event["args"] = {"name": f"{name}: {event['args']['name']}"}
+                events.append({"name": "process_sort_index", "ph": "M", "pid": base + pid,
+                               "args": {"sort_index": base + pid}})
+            events.append(event)
+    return write_json_atomic({"traceEvents": events, "displayTimeUnit": "ms"}, path)
+
+
+def trace_events(result, busiest: int = 8) -> list[dict]:
+    """The trace's events of one EngineResult or MoE StepResult (see the module)."""
     engine = getattr(result, "engine", result)
     scale = 1e6
     events = engine_events(engine, scale)
@@ -59,4 +86,4 @@ def write_chrome_trace(result, path: str | Path, busiest: int = 8) -> Path:
             "busiest links: pipeline sends and DP traffic only (all-to-alls measured apart, not on this fabric; "
             "--communication live adds them)" if measured else "busiest links of the step (all traffic)")
         events.append({"name": "process_name", "ph": "M", "pid": -1, "args": {"name": label}})
-    return write_json_atomic({"traceEvents": events, "displayTimeUnit": "ms"}, path)
+    return events

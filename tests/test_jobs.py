@@ -3,6 +3,7 @@ spine slows both, and the jobs command."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sim.checks import InputError
@@ -83,3 +84,70 @@ def test_the_jobs_command(tmp_path, capsys):
     assert "nodes 2-3" in text and "nodes 0-1" in text and "met on no link" in text
     assert main(["jobs", "tiny", "--gpus", "0-15", "--gpus", "0-15"]) == 2
     assert "--gpus: give one list per job (1), got 2" in capsys.readouterr().err
+
+
+def test_a_jobs_file_names_its_jobs_their_gpus_and_the_cluster(tmp_path, capsys):
+    """A jobs file: scenarios relative to it, names, explicit GPUs; the command reads it whole."""
+    (tmp_path / "thin.yaml").write_text(Path(THIN).read_text())
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text("topology: thin.yaml\njobs:\n  - scenario: tiny\n    name: left\n    gpus: 0-15\n"
+                    "  - scenario: tiny\n    name: right\n    gpus: 32-39,40-47\n")
+    from sim.jobs import load_jobs_file
+    jobs, placement = load_jobs_file(str(spec))
+    assert [j.name for j in jobs] == ["left", "right"] and placement == {"left": list(range(16)),
+                                                                      "right": list(range(32, 48))}
+    assert jobs[0].run.topology == str(tmp_path / "thin.yaml") and jobs[0].run.communication == "live"
+    trace = tmp_path / "jobs.json"
+    assert main(["jobs", str(spec), "--json", "--trace", str(trace)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [(j["job"], j["scenario"], j["placement"]) for j in printed["jobs"]] == [
+        ("left", "tiny", "nodes 0-1"), ("right", "tiny", "nodes 4-5")]
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert {"left: rank 0", "right: rank 3"} <= names
+    pids = {e["pid"] for e in events if e.get("ph") == "X"}
+    assert pids and all(1000 <= p < 3000 for p in pids) and {p // 1000 for p in pids} == {1, 2}
+
+
+@pytest.mark.parametrize("text,pattern", [
+    ("jobs: []\n", "a non-empty list under 'jobs:'"),
+    ("jobz:\n  - scenario: tiny\n", "a non-empty list under 'jobs:'"),
+    ("jobs:\n  - scenario: tiny\nplacment: packed\n", "unknown key 'placment'; a jobs file takes topology, placement"),
+    ("jobs:\n  - scenaro: tiny\n", r"jobs\[0\]: each job is a mapping with a 'scenario'"),
+    ("jobs:\n  - scenario: tiny\n    gpu: 0-15\n", r"jobs\[0\]: unknown key 'gpu'; a job takes scenario, name, gpus"),
+    ("jobs:\n  - scenario: tiny\n    gpus: 0-15\n  - scenario: tiny\n", "give gpus for every job or for none"),
+    ("jobs:\n  - scenario: tiny\n    gpus: a-b\n", r"jobs\[0\]: gpus: cannot read 'a-b'"),
+])
+def test_a_bad_jobs_file_is_one_line(tmp_path, text, pattern):
+    from sim.jobs import load_jobs_file
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text(text)
+    with pytest.raises(InputError, match=pattern):
+        load_jobs_file(str(spec))
+
+
+def test_a_job_that_fails_keeps_the_others_results(monkeypatch):
+    """Job B's run raises: its row says why, job A's figures are there."""
+    jobs = [StepJob("A", tiny(topology="h800-64")), StepJob("B", tiny(topology="h800-64"))]
+    original = StepJob.start
+
+    def start(self, cluster, allocation, link_timeline=False):
+        if self.name == "B":
+            raise RuntimeError("a broken job")
+        return original(self, cluster, allocation, link_timeline)
+    monkeypatch.setattr(StepJob, "start", start)
+    result = run_jobs(jobs)
+    a, b = result.jobs.iloc[0], result.jobs.iloc[1]
+    assert a.alone_s > 0 and a.shared_s == a.alone_s and a.error == ""
+    assert b.error == "alone: RuntimeError: a broken job" and np.isnan(b.alone_s)
+
+
+def test_the_example_jobs_file_reads_as_two_half_clusters():
+    """examples/jobs/two-deepseek-v3.yaml (docs/model.md): two DeepSeek-V3 jobs of 1,024 GPUs on
+    h800-2048, interleaved, live all-to-alls; placed, they take the even and the odd nodes."""
+    from sim.jobs import load_jobs_file, place
+    jobs, placement = load_jobs_file(str(Path(__file__).parent.parent / "examples" / "jobs" / "two-deepseek-v3.yaml"))
+    assert placement == "interleaved" and [j.gpus_needed for j in jobs] == [1024, 1024]
+    assert all(j.run.topology == "h800-2048" and j.run.communication == "live" for j in jobs)
+    allocations = place(jobs, placement)
+    assert allocations["A"].nodes == tuple(range(0, 256, 2)) and allocations["B"].nodes == tuple(range(1, 256, 2))

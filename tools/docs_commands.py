@@ -46,7 +46,7 @@ SLOW = (
     "python -m sim plan --gpus 2048 --model deepseek-v3 --topology h800-2048",
     "python -m experiments.",
     "python -m tools.benchmark",
-    "python -m sim jobs examples/jobs/deepseek-v3-1024.yaml",
+    "python -m sim jobs examples/jobs/",
     "python -m tools.mutation",
 )
 

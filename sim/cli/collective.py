@@ -9,25 +9,14 @@ both algorithms), ``busiest_links`` (the links that carried the most bytes).
 """
 from __future__ import annotations
 
-from ..checks import InputError, arg, number
+from ..checks import InputError, arg, gpu_ranges, number
 
 KINDS = ("p2p", "all-to-all", "all-reduce", "reduce-scatter", "all-gather")
 
 
 def parse_ranks(text: str, n_gpus: int) -> list[int]:
     """``0-7``, ``0,8,16`` or ``0-3,8-11`` -> GPU indices; checks the range before expanding it."""
-    out: list[int] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, sep, hi = part.partition("-")
-        try:
-            first, last = int(lo), int(hi) if sep else int(lo)
-        except ValueError:
-            raise InputError(f"--ranks: cannot read {part!r}; use e.g. 0-7 or 0,8,16") from None
-        if not 0 <= first <= last < n_gpus:
-            raise InputError(f"--ranks: {part!r} is not a range of GPUs in 0..{n_gpus - 1}")
-        out.extend(range(first, last + 1))
-        if len(out) > n_gpus:
-            break
+    out = gpu_ranges(text, "--ranks", n_gpus)
     if len(out) < 2 or len(set(out)) != len(out):
         raise InputError(f"--ranks must name at least two distinct GPUs in 0..{n_gpus - 1}, got {text!r}")
     return out

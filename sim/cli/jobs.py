@@ -7,32 +7,38 @@ shared) and the links two or more jobs loaded, each job's bytes on them.
 """
 from __future__ import annotations
 
-import string
-
 from ..checks import InputError
-from .collective import parse_ranks
 
 
-def job_names(count: int) -> list[str]:
-    """``A``, ``B``, ... (then ``J27``, ...)."""
-    letters = string.ascii_uppercase
-    return [letters[i] if i < len(letters) else f"J{i + 1}" for i in range(count)]
+def is_jobs_file(name: str) -> bool:
+    """Whether ``name`` is a YAML file with a ``jobs:`` list (else: a scenario)."""
+    from pathlib import Path
+    path = Path(name)
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return False
+    from ..checks import read_yaml
+    doc = read_yaml(path)
+    return isinstance(doc, dict) and "jobs" in doc
 
 
 def cmd_jobs(args) -> int:
-    from ..jobs import StepJob, jobs_text, run_jobs
+    from ..jobs import StepJob, job_names, jobs_text, load_jobs_file, parse_gpus, run_jobs
     from ..moe.specs import load_scenario
-    overrides = {"topology": args.topology, "communication": args.communication, "network": args.network}
-    names = job_names(len(args.scenarios))
-    jobs = [StepJob(name, load_scenario(scenario, **overrides), args.mode) for name, scenario in
-            zip(names, args.scenarios)]
-    placement = args.placement
-    if args.gpus:
-        if len(args.gpus) != len(jobs):
-            raise InputError(f"--gpus: give one list per job ({len(jobs)}), got {len(args.gpus)}")
-        placement = {job.name: parse_ranks(text, 10 ** 9) for job, text in zip(jobs, args.gpus)}
-    result = run_jobs(jobs, placement)
-    result.jobs.insert(1, "scenario", list(args.scenarios))
+    if len(args.scenarios) == 1 and is_jobs_file(args.scenarios[0]):
+        if args.gpus:
+            raise InputError("--gpus: a jobs file gives each job's gpus itself")
+        jobs, placement = load_jobs_file(args.scenarios[0], topology=args.topology, placement=args.placement,
+                                         communication=args.communication, network=args.network, mode=args.mode)
+    else:
+        overrides = {"topology": args.topology, "communication": args.communication or "live", "network": args.network}
+        jobs = [StepJob(name, load_scenario(scenario, **overrides), args.mode or "auto", scenario) for name, scenario in
+                zip(job_names(len(args.scenarios)), args.scenarios)]
+        placement = args.placement or "packed"
+        if args.gpus:
+            if len(args.gpus) != len(jobs):
+                raise InputError(f"--gpus: give one list per job ({len(jobs)}), got {len(args.gpus)}")
+            placement = {job.name: parse_gpus(text, "--gpus") for job, text in zip(jobs, args.gpus)}
+    result = run_jobs(jobs, placement, link_timeline=bool(args.trace))
     if args.out:
         from pathlib import Path
 
@@ -42,6 +48,11 @@ def cmd_jobs(args) -> int:
         with overwriting(args.force):
             write_csv_atomic(result.jobs, out / "jobs.csv")
             write_csv_atomic(result.links, out / "jobs_shared_links.csv")
+    if args.trace:
+        from ..io import overwriting
+        from ..trace import write_jobs_trace
+        with overwriting(args.force):
+            write_jobs_trace(result.results, args.trace)
     if args.json:
         from ..io import json_text
         print(json_text({"topology": result.topology, "gpus": result.gpus, "placement": result.placement,
@@ -55,24 +66,29 @@ def cmd_jobs(args) -> int:
 
 def add_arguments(p) -> None:
     p.add_argument("scenarios", nargs="+", metavar="SCENARIO",
-                   help="a job: a scenario preset or YAML (one step of it); jobs are named A, B, ... in this order")
+                   help="a job: a scenario preset or YAML (one step of it), jobs named A, B, ... in this order; or one "
+                        "jobs file (YAML with jobs: [{scenario, name, gpus}], topology, placement, communication, "
+                        "network, mode)")
     p.add_argument("--topology", help="the cluster every job runs on (default: the jobs' own, which must agree)")
-    p.add_argument("--placement", choices=("packed", "interleaved"), default="packed",
+    p.add_argument("--placement", choices=("packed", "interleaved"),
                    help="whole nodes per job: the lowest free ones in order (packed, default) or spread evenly "
                         "over the free ones (interleaved)")
     p.add_argument("--gpus", action="append",
                    help="explicit GPUs of a job, whole nodes (e.g. 0-1023); once per job, in order")
-    p.add_argument("--communication", choices=("live", "measured"), default="live",
+    p.add_argument("--communication", choices=("live", "measured"),
                    help="all-to-alls on the shared network among the other jobs' traffic (live, default) or "
                         "measured alone (then only pipeline sends and data-parallel traffic meet)")
     p.add_argument("--network", help="network backend: maxmin (default) or analytical (no contention: no job "
                                      "slows another)")
-    p.add_argument("--mode", choices=("auto", "representative", "full"), default="auto",
+    p.add_argument("--mode", choices=("auto", "representative", "full"),
                    help="representative pipeline or every rank, per job")
     p.add_argument("--top", type=int, default=10, help="shared links to print (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", help="write jobs.csv and jobs_shared_links.csv into this folder")
-    p.add_argument("--force", action="store_true", help="replace files in --out even if this tool did not write them")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) of the shared run: a group of processes per "
+                                   "job, and the shared network's busiest links")
+    p.add_argument("--force", action="store_true",
+                   help="replace files in --out or --trace even if this tool did not write them")
 
 
 COMMANDS = {"jobs": ("several jobs on one cluster: each alone and all together", add_arguments, cmd_jobs)}
