@@ -161,9 +161,11 @@ _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43b0d7e5, 0x931e8875, 0x8b51f9dd, 0x58f38
 _MIX_MULT_L, _MIX_MULT_R = 0xca01f9dd, 0x4973f715
 
 
-def _lognormal(words, mean, sigma, out, ki, wi, fi, nor_r, nor_inv_r, mult_hi, mult_lo):
+def _lognormal(words, mean, sigma, out, tables):
     """Fill ``out`` (float64, 1-D) with numpy's ``default_rng(entropy).lognormal(mean, sigma)``
-    draws, ``words`` being the entropy as numpy's SeedSequence assembles it (uint32 words)."""
+    draws, ``words`` being the entropy as numpy's SeedSequence assembles it (uint32 words);
+    ``tables``: the ziggurat's (ki, wi, fi, r, 1 / r) and PCG64's multiplier (high, low words)."""
+    ki, wi, fi, nor_r, nor_inv_r, mult_hi, mult_lo = tables
     m32 = np.uint64(0xFFFFFFFF)
     x16 = np.uint64(16)
     pool = np.zeros(4, dtype=np.uint64)
@@ -258,8 +260,8 @@ def lognormal_from_seed(entropy: list[int], mean: float, sigma: float, shape) ->
     if njit is None:
         return np.random.default_rng(entropy).lognormal(mean, sigma, shape)
     out = np.empty(shape)
-    _lognormal(entropy_words(entropy), float(mean), float(sigma), out.reshape(-1), *_NORMAL_TABLES,
-               np.uint64(_MULT_HI), np.uint64(_MULT_LO))
+    _lognormal(entropy_words(entropy), float(mean), float(sigma), out.reshape(-1),
+               (*_NORMAL_TABLES, np.uint64(_MULT_HI), np.uint64(_MULT_LO)))
     return out
 
 

@@ -45,9 +45,17 @@ def ends(backend, graph, transfers, gpu_rate=None):
     return out, net
 
 
+CALLS = ("env", "links", "observers", "recomputations", "num_gpus", "transfer", "transfer_at", "route_set",
+         "transfer_set", "transfer_bundle", "route_bandwidth", "sync", "link_bytes", "link_busy_s", "link_peak_util",
+         "bytes_sent", "bytes_received")
+
+
 @pytest.mark.parametrize("backend", NETWORK_BACKENDS)
 def test_both_backends_are_networks(backend):
-    assert isinstance(build_network(simpy.Environment(), line(1e9), backend), Network)
+    """Every call and attribute of the Network protocol is there, on both backends."""
+    assert all(name in vars(Network) or name in Network.__annotations__ for name in CALLS)
+    net = build_network(simpy.Environment(), line(1e9), backend)
+    assert all(hasattr(net, name) for name in CALLS)
 
 
 @pytest.mark.parametrize("gpu_rate", [None, 20e9])

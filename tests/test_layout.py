@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.moe.layout import GROUP_AXES, Coordinates, Layout
+from sim.moe.layout import GROUP_AXES, Coordinates, Layout, LayoutRequest
 from sim.moe.specs import SpecError
 
-DS = Layout.check(16, 128, 64, 8, 2048, "h800-2048", 256)       # DeepSeek-V3: PP16, DP128, EP64
+DS = Layout.check(LayoutRequest(16, 128, 64, 8, 2048, "h800-2048", 256))   # DeepSeek-V3: PP16, DP128, EP64
 
 
 def test_deepseek_layout_by_formula():
@@ -36,17 +36,17 @@ def test_parameter_shard_groups():
 ])
 def test_refusals(args, pattern):
     with pytest.raises(SpecError, match=pattern):
-        Layout.check(*args)
+        Layout.check(LayoutRequest(*args))
 
 
 def test_dense_model_has_no_expert_rule():
-    assert Layout.check(4, 4, 4, 8, 16, "t", 0).ep == 4
+    assert Layout.check(LayoutRequest(4, 4, 4, 8, 16, "t", 0)).ep == 4
 
 
 # --- tensor and context parallelism (Megatron-Core's tp-cp-ep-dp-pp order) -------------------------
 def test_megatron_order_by_formula():
     """GPU(t, c, d, r) = t + tp (c + cp (d + dp r)): TP fastest, then CP, DP, PP."""
-    lay = Layout.check(2, 4, 1, 8, 64, "t", 0, tp=4, cp=2)
+    lay = Layout.check(LayoutRequest(2, 4, 1, 8, 64, "t", 0, tp=4, cp=2))
     assert lay.gpus == 64 and lay.model_parallel == 8
     assert lay.gpu(1, 3) == (1 * 4 + 3) * 8 == lay.gpu_at(Coordinates(0, 0, 3, 1))
     assert lay.tp_group(0, 1) == [8, 9, 10, 11] and lay.tp_group(0, 1, cp=1) == [12, 13, 14, 15]
@@ -102,18 +102,18 @@ def test_every_gpu_has_one_coordinate_and_groups_partition_the_gpus(tp, cp, pp, 
 ])
 def test_tp_and_cp_refusals(kwargs, pattern):
     with pytest.raises(SpecError, match=pattern) as info:
-        Layout.check(1, 8, 1, 8, 64, "t", **kwargs)
+        Layout.check(LayoutRequest(1, 8, 1, 8, 64, "t", **kwargs))
     assert "\n" not in str(info.value)
 
 
 def test_tp_across_nodes_is_allowed_when_asked():
-    lay = Layout.check(1, 2, 1, 4, 16, "t", 0, tp=8, heads=8, tp_across_nodes=True)
+    lay = Layout.check(LayoutRequest(1, 2, 1, 4, 16, "t", 0, tp=8, heads=8, tp_across_nodes=True))
     assert lay.tp_spans_nodes and lay.tp_group(0, 1) == list(range(8, 16))
-    assert not Layout.check(1, 2, 1, 8, 16, "t", 0, tp=8).tp_spans_nodes
+    assert not Layout.check(LayoutRequest(1, 2, 1, 8, 16, "t", 0, tp=8)).tp_spans_nodes
 
 
 def test_a_dense_layout_needs_no_expert_count_and_a_gpu_outside_it_is_named():
-    lay = Layout.check(1, 2, 1, 8, 16, "t", tp=8)                   # routed experts default to none
+    lay = Layout.check(LayoutRequest(1, 2, 1, 8, 16, "t", tp=8))                # routed experts default to none
     assert lay.tp == 8 and lay.gpus == 16
     with pytest.raises(ValueError, match="GPU 16 is not in this layout of 16 GPUs"):
         lay.coordinates(16)
@@ -128,17 +128,17 @@ def test_a_dense_layout_needs_no_expert_count_and_a_gpu_outside_it_is_named():
 ])
 def test_expert_parallel_refusals(dp, ep, tp, cp, pattern):
     with pytest.raises(SpecError, match=pattern) as info:
-        Layout.check(1, dp, ep, 8, 64, "t", 8, tp=tp, cp=cp, sequence_parallel=True)
+        Layout.check(LayoutRequest(1, dp, ep, 8, 64, "t", 8, tp=tp, cp=cp, sequence_parallel=True))
     assert "\n" not in str(info.value)
 
 
 def test_moe_folds_expert_parallelism_over_tp():
     """Qwen3-235B on H100 (NVIDIA's recipe): TP 2 x PP 8 x DP 16, EP 32 = every GPU of a stage."""
-    lay = Layout.check(8, 16, 32, 8, 256, "t", 128, tp=2, heads=64, kv_heads=4, sequence_parallel=True)
+    lay = Layout.check(LayoutRequest(8, 16, 32, 8, 256, "t", 128, tp=2, heads=64, kv_heads=4, sequence_parallel=True))
     assert lay.ep_replicas == 16 and lay.groups_per_rank == 1
     assert lay.ep_group(3, 0) == list(range(96, 128))                     # rank 3: GPUs 96..127
     assert lay.expert_dp_group(3, 5) == [lay.gpu(3, 5)] == [106]          # experts held once
-    small = Layout.check(1, 8, 4, 8, 64, "t", 8, tp=2, sequence_parallel=True)   # EP 4 = 2 replicas
+    small = Layout.check(LayoutRequest(1, 8, 4, 8, 64, "t", 8, tp=2, sequence_parallel=True))   # EP 4 = 2 replicas
     assert small.groups_per_rank == 4 and small.ep_group(0, 1) == [4, 5, 6, 7]
     assert small.expert_dp_group(0, 1) == [2, 6, 10, 14]
 
@@ -146,7 +146,7 @@ def test_moe_folds_expert_parallelism_over_tp():
 def test_expert_tp_splits_each_expert_over_consecutive_gpus_and_strides_the_ep_group():
     """Mixtral-like: TP 2, expert TP 2, EP 8 on 16 GPUs a stage (DP 8): each EP group is one GPU
     of each TP pair (every second GPU), the two groups side by side; experts are split over pairs."""
-    lay = Layout.check(1, 8, 8, 8, 16, "t", 8, tp=2, heads=8, sequence_parallel=True, expert_tp=2)
+    lay = Layout.check(LayoutRequest(1, 8, 8, 8, 16, "t", 8, tp=2, heads=8, sequence_parallel=True, expert_tp=2))
     assert lay.ep_replicas == 8 and lay.groups_per_rank == 1 and lay.ep_gpus_per_node == 4
     assert lay.ep_subgroups(0, 0) == [list(range(0, 16, 2)), list(range(1, 16, 2))]
     assert lay.etp_group(0, 3) == [6, 7]
@@ -172,11 +172,11 @@ def test_expert_tp_refusals(kwargs, pattern):
     ep, dp = kwargs.pop("ep"), kwargs.pop("dp")
     experts = kwargs.pop("routed_experts")
     with pytest.raises(SpecError, match=pattern):
-        Layout.check(1, dp, ep, 8, 64, "t", experts, cp=2, sequence_parallel=True, **kwargs)
+        Layout.check(LayoutRequest(1, dp, ep, 8, 64, "t", experts, cp=2, sequence_parallel=True, **kwargs))
 
 
 def test_grouped_query_heads_copied_over_tp_and_a_bad_axis():
-    lay = Layout.check(1, 8, 1, 8, 64, "t", tp=4, heads=8, kv_heads=2)      # 2 key/value heads, each on 2 GPUs
+    lay = Layout.check(LayoutRequest(1, 8, 1, 8, 64, "t", tp=4, heads=8, kv_heads=2))   # 2 kv heads, each on 2 GPUs
     assert lay.tp == 4
     with pytest.raises(ValueError, match=r"^axis must be one of tp, cp, ep, dp, pp, etp, got 'xx'$"):
         lay.groups("xx")
@@ -185,11 +185,11 @@ def test_grouped_query_heads_copied_over_tp_and_a_bad_axis():
 def test_an_ep_group_of_one_gpu_a_node_under_expert_tp():
     """Nodes of 2 GPUs, TP 2 = expert TP 2: each EP group takes one GPU of each node, so any EP size
     fits whole nodes (3 here)."""
-    lay = Layout.check(1, 3, 3, 2, 6, "t", 6, tp=2, heads=2, sequence_parallel=True, expert_tp=2)
+    lay = Layout.check(LayoutRequest(1, 3, 3, 2, 6, "t", 6, tp=2, heads=2, sequence_parallel=True, expert_tp=2))
     assert lay.ep_gpus_per_node == 1 and lay.ep_subgroups(0, 0) == [[0, 2, 4], [1, 3, 5]]
 
 
 def test_an_expert_count_an_ep_group_cannot_split_is_named_with_its_expert_tp():
     with pytest.raises(SpecError, match=r"^ep must divide num_experts: ep=3, num_experts=7 \(each GPU holds num_experts "
                                         r"/ ep routed experts\) \(EP groups of expert_tp 2: 1 of a node's GPUs in each\)$"):
-        Layout.check(1, 3, 3, 2, 6, "t", 7, tp=2, heads=2, sequence_parallel=True, expert_tp=2)
+        Layout.check(LayoutRequest(1, 3, 3, 2, 6, "t", 7, tp=2, heads=2, sequence_parallel=True, expert_tp=2))

@@ -3,7 +3,7 @@ from the chunk model, one send's time from the route, each op's memory balancing
 import networkx as nx
 import pytest
 
-from sim.moe.layout import Layout
+from sim.moe.layout import Layout, LayoutRequest
 from sim.moe.scenario import Scenario
 from sim.moe.specs import load_scenario
 from sim.moe.stagecosts import send_seconds, stage_costs, stage_times
@@ -29,9 +29,9 @@ def test_one_send_by_hand():
     g = nx.Graph(gpus=["g0", "g1"], gpus_per_node=1)
     g.add_edge("g0", "sw", bandwidth=10e9, latency=1e-6)
     g.add_edge("sw", "g1", bandwidth=40e9, latency=2e-6)
-    layout = Layout.check(2, 1, 1, 1, 2, "two", 0)
+    layout = Layout.check(LayoutRequest(2, 1, 1, 1, 2, "two", 0))
     assert send_seconds(g, layout, 1e9) == pytest.approx(0.1 + 3e-6)
-    one = Layout.check(1, 2, 1, 1, 2, "two", 0)
+    one = Layout.check(LayoutRequest(1, 2, 1, 1, 2, "two", 0))
     assert send_seconds(g, one, 1e9) == 0.0
 
 

@@ -41,7 +41,7 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.mo
         "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes", "sim.moe.model_parallel",
         "sim.moe.layout", "sim.moe.activations", "sim.moe.recompute", "sim.compute.gemm", "sim.compute.attention",
         "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables",
-        "sim.plan_recipes", "sim.plan_search")
+        "sim.plan_recipes", "sim.plan_search", "sim.cluster", "sim.jobs")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
            "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",

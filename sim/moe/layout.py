@@ -61,6 +61,30 @@ class Coordinates(NamedTuple):
 
 
 @dataclass(frozen=True)
+class LayoutRequest:
+    """What :meth:`Layout.check` checks a layout against: the parallel sizes (``pp``, ``dp``,
+    ``ep``, ``tp``, ``cp``, ``expert_tp``; Megatron-Core's names), the cluster (``gpus_per_node``,
+    ``topology_gpus``, and the ``topology``'s name for the messages), the model (``routed_experts``,
+    0 for a dense model; attention ``heads`` and ``kv_heads``, 0: not checked) and the run's
+    choices (``tp_across_nodes``, ``sequence_parallel``)."""
+
+    pp: int
+    dp: int
+    ep: int
+    gpus_per_node: int
+    topology_gpus: int
+    topology: str
+    routed_experts: int = 0
+    tp: int = 1
+    cp: int = 1
+    heads: int = 0
+    kv_heads: int = 0
+    tp_across_nodes: bool = False
+    sequence_parallel: bool = False
+    expert_tp: int = 1
+
+
+@dataclass(frozen=True)
 class Layout:
     pp: int
     dp: int
@@ -71,15 +95,19 @@ class Layout:
     etp: int = 1
 
     @classmethod
-    def check(cls, pp: int, dp: int, ep: int, gpus_per_node: int, topology_gpus: int, topology: str,
-              routed_experts: int = 0, tp: int = 1, cp: int = 1, heads: int = 0, kv_heads: int = 0,
-              tp_across_nodes: bool = False, sequence_parallel: bool = False, expert_tp: int = 1) -> "Layout":
-        """The layout of ``tp x cp x pp x dp`` GPUs with EP groups of ``ep`` GPUs, or a
+    def check(cls, request: LayoutRequest) -> "Layout":
+        """The layout ``request`` asks for (:class:`LayoutRequest`): ``tp x cp x pp x dp`` GPUs with
+        EP groups of ``ep`` GPUs, or a
         :class:`SpecError` naming the rule: EP groups are made of whole data-parallel replicas
         (``ep`` a multiple of ``tp x cp`` whose quotient divides ``dp``), fit the nodes and divide
         the routed experts; an MoE model with TP uses sequence parallelism (Megatron-Core refuses it
         otherwise); TP divides the attention heads (and key/value heads) and, unless
         ``tp_across_nodes``, the GPUs of a node; the topology has the GPUs."""
+        r = request
+        pp, dp, ep, tp, cp, expert_tp = r.pp, r.dp, r.ep, r.tp, r.cp, r.expert_tp
+        gpus_per_node, topology_gpus, topology = r.gpus_per_node, r.topology_gpus, r.topology
+        routed_experts, heads, kv_heads = r.routed_experts, r.heads, r.kv_heads
+        tp_across_nodes, sequence_parallel = r.tp_across_nodes, r.sequence_parallel
         mp, block = tp * cp, expert_tp * ep
         if expert_tp > 1 and not routed_experts:
             raise SpecError(f"RunSpec.expert_tp ({expert_tp}) splits an MoE model's routed experts: a dense model "
@@ -255,4 +283,4 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-__all__ = ["Coordinates", "GROUP_AXES", "Layout", "ORDER", "divisors"]
+__all__ = ["LayoutRequest", "Coordinates", "GROUP_AXES", "Layout", "ORDER", "divisors"]

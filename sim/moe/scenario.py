@@ -25,7 +25,7 @@ from ..schedules.registry import SEARCHED
 from .chunk import ChunkModel
 from .collective_shapes import CollectiveShape, op_collectives
 from .comm_kernels import KernelSpec, load_kernels
-from .layout import Layout
+from .layout import Layout, LayoutRequest
 from .memory import RankMemory, memory_per_rank
 from .parts import ModelParallelParts
 from .specs import RunSpec, SpecError, load_gpu, load_model, topology_gpu, warn_gpu_mismatch
@@ -93,11 +93,12 @@ class Scenario:
         graph = self.graph = self.topology.graph
         warn_gpu_mismatch(run.gpu, run.topology, topology_gpu(graph, run.topology))   # its GPU must be a preset
         n_gpus = len(graph.graph["gpus"]) if gpus is None else len(gpus)
-        self.layout = Layout.check(run.pp, run.dp, run.ep, graph.graph.get("gpus_per_node", n_gpus), n_gpus,
-                                   run.topology, self.model.routed_experts if self.model.is_moe else 0,
-                                   run.tp, run.cp, self.model.heads,
-                                   self.model.kv_heads if self.model.attention == "gqa" else 0, run.tp_across_nodes,
-                                   run.sequence_parallel, run.expert_tp)
+        self.layout = Layout.check(LayoutRequest(
+            pp=run.pp, dp=run.dp, ep=run.ep, gpus_per_node=graph.graph.get("gpus_per_node", n_gpus),
+            topology_gpus=n_gpus, topology=run.topology,
+            routed_experts=self.model.routed_experts if self.model.is_moe else 0, tp=run.tp, cp=run.cp,
+            heads=self.model.heads, kv_heads=self.model.kv_heads if self.model.attention == "gqa" else 0,
+            tp_across_nodes=run.tp_across_nodes, sequence_parallel=run.sequence_parallel, expert_tp=run.expert_tp))
         if run.schedule in SEARCHED:            # Zero Bubble's search reads the stages' times and memory
             self.chunk = ChunkModel(self.model, self.gpu, run, run.pp)
             costs = stage_costs(self.model, run, self.chunk, graph, self.layout)

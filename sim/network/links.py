@@ -73,11 +73,14 @@ def _rank(v, link, is_gpu, is_nvlink):
     return 2 * int(is_gpu[v]) + int(is_nvlink[link])
 
 
-def _walk(s, t, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+def _walk(s, t, dist, graph, choice, links):
     """The route from node ``s`` to node ``t`` (``dist``: every node's hops to t), hop by hop, into
-    ``links``; ``choice`` and ``links`` hold one entry per hop. At each hop the candidates are the
-    neighbours one hop nearer, in the table's order (by node number); the best by (relays through
-    a GPU, is NVLink), False first; then the one at ``choice[hop] % their number``."""
+    ``links``; ``choice`` and ``links`` hold one entry per hop; ``graph`` is the table's
+    (indptr, neighbours, link of each neighbour entry, is a GPU, is NVLink) arrays
+    (:attr:`LinkTable.csr`). At each hop the candidates are the neighbours one hop nearer, in the
+    table's order (by node number); the best by (relays through a GPU, is NVLink), False first;
+    then the one at ``choice[hop] % their number``."""
+    indptr, nbrs, link_of, is_gpu, is_nvlink = graph
     u = s
     hop = 0
     while u != t:
@@ -105,13 +108,13 @@ def _walk(s, t, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
         hop += 1
 
 
-def _walk_all(sources, target, starts, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice, links):
+def _walk_all(sources, target, starts, dist, graph, choice, links):
     """:func:`_walk` for many routes to one GPU node ``target`` (``dist``: hops to it): route i,
     from node ``sources[i]``, takes the ``choice`` and ``links`` entries from ``starts[i]`` on, one
     per hop."""
     for i in range(sources.size):
         lo = starts[i]
-        _walk(sources[i], target, dist, indptr, nbrs, link_of, is_gpu, is_nvlink, choice[lo:], links[lo:])
+        _walk(sources[i], target, dist, graph, choice[lo:], links[lo:])
 
 
 def _latencies(latency, links, starts, out):
@@ -158,6 +161,8 @@ class LinkTable:
         self._indptr = np.searchsorted(self.src[order], np.arange(n + 1))
         self._csr_links = order                      # the link of each (node, neighbour) entry
         self._is_nvlink = np.array([k == "nvlink" for k in kinds], dtype=np.bool_)
+        # What a route's walk reads, as one record: (indptr, neighbours, link of each entry, is a GPU, is NVLink).
+        self.csr = (self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink)
         self.gpus = [index[g] for g in graph.graph["gpus"]]
         self.gpu_ids: list[int] | None = None         # a view's GPUs as the whole table numbers them (view())
         self._dist: OrderedDict[int, np.ndarray] = OrderedDict()   # hops to a GPU node, by that node
@@ -249,8 +254,7 @@ class LinkTable:
         hops = self._hops(dist, s, t)
         choice = np.array(_choices(self._hashed(src_gpu), self._hashed(dst_gpu), hops), dtype=np.int64)
         links = np.empty(hops, dtype=np.int64)
-        _walk(s, t, dist, self._indptr, self._csr_nbrs, self._csr_links, self.is_gpu, self._is_nvlink, choice,
-              links)
+        _walk(s, t, dist, self.csr, choice, links)
         result = (links, float(self.latency[links].sum()))
         self._routes[key] = result
         return result
@@ -305,8 +309,7 @@ class LinkTable:
             choice = np.array([h for i, k in zip(idx.tolist(), hops.tolist()) for h in _choices(*hashed[i], k)],
                               dtype=np.int64)
             links = np.empty(int(starts[-1]), dtype=np.int64)
-            _walk_all(sources[idx], target, starts, dist, self._indptr, self._csr_nbrs, self._csr_links,
-                      self.is_gpu, self._is_nvlink, choice, links)
+            _walk_all(sources[idx], target, starts, dist, self.csr, choice, links)
             dist[queue[:reached]] = -1
             latency = np.empty(idx.size)
             _latencies(self.latency, links, starts, latency)
