@@ -20,6 +20,10 @@ class InputError(ValueError):
     """A value a user gave is missing, malformed or out of range; the message says which and why."""
 
 
+class SpecError(InputError):
+    """A spec field is missing, unknown or out of range."""
+
+
 class InputWarning(UserWarning):
     """A value a user gave is allowed but unlikely to be what they meant (a NIC faster than any on
     the market, a GPU that is not the cluster's); the command line prints ``warning: <message>``."""
@@ -176,5 +180,5 @@ def _range_text(low, high, low_open, high_open) -> str:
     return f" in {'(' if low_open else '['}{_show(low)}, {_show(high)}{')' if high_open else ']'}"
 
 
-__all__ = ["InputError", "InputNote", "InputWarning", "arg", "choice", "did_you_mean", "gpu_ranges", "note", "number", "optional_number", "read_yaml", "warn",
+__all__ = ["InputError", "SpecError", "InputNote", "InputWarning", "arg", "choice", "did_you_mean", "gpu_ranges", "note", "number", "optional_number", "read_yaml", "warn",
            "yaml_load"]

@@ -44,8 +44,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..checks import SpecError
 from ..network import ep_group_error
-from .specs import SpecError
 
 ORDER = ("tp", "cp", "dp", "pp")       # fastest first; EP is the low digits of dp (Megatron's tp-cp-ep-dp-pp)
 GROUP_AXES = ("tp", "cp", "ep", "dp", "pp", "etp")

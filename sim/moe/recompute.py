@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .specs import RunSpec, SpecError
+from ..checks import SpecError
 
 MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "moe", "shared_experts")
 GRANULARITIES = ("selective", "full")
@@ -89,7 +89,7 @@ class Recompute(NamedTuple):
         return f"selective recomputation of {', '.join(self.modules)}"
 
 
-def recompute_of(run: RunSpec) -> Recompute:
+def recompute_of(run) -> Recompute:
     """The run's :class:`Recompute`: its explicit ``recompute_*`` fields, else its memory policy's."""
     if run.recompute_granularity is None and run.recompute_modules is None:
         granularity, modules = POLICY_RECIPES[run.memory_policy]
@@ -100,8 +100,10 @@ def recompute_of(run: RunSpec) -> Recompute:
     return Recompute("selective", tuple(run.recompute_modules or ("core_attn",)))
 
 
-def check_recompute(run: RunSpec) -> None:
-    """One line per bad combination of the ``recompute_*`` fields (named values and what is allowed)."""
+def check_recompute(run) -> None:
+    """One line per bad combination of the ``recompute_*`` fields of ``run`` (a
+    :class:`~sim.moe.specs.RunSpec`, which calls this as it is made) naming the values and what is
+    allowed."""
     g, modules, method, n = (run.recompute_granularity, run.recompute_modules, run.recompute_method,
                              run.recompute_num_layers)
     if g is not None and g not in GRANULARITIES:

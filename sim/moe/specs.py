@@ -10,7 +10,7 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 
-from ..checks import InputError, choice, did_you_mean, number, read_yaml, yaml_load
+from ..checks import InputError, SpecError, choice, did_you_mean, number, read_yaml, yaml_load
 from ..compute.device import GpuFigures
 from ..compute.ops import ATTENTION_KERNELS, FUSIONS
 from .faults import FaultSpec
@@ -24,10 +24,6 @@ MODES = ("auto", "representative", "full")                       # how a step is
 COMPUTE_MODELS = ("kernels", "flops")                             # how compute is costed (sim.moe.chunk)
 FLOPS_MODEL_EFFICIENCY = {"gemm": 0.6, "attention": 0.4}          # the flops model's defaults (our assumptions)
 COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
-
-
-class SpecError(InputError):
-    """A spec field is missing, unknown or out of range."""
 
 
 def load_presets(kind: str) -> dict:
@@ -236,7 +232,7 @@ class RunSpec:
     ``communication``: ``measured`` (each all-to-all shape measured once on an empty fabric with
     its stage's other EP groups, then charged: fast) or ``live`` (every all-to-all runs on the
     step's fabric among the other traffic, :mod:`sim.moe.live`). ``network``: the network backend
-    every transfer runs on (:mod:`sim.network.api`): ``maxmin`` (flows share each link max-min
+    every transfer runs on (:mod:`sim.network.backends`): ``maxmin`` (flows share each link max-min
     fairly) or ``analytical`` (each transfer alone on its route, no contention: faster to simulate,
     optimistic wherever traffic meets).
 
@@ -373,7 +369,7 @@ class RunSpec:
         choice(self.gemm_precision, "RunSpec.gemm_precision", GEMM_PRECISIONS, error=SpecError)
         choice(self.a2a_algorithm, "RunSpec.a2a_algorithm", ("hierarchical", "flat"), error=SpecError)
         if self.network != "maxmin":                 # the default needs no import of the network
-            from ..network.api import NETWORK_BACKENDS
+            from ..network.backends import NETWORK_BACKENDS
             choice(self.network, "RunSpec.network", NETWORK_BACKENDS, error=SpecError)
         number(self.routing_skew, "RunSpec.routing_skew", low=0, high=100, error=SpecError)
         number(self.routing_seed, "RunSpec.routing_seed", integer=True, low=0, high=2 ** 63 - 1, error=SpecError)

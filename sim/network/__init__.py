@@ -10,7 +10,8 @@ from .collectives import (
                           ring_reduce_scatter,
 )
 from .analytical import AnalyticalNetwork
-from .api import NETWORK_BACKENDS, Network, build_network
+from .api import Network
+from .backends import NETWORK_BACKENDS, build_network
 from .fabric import Fabric, RouteSet
 from .fairshare import max_min_rates
 from .links import LinkTable

@@ -1,7 +1,7 @@
 """An analytical network: every transfer as if alone on its route, no contention.
 
 The model (ASTRA-sim's analytical backend without congestion; the ``analytical`` backend of
-:func:`~sim.network.api.build_network`):
+:func:`~sim.network.backends.build_network`):
 
 1. A transfer of N bytes from GPU a to GPU b follows the route the max-min fabric uses
    (``LinkTable.route``) and first pays its latency ``L`` (the sum of its links' latencies).

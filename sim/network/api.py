@@ -1,5 +1,5 @@
-"""The network a job talks to: the few calls a job may make, and one place that builds a network
-from a link table and a backend name.
+"""The network a job talks to: the few calls a job may make (:class:`Network`), and the checks
+both backends share; :mod:`sim.network.backends` builds one by name.
 
 A job (a training step, a collective measurement) sees a network only through :class:`Network`:
 it starts transfers, bundles and route sets, reads link statistics, and asks the clock
@@ -19,19 +19,13 @@ index in the link table.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 import simpy
 
-from ..checks import InputError, choice, number
+from ..checks import InputError, number
 from .links import LinkTable
-
-if TYPE_CHECKING:
-    import networkx as nx
-
-NETWORK_BACKENDS = ("maxmin", "analytical")
-
 
 @runtime_checkable
 class Network(Protocol):
@@ -125,19 +119,4 @@ def open_bundle(env: simpy.Environment, load, latency: float | None, min_seconds
     return latency, done, on_done, True
 
 
-def build_network(env: simpy.Environment, links: "LinkTable | nx.Graph", backend: str = "maxmin", *,
-                  gpu_rate: float | None = None, completion_window: float = 0.0) -> Network:
-    """A network of ``backend`` (:data:`NETWORK_BACKENDS`) over ``links`` (a link table, or the
-    topology's graph, whose table is built): ``gpu_rate`` (bytes/s,
-    ``None``: no limit) bounds what each GPU's communication kernels move per direction;
-    ``completion_window`` batches the max-min backend's flow ends (:class:`~sim.network.Fabric`;
-    the analytical backend has nothing to batch)."""
-    choice(backend, "network backend", NETWORK_BACKENDS)
-    if backend == "analytical":
-        from .analytical import AnalyticalNetwork
-        return AnalyticalNetwork(env, links, gpu_rate=gpu_rate)
-    from .fabric import Fabric
-    return Fabric(env, links, completion_window=completion_window, gpu_rate=gpu_rate)
-
-
-__all__ = ["NETWORK_BACKENDS", "Network", "build_network", "checked_bytes", "completion", "open_bundle"]
+__all__ = ["Network", "checked_bytes", "completion", "open_bundle"]
