@@ -1,6 +1,6 @@
 """Speed benchmark: wall time and peak memory (max RSS) of each case, each in its own process.
 
-    python -m tools.benchmark [--only schedules|network|skewed|moe|model-parallel|calibrate|cli|scale] [--out results/benchmark.csv]
+    python -m tools.benchmark [--only schedules|network|skewed|moe|model-parallel|calibrate|cli|jobs|scale] [--out results/benchmark.csv]
     python -m tools.benchmark --plot          # the scaling figures, from the CSV only
 
 Cases
@@ -143,7 +143,7 @@ def _calibrate_case() -> dict:
 
 
 def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str = "measured",
-              faults: dict | None = None) -> dict:
+              faults: dict | None = None, network: str = "maxmin") -> dict:
     """Times the three phases of a step: set-up (specs, schedule, routing; skewed routing samples
     every token), all-to-all measurement on the fabric (per shape, and per stage under skew) and
     the simulation itself."""
@@ -151,7 +151,8 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
     from sim.moe.specs import load_scenario
     from sim.moe.step import MoEStep
     t0 = time.perf_counter()
-    run = load_scenario("deepseek-v3", routing_skew=skew, communication=communication, faults=faults)
+    run = load_scenario("deepseek-v3", routing_skew=skew, communication=communication, faults=faults,
+                        network=network)
     step = MoEStep(Scenario(run), mode=mode, workers=workers)
     t1 = time.perf_counter()
     step.comm.measure_all()
@@ -159,10 +160,24 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
     res = step.simulate()
     t3 = time.perf_counter()
     return {"case": f"DeepSeek-V3 step, dualpipe, {res.mode} mode, {communication} communication, skew {skew}, "
-                    f"{workers} worker(s)" + (f", faults: {run.faults.describe()}" if faults else ""),
+                    f"{workers} worker(s)" + (f", faults: {run.faults.describe()}" if faults else "")
+                    + (f", {network} network" if network != "maxmin" else ""),
             "P": 16, "M": 120,
             "gpus": 2048 if res.mode == "full" else 16, "sim_time_us": res.step_time_s * 1e6,
             "generate_s": t1 - t0, "measure_s": t2 - t1, "simulate_s": t3 - t2, "wall_s": t3 - t0}
+
+
+def _jobs_case(placement: str) -> dict:
+    """Two DeepSeek-V3 jobs of 1,024 GPUs on h800-2048 (examples/jobs/deepseek-v3-1024.yaml, live
+    all-to-alls), each alone and both together, as ``python -m sim jobs`` runs them."""
+    from sim.jobs import StepJob, run_jobs
+    from sim.moe.specs import load_scenario
+    t0 = time.perf_counter()
+    run = load_scenario(str(Path(__file__).resolve().parent.parent / "examples" / "jobs" / "deepseek-v3-1024.yaml"),
+                        communication="live")
+    result = run_jobs([StepJob("A", run), StepJob("B", run)], placement)
+    return {"case": f"two DeepSeek-V3 jobs of 1,024 GPUs on h800-2048, {placement}: each alone and both together",
+            "gpus": 2048, "sim_time_us": float(result.jobs.shared_s.max()) * 1e6, "wall_s": time.perf_counter() - t0}
 
 
 def _llama3_case() -> dict:
@@ -241,10 +256,12 @@ CASES = {"model-parallel": [(_llama3_case, ())],
          "moe": [(_moe_case, ("representative",)), (_moe_case, ("full",)), (_moe_case, ("full", 1.0)),
                  (_moe_case, ("full", 1.0, 2)), (_moe_case, ("representative", 0.0, 1, "live")),
                  (_moe_case, ("full", 0.0, 1, "live")),
+                 (_moe_case, ("representative", 0.0, 1, "live", None, "analytical")),
                  (_moe_case, ("full", 0.0, 1, "measured", {"jitter_cv": 0.05, "links": {"node:n1/nic0": 0.0}})),
                  (_moe_case, ("full", 0.0, 1, "measured", {"jitter_cv": 0.05, "links": {"node:n1/nic0": 0.0},
                                                            "send_grid_s": 0.0}))],
          "calibrate": [(_calibrate_case, ())],
+         "jobs": [(_jobs_case, ("packed",)), (_jobs_case, ("interleaved",))],
          "skewed": [(_skewed_case, (64, 1)), (_skewed_case, (128, 1)), (_skewed_case, (256, 1)),
                     (_skewed_case, (128, 4)), (_skewed_case, (128, 16))],
          "cli": [(_cli_case, ())],
