@@ -199,3 +199,32 @@ def test_bad_input_is_one_line():
 
 def test_the_fabric_is_the_default_backend():
     assert type(build_network(simpy.Environment(), line(1e9))) is Fabric
+
+
+def test_statistics_cover_every_link_and_a_bundle_carries_its_load():
+    """A bundle's bytes land on its links as its load says; statistics have one entry per link, idle
+    ones included; a bundle naming the link just past the last is refused."""
+    from sim.network import LinkLoad
+    env = simpy.Environment()
+    net = AnalyticalNetwork(env, line(10e9, 5e9))
+    load = p2p_load(net.links, [(0, 1), (0, 1)], 4e9)
+    env.run(net.transfer_bundle(load))
+    assert env.now == pytest.approx(1e-6 + 8e9 / 10e9)
+    assert net.link_bytes[load.links].tolist() == pytest.approx(load.link_bytes.tolist())
+    assert len(net.link_busy_s) == len(net.link_peak_util) == len(net.links) == 4
+    with pytest.raises(InputError, match=r"^bundle link out of range: this fabric has links 0..3$"):
+        net.transfer_bundle(LinkLoad(np.array([4]), np.array([1.0]), 1.0, 1))
+
+
+def test_a_timeline_sees_a_transfer_that_starts_at_once():
+    """No latency: the transfer drains from now, and the observers see it."""
+    g = line(10e9)
+    for u, v in g.edges:
+        g.edges[u, v]["latency"] = 0.0
+    env = simpy.Environment()
+    net = AnalyticalNetwork(env, g)
+    timeline = LinkTimeline(net, bin_s=0.25, max_bins=16)
+    net.transfer(0, 1, 10e9)
+    env.run()
+    timeline.finish()
+    assert env.now == 1.0 and timeline.bytes.sum() == pytest.approx(10e9)

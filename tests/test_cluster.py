@@ -135,3 +135,36 @@ def test_a_cluster_must_split_into_nodes():
     with pytest.raises(InputError, match="cannot be split into nodes of 2"):
         Cluster(LinkTable(g), 2)
     assert isinstance(NetworkView(Cluster(LinkTable(g), 3).network, [2, 1]).links, LinkTable)
+
+
+def test_a_views_other_calls_map_its_gpus():
+    """transfer_at, route_bandwidth and out-of-range sources through a view; bundles count as its
+    own, added up, and a bundle beyond the links is the network's one-line refusal."""
+    from sim.checks import InputError as Bad
+    from sim.network import p2p_load
+    c = cluster(gpu_rate=30e9)
+    view = c.view(c.allocate("A", [24 + i for i in range(8)]))
+    assert view.route_bandwidth(0, 1) == c.network.route_bandwidth(24, 25) == 30e9
+    landed = []
+    view.transfer_at(1e-3, 0, 1, 3e6, lambda: landed.append(c.env.now))
+    load = p2p_load(view.links, [(0, 1)], 5e6)
+    view.transfer_bundle(load)
+    view.transfer_bundle(load)
+    c.env.run()
+    assert landed == [pytest.approx(1e-3 + c.links.route(24, 25)[1] + 3e6 / 30e9, rel=1e-9)]
+    route = c.links.route(24, 25)[0]
+    assert view.own_link_bytes[route].tolist() == [13e6] * route.size
+    with pytest.raises(Bad, match="this job has GPUs 0..7"):
+        view.transfer(8, 0, 1.0)
+    from sim.network import LinkLoad
+    n = len(c.links)
+    with pytest.raises(Bad, match=rf"^bundle link out of range: this fabric has links 0..{n - 1}$"):
+        view.transfer_bundle(LinkLoad(np.array([0, n]), np.array([1.0, 1.0]), 1.0, 1))
+    with pytest.raises(Bad, match=rf"^bundle link out of range: this fabric has links 0..{n - 1}$"):
+        view.transfer_bundle(LinkLoad(np.array([0, 1, n]), np.array([1.0, 1.0, 1.0]), 1.0, 1))
+
+
+def test_a_cluster_bounds_each_gpus_kernels_and_labels_one_node():
+    c = cluster(gpu_rate=20e9)
+    assert c.network.route_bandwidth(0, 9) == 20e9
+    assert c.allocate("A", 8).label() == "node 0"

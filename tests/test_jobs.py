@@ -151,3 +151,30 @@ def test_the_example_jobs_file_reads_as_two_half_clusters():
     assert all(j.run.topology == "h800-2048" and j.run.communication == "live" for j in jobs)
     allocations = place(jobs, placement)
     assert allocations["A"].nodes == tuple(range(0, 256, 2)) and allocations["B"].nodes == tuple(range(1, 256, 2))
+
+
+def test_the_text_the_timeline_and_the_mode_reach_the_jobs():
+    """jobs_text shows the shared links in GB per job; link_timeline is recorded by the first job
+    of the shared run only; each job runs in its own mode."""
+    from sim.jobs import jobs_text
+    jobs = [StepJob("A", tiny(topology=THIN), "full"), StepJob("B", tiny(topology=THIN))]
+    result = run_jobs(jobs, "interleaved", link_timeline=True)
+    text = jobs_text(result, top=2)
+    assert "GB_A" in text and "GB_B" in text and result.links.iloc[0]["link"] in text
+    assert result.results["A"].link_timeline is not None and result.results["B"].link_timeline is None
+    assert result.results["A"].mode == "full" and result.results["B"].mode == "representative"
+    plain = run_jobs([StepJob("A", tiny(topology=THIN)), StepJob("B", tiny(topology=THIN))], "interleaved")
+    assert plain.results["A"].link_timeline is None
+
+
+def test_a_job_whose_kernels_scale_the_links_otherwise_is_refused():
+    """A cluster whose link table the job's communication kernels would not give (NVLink at half
+    speed here): one line, before anything runs."""
+    from sim.cluster import Cluster
+    from sim.moe.scenario import Scenario
+    sc = Scenario(tiny())
+    cluster = Cluster(sc.links.scaled({"nvlink": 0.5}), 8)
+    job = StepJob("A", tiny())
+    with pytest.raises(InputError, match=r"^job 'A': its communication kernels \(ideal\) scale the links' "
+                                         r"bandwidths otherwise than the cluster's; give every job the same kernels$"):
+        job.start(cluster, cluster.allocate("A", 16))

@@ -252,6 +252,13 @@ EQUIVALENT = {
     "sim.network.loads.xǁLinkLoadǁrenamed__mutmut_22": "an unnamed link marked -2 instead of -1: still below 0, "
                                                       "refused alike",
     "sim.network.fabric.xǁFabricǁtransfer_set__mutmut_14": "1e18 and 1e+18 are the same number",
+    "sim.network.api.x_checked_bytes__mutmut_17": "1e18 and 1e+18 are the same number",
+    "sim.network.api.x_checked_bytes__mutmut_30": "1e18 and 1e+18 are the same number",
+    "sim.network.api.x_checked_bytes__mutmut_14": "a float size in [0, 1) then takes the checked path, number(), "
+                                                   "which returns the same float",
+    "sim.network.view.xǁNetworkViewǁ_own__mutmut_13": "a transfer from a GPU to itself has an empty route (no link "
+                                                       "to count) and one of 0 bytes adds 0: 'or' counts as 'and' does",
+    "sim.jobs.x_run_jobs__mutmut_81": "float('NAN') is float('nan')",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_13": "_checked is asked about the GPUs here; the byte count it "
                                                         "is given is not used",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_18": "a route not found in the fabric's cache is found by "
