@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -192,6 +193,31 @@ def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timelin
 
 
 GPU_NUMBERS = 10 ** 7          # GPU numbers a list may name (the cluster checks its own)
+def plot_jobs(result: JobsResult, path: str | Path) -> Path:
+    """Each job's step alone and shared (bars, seconds), its slowdown written above: where people
+    would rather look than read."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plots import FIGURE_WIDTH_IN, save_figure
+    jobs = result.jobs
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4.0))
+    x = np.arange(len(jobs))
+    ax.bar(x - 0.2, jobs.alone_s, 0.4, label="alone", color="#6baed6")
+    ax.bar(x + 0.2, jobs.shared_s, 0.4, label="with the other jobs", color="#e6550d")
+    for i, row in enumerate(jobs.itertuples()):
+        if np.isfinite(row.slowdown_pct):
+            ax.annotate(f"{row.slowdown_pct:+.1f}%", (i + 0.2, row.shared_s), ha="center", va="bottom")
+    ax.set_xticks(x, [f"{row.job}: {row.gpus:,} GPUs, {row.placement}" for row in jobs.itertuples()], fontsize=8)
+    ax.set_ylabel("step time (s)")
+    ax.margins(y=0.12)
+    ax.set_title(f"{len(jobs)} jobs on {result.topology} ({result.gpus:,} GPUs), {result.placement} placement, "
+                 f"{result.backend} network")
+    ax.legend(loc="lower right")
+    return save_figure(fig, path)
+
+
 JOBS_FILE_KEYS = ("topology", "placement", "communication", "network", "mode", "jobs")
 JOB_KEYS = ("scenario", "name", "gpus")
 
@@ -201,8 +227,6 @@ def load_jobs_file(path: str, **overrides) -> tuple[list[StepJob], str | dict]:
     explicit ``gpus``; ``topology``, ``placement``, ``communication``, ``network`` and ``mode``
     for all of them; paths relative to the file) and their placement. ``overrides`` (not None)
     replace the file's values. Bad keys or values: one line naming the file and the entry."""
-    from pathlib import Path
-
     from .checks import read_yaml
     from .moe.specs import load_scenario
     doc = read_yaml(path)
@@ -294,4 +318,4 @@ def jobs_text(result: JobsResult, top: int = 10) -> str:
 
 
 __all__ = ["JOBS_FILE_KEYS", "JOB_KEYS", "JobsResult", "StepJob", "cluster_for", "job_names", "jobs_text", "load_jobs_file",
-           "parse_gpus", "place", "run_jobs", "shared_links"]
+           "parse_gpus", "place", "plot_jobs", "run_jobs", "shared_links"]

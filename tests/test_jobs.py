@@ -78,7 +78,7 @@ def test_the_jobs_command(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert [j["job"] for j in printed["jobs"]] == ["A", "B"] and printed["placement"] == "interleaved"
     assert all(j["slowdown_pct"] > 1 for j in printed["jobs"]) and printed["shared_link_count"] > 0
-    assert (out / "jobs.csv").is_file() and (out / "jobs_shared_links.csv").is_file()
+    assert (out / "jobs.csv").is_file() and (out / "jobs_shared_links.csv").is_file() and (out / "jobs.png").is_file()
     assert main(["jobs", "tiny", "tiny", "--topology", "h800-64", "--gpus", "16-31", "--gpus", "0-15"]) == 0
     text = capsys.readouterr().out
     assert "nodes 2-3" in text and "nodes 0-1" in text and "met on no link" in text

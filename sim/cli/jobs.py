@@ -1,7 +1,8 @@
 """``python -m sim jobs A.yaml B.yaml [--topology T] [--placement packed|interleaved]``: several
 training jobs on one cluster, each alone and all together (:mod:`sim.jobs`).
 
-Printed (and in ``--json``; ``--out DIR`` writes ``jobs.csv`` and ``jobs_shared_links.csv``): a row
+Printed (and in ``--json``; ``--out DIR`` writes ``jobs.csv``, ``jobs_shared_links.csv`` and the
+figure ``jobs.png``): a row
 per job (its GPUs' nodes, step alone and shared, the slowdown, the exposed communication alone and
 shared) and the links two or more jobs loaded, each job's bytes on them.
 """
@@ -22,7 +23,7 @@ def is_jobs_file(name: str) -> bool:
 
 
 def cmd_jobs(args) -> int:
-    from ..jobs import StepJob, job_names, jobs_text, load_jobs_file, parse_gpus, run_jobs
+    from ..jobs import StepJob, job_names, jobs_text, load_jobs_file, parse_gpus, plot_jobs, run_jobs
     from ..moe.specs import load_scenario
     if len(args.scenarios) == 1 and is_jobs_file(args.scenarios[0]):
         if args.gpus:
@@ -48,6 +49,7 @@ def cmd_jobs(args) -> int:
         with overwriting(args.force):
             write_csv_atomic(result.jobs, out / "jobs.csv")
             write_csv_atomic(result.links, out / "jobs_shared_links.csv")
+            plot_jobs(result, out / "jobs.png")
     if args.trace:
         from ..io import overwriting
         from ..trace import write_jobs_trace
@@ -84,7 +86,8 @@ def add_arguments(p) -> None:
                    help="representative pipeline or every rank, per job")
     p.add_argument("--top", type=int, default=10, help="shared links to print (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--out", help="write jobs.csv and jobs_shared_links.csv into this folder")
+    p.add_argument("--out", help="write jobs.csv, jobs_shared_links.csv and jobs.png (each job alone and shared) "
+                                 "into this folder")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON) of the shared run: a group of processes per "
                                    "job, and the shared network's busiest links")
     p.add_argument("--force", action="store_true",
