@@ -254,6 +254,10 @@ EQUIVALENT = {
     "sim.network.fabric.xǁFabricǁtransfer_set__mutmut_14": "1e18 and 1e+18 are the same number",
     "sim.network.api.x_checked_bytes__mutmut_17": "1e18 and 1e+18 are the same number",
     "sim.network.api.x_checked_bytes__mutmut_30": "1e18 and 1e+18 are the same number",
+    "sim.network.api.xǁNetworkǁtransfer_bundle__mutmut_1": "a default of the protocol's signature, which no call "
+                                                           "reaches: each backend has its own",
+    "sim.network.api.x_checked_bytes__mutmut_15": "a float size of 0 then takes the checked path, number(), which "
+                                                   "returns the same 0.0",
     "sim.network.api.x_checked_bytes__mutmut_14": "a float size in [0, 1) then takes the checked path, number(), "
                                                    "which returns the same float",
     "sim.network.view.xǁNetworkViewǁ_own__mutmut_13": "a transfer from a GPU to itself has an empty route (no link "
