@@ -168,3 +168,19 @@ def test_a_cluster_bounds_each_gpus_kernels_and_labels_one_node():
     c = cluster(gpu_rate=20e9)
     assert c.network.route_bandwidth(0, 9) == 20e9
     assert c.allocate("A", 8).label() == "node 0"
+
+
+def test_a_views_byte_sends_and_bundles_keep_their_own_sizes_and_times():
+    """One-byte sends (one alone, one through a route set) count as the job's; a bundle through a
+    view keeps its latency and drains at its links' speed (1 ms at NVLink's 160 GB/s), no slower."""
+    from sim.network import p2p_load
+    c = cluster()
+    view = c.view(c.allocate("A", 8))
+    view.transfer(0, 1, 1.0)
+    view.transfer_set(view.route_set([2], [3]), 1.0, [lambda: None])
+    done = view.transfer_bundle(p2p_load(view.links, [(4, 5)], 160e6), latency=2e-3)
+    c.env.run(done)
+    assert c.env.now == pytest.approx(2e-3 + 1e-3, rel=1e-9)
+    for a, b in [(0, 1), (2, 3)]:
+        route = c.links.route(a, b)[0]
+        assert view.own_link_bytes[route].tolist() == [1.0] * route.size

@@ -260,6 +260,10 @@ EQUIVALENT = {
                                                    "returns the same 0.0",
     "sim.network.api.x_checked_bytes__mutmut_14": "a float size in [0, 1) then takes the checked path, number(), "
                                                    "which returns the same float",
+    "sim.network.view.xǁNetworkViewǁ__init____mutmut_10": "numpy makes int64 of a list of ints by default",
+    "sim.network.view.xǁNetworkViewǁ__init____mutmut_12": "numpy makes int64 of a list of ints by default",
+    "sim.network.view.xǁNetworkViewǁ_own__mutmut_15": "a transfer of 0 bytes then adds 0 to its route's links",
+    "sim.network.view.xǁNetworkViewǁtransfer_set__mutmut_1": "a set of 0-byte transfers then adds 0 to their links",
     "sim.network.view.xǁNetworkViewǁ_own__mutmut_13": "a transfer from a GPU to itself has an empty route (no link "
                                                        "to count) and one of 0 bytes adds 0: 'or' counts as 'and' does",
     "sim.jobs.x_run_jobs__mutmut_81": "float('NAN') is float('nan')",
