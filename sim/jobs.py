@@ -95,9 +95,10 @@ class JobsResult:
     results: dict = field(default_factory=dict, repr=False)    # job name -> StepResult of the shared run
 
 
-def cluster_for(jobs: list[StepJob]) -> Cluster:
-    """A fresh cluster of the jobs' topology, network backend and NCCL bound (the first job's;
-    the others must agree: one line naming the first that does not)."""
+def cluster_for(jobs: list[StepJob]):
+    """The call that makes a fresh cluster of the jobs' topology, network backend and NCCL bound
+    (the first job's; the others must agree: one line naming the first that does not). The jobs
+    are checked and the first one's scenario assembled once, here."""
     first = Scenario(jobs[0].run)
     for job in jobs[1:]:
         for what, mine, theirs in (("topology", job.run.topology, jobs[0].run.topology),
@@ -108,17 +109,18 @@ def cluster_for(jobs: list[StepJob]) -> Cluster:
                                  f"jobs on one cluster share its {what}")
     graph = first.graph
     n = len(graph.graph["gpus"])
-    return Cluster(first.kernels.scale_links(first.topology.links), graph.graph.get("gpus_per_node", n),
-                   first.run.network, first.kernels.nccl_gpu_rate)
+    links, gpus_per_node = first.kernels.scale_links(first.topology.links), graph.graph.get("gpus_per_node", n)
+    return lambda: Cluster(links, gpus_per_node, first.run.network, first.kernels.nccl_gpu_rate)
 
 
-def place(jobs: list[StepJob], placement: str | dict) -> dict[str, Allocation]:
-    """Each job's GPUs on an empty cluster of theirs, by ``placement``: one of
-    :data:`~sim.cluster.PLACEMENTS` for all, or a mapping job name -> explicit GPU list."""
+def place(jobs: list[StepJob], placement: str | dict, fresh=None) -> dict[str, Allocation]:
+    """Each job's GPUs on an empty cluster of theirs (``fresh()``, default :func:`cluster_for`'s),
+    by ``placement``: one of :data:`~sim.cluster.PLACEMENTS` for all, or a mapping job name ->
+    explicit GPU list."""
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
         raise InputError(f"job names must differ, got {names}")
-    cluster = cluster_for(jobs)
+    cluster = (fresh or cluster_for(jobs))()
     need = sum(job.gpus_needed for job in jobs)
     if need > cluster.num_gpus:
         raise InputError(f"the jobs need {need:,} GPUs together ({', '.join(f'{j.name} {j.gpus_needed:,}' for j in jobs)}"
@@ -143,13 +145,14 @@ def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timelin
     if not jobs:
         raise InputError("jobs: give at least one job")
     t0 = time.perf_counter()
-    allocations = place(jobs, placement)
+    fresh = cluster_for(jobs)
+    allocations = place(jobs, placement, fresh)
     for job in jobs:
         job.step(allocations[job.name])
     alone, errors = {}, {}
     for job in jobs:
         try:
-            cluster = cluster_for(jobs)
+            cluster = fresh()
             finish = job.start(cluster, allocations[job.name])
             cluster.run()
             alone[job.name] = finish()
@@ -158,7 +161,7 @@ def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timelin
         except Exception as exc:                    # noqa: BLE001 (kept in the job's row; the others go on)
             errors[job.name] = f"alone: {type(exc).__name__}: {exc}"
     running = [job for job in jobs if job.name in alone]
-    cluster = cluster_for(jobs)
+    cluster = fresh()
     shared = {}
     try:
         finishes = {job.name: job.start(cluster, allocations[job.name], link_timeline and k == 0)

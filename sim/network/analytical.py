@@ -30,13 +30,13 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
-from .api import checked_bytes, completion, open_bundle
+from .api import GpuTotals, checked_bytes, completion, open_bundle
 from .fabric import RouteSet
 from .flowloop import event_at
 from .links import LinkTable
 
 
-class AnalyticalNetwork:
+class AnalyticalNetwork(GpuTotals):
     """Transfers between GPUs (global indices) over the links of ``graph``, each alone on its
     route (see the module). The same calls as :class:`~sim.network.Fabric`
     (:class:`~sim.network.api.Network`)."""
@@ -64,10 +64,6 @@ class AnalyticalNetwork:
         self._routes: dict[tuple[int, int], tuple[np.ndarray, float, float]] = {}   # links, latency, bandwidth
 
     @property
-    def num_gpus(self) -> int:
-        return self._n_gpus
-
-    @property
     def link_bytes(self) -> np.ndarray:
         """Bytes each link has carried up to now."""
         self._tally()
@@ -84,14 +80,6 @@ class AnalyticalNetwork:
         """The highest carried rate / bandwidth of each link (above 1: more than it can carry)."""
         self._tally()
         return self._peak
-
-    @property
-    def bytes_sent(self) -> np.ndarray:
-        return np.array(self._sent)
-
-    @property
-    def bytes_received(self) -> np.ndarray:
-        return np.array(self._received)
 
     def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst``: an event that fires when the last byte

@@ -79,6 +79,29 @@ class Network(Protocol):
     def bytes_received(self) -> np.ndarray: ...
 
 
+class GpuTotals:
+    """What both backends keep per GPU: ``num_gpus`` and the bytes each GPU put on the wire
+    (forwarded bytes count for the forwarder) and received, in ``_sent`` and ``_received``
+    (lists of ``_n_gpus`` floats their transfers add to)."""
+
+    _n_gpus: int
+    _sent: list
+    _received: list
+
+    @property
+    def num_gpus(self) -> int:
+        return self._n_gpus
+
+    @property
+    def bytes_sent(self) -> np.ndarray:
+        """Bytes each GPU has put on the wire (forwarded bytes count for the forwarder)."""
+        return np.array(self._sent)
+
+    @property
+    def bytes_received(self) -> np.ndarray:
+        return np.array(self._received)
+
+
 def checked_bytes(n_gpus: int, src: int, dst: int, nbytes) -> float:
     """``nbytes`` of a transfer between GPUs ``src`` and ``dst`` as a float, once the GPUs (of
     ``n_gpus``) and the size are known good; else one line naming them."""
@@ -119,4 +142,4 @@ def open_bundle(env: simpy.Environment, load, latency: float | None, min_seconds
     return latency, done, on_done, True
 
 
-__all__ = ["Network", "checked_bytes", "completion", "open_bundle"]
+__all__ = ["GpuTotals", "Network", "checked_bytes", "completion", "open_bundle"]

@@ -36,7 +36,7 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
-from .api import checked_bytes, completion, open_bundle
+from .api import GpuTotals, checked_bytes, completion, open_bundle
 from .flowloop import Flow, FlowLoop, event_at
 from .links import LinkTable
 
@@ -52,7 +52,7 @@ class RouteSet(NamedTuple):
     groups: list[tuple[float, list[int], np.ndarray, list[int]]]
 
 
-class Fabric(FlowLoop):
+class Fabric(FlowLoop, GpuTotals):
     """Transfers between GPUs (global indices) over the links of ``graph``.
 
     ``transfer(src, dst, nbytes)`` returns a SimPy event that fires when the last byte lands.
@@ -97,10 +97,6 @@ class Fabric(FlowLoop):
         self._received = [0.0] * self._n_gpus
 
     @property
-    def num_gpus(self) -> int:
-        return self._n_gpus
-
-    @property
     def link_bytes(self) -> np.ndarray:
         """Bytes each link of the topology has carried (up to the last update, see :meth:`sync`)."""
         return self.link_state.carried[:self._n_links]
@@ -114,15 +110,6 @@ class Fabric(FlowLoop):
     def link_peak_util(self) -> np.ndarray:
         """The highest carried rate / bandwidth each link of the topology has seen."""
         return self.link_state.peak[:self._n_links]
-
-    @property
-    def bytes_sent(self) -> np.ndarray:
-        """Bytes each GPU has put on the wire (forwarded bytes count for the forwarder)."""
-        return np.array(self._sent)
-
-    @property
-    def bytes_received(self) -> np.ndarray:
-        return np.array(self._received)
 
     # -- public API ---------------------------------------------------------------------------
     def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
