@@ -22,8 +22,9 @@ def test_last_rank_sync_by_hand(zero):
     data-parallel group is 4 GPUs of one node, so its gradients (4 bytes per dense parameter) go
     round a 4-GPU NVLink ring; ZeRO-1 then runs the optimizer on a quarter and all-gathers the BF16
     weights; ZeRO-0 all-reduces and updates everything; ZeRO-3 scattered its layers' gradients
-    inside the ops and has no all-gather at the end. Each collective first pays an NCCL launch."""
-    run = load_scenario("tiny", schedule="1f1b", zero_stage=zero, kernels="deepep")
+    inside the ops and has no all-gather at the end. Each collective first pays an NCCL launch. The
+    fabric alone (``nccl_protocol: none``); NCCL's latency on top: tests/test_nccl.py."""
+    run = load_scenario("tiny", schedule="1f1b", zero_stage=zero, kernels="deepep", nccl_protocol="none")
     sc = Scenario(run)
     res = simulate_step(sc)
     (count,) = stage_param_counts(sc)[3].values()
@@ -44,7 +45,8 @@ def test_fsdp_without_resharding_scatters_the_whole_stage_in_the_dp_sync():
     the ops, so rank 3's data-parallel sync is the reduce-scatter of its whole stage (4 bytes per
     dense parameter round the 4-GPU NVLink ring, after one launch), not the head's alone, and no
     all-gather follows the optimizer (the weights are gathered in the next step's first forward)."""
-    run = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels="deepep", reshard_after_forward=False)
+    run = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels="deepep", reshard_after_forward=False,
+                        nccl_protocol="none")
     sc = Scenario(run)
     res = simulate_step(sc)
     (count,) = stage_param_counts(sc)[3].values()

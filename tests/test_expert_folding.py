@@ -20,7 +20,8 @@ BF16_BYTES = 2.0
 def moe_run(**changes) -> RunSpec:
     """tiny-moe (16 routed experts, top 2, one shared expert) on one H800 node."""
     run = RunSpec(model="tiny-moe", gpu="h800", topology="h800-node", pp=1, dp=4, ep=8, tp=2, sequence_parallel=True,
-                  schedule="1f1b", microbatches=2, seq_len=2048, compute_model="flops")
+                  schedule="1f1b", microbatches=2, seq_len=2048, compute_model="flops",
+                  nccl_protocol="none")      # the fabric alone (NCCL's latency: tests/test_nccl.py)
     return run.with_(**changes)
 
 
@@ -213,6 +214,6 @@ def test_live_rings_are_the_replicas_own_groups():
     sc = Scenario(moe_run(topology="h800-16", tp=4, dp=2, pp=2, expert_tp=2, ep=4))
     comm = ModelParallelComm(sc)
     ring, groups, nbytes = comm.rings("etp_all_gather", 1, [1])
-    assert ring is ring_all_gather and groups == [[12, 13], [14, 15]] and nbytes == 2 * 2 * (2048 // 4) * 264
+    assert ring.func is ring_all_gather and groups == [[12, 13], [14, 15]] and nbytes == 2 * 2 * (2048 // 4) * 264
     ring, groups, nbytes = comm.rings("tp_reduce_scatter", 1, [1])
-    assert ring is ring_reduce_scatter and groups == [[12, 13, 14, 15]] and nbytes == 2048 * 256 * 2
+    assert ring.func is ring_reduce_scatter and groups == [[12, 13, 14, 15]] and nbytes == 2048 * 256 * 2

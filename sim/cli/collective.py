@@ -5,7 +5,9 @@ Printed (and in ``--json``): ``time_s`` (first byte sent to last byte landed), `
 (mean bytes each participating GPU put on the wire, forwarded bytes included), ``algbw_gbps``
 (payload / time in GB/s = 1e9 B/s, as nccl-tests' algbw: payload is the buffer for p2p and ring
 collectives, and for an all-to-all the token bytes each GPU addresses to other GPUs, the same for
-both algorithms), ``busiest_links`` (the links that carried the most bytes).
+both algorithms), ``busiest_links`` (the links that carried the most bytes). The ring collectives
+run as NCCL would (``--nccl-protocol``, :mod:`sim.network.nccl`): NCCL's latency and the chosen
+protocol's share of the bandwidth.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ def run_collective(args) -> dict:
         route_tokens,
         token_bytes,
     )
+    from ..network.nccl import ring_protocol
     graph = load_topology(args.topology)
     topology_gpu(graph, args.topology)          # a GPU the topology names must exist, though unused here
     env = simpy.Environment()
@@ -77,7 +80,7 @@ def run_collective(args) -> dict:
         members = parse_ranks(args.ranks, n)
         op = {"all-reduce": ring_all_reduce, "reduce-scatter": ring_reduce_scatter,
               "all-gather": ring_all_gather}[args.kind]
-        done = op(fabric, members, args.bytes)
+        done = op(fabric, members, args.bytes, protocol=ring_protocol(args.nccl_protocol))
         payload = args.bytes
     env.run(until=done)
     t = env.now
@@ -135,6 +138,9 @@ def add_arguments(p) -> None:
     p.add_argument("--completion-window", type=arg(low=0, high=1, high_open=True), default=1e-3,
                    help="flows due within this fraction of the elapsed busy time finish together "
                         "(default 1e-3; 0 = exact, slower under skew)")
+    p.add_argument("--nccl-protocol", default="auto", choices=("auto", "LL", "LL128", "Simple", "none"),
+                   help="ring collectives: NCCL's protocol (auto: the one NCCL's cost model picks by size; "
+                        "none: the fabric alone, each step its route's latency)")
     g = p.add_argument_group("p2p")
     g.add_argument("--src", type=gpu, help="source GPU (global index)")
     g.add_argument("--dst", type=gpu, help="destination GPU")

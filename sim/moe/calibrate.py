@@ -128,16 +128,17 @@ class Collectives:
         env = simpy.Environment()
         fabric = build_network(env, links, gpu_rate=k.nccl_gpu_rate)
         g = m.gpus // m.nodes
+        protocol = k.ring_protocol(self.run.nccl_protocol)
         if m.kind == "send":
             done = fabric.transfer(gpus[0], gpus[-1], m.nbytes)
         elif m.kind == "all_gather":
-            done = hierarchical_all_gather(fabric, gpus, m.nbytes, g)
+            done = hierarchical_all_gather(fabric, gpus, m.nbytes, g, protocol)
         elif m.kind == "reduce_scatter":
-            done = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g)
+            done = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g, protocol)
         else:                                           # all-reduce: reduce-scatter, then all-gather
             done = env.event()
-            first = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g)
-            first.callbacks.append(lambda _e: hierarchical_all_gather(fabric, gpus, m.nbytes, g).callbacks.append(
+            first = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g, protocol)
+            first.callbacks.append(lambda _e: hierarchical_all_gather(fabric, gpus, m.nbytes, g, protocol).callbacks.append(
                 lambda _f: done.succeed()))
         end = []
         done.callbacks.append(lambda _e: end.append(env.now))

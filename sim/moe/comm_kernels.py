@@ -23,7 +23,9 @@ Pipeline sends and the data-parallel collectives are NCCL-like kernels: each pay
 ``nccl_sms x sm_GBps`` GB/s per direction (the step fabric's per-GPU engines, which its
 concurrent NCCL flows share max-min fairly). ``nvlink_efficiency`` and ``ib_efficiency`` scale the
 topology's NVLink and scale-out (IB and the GPU-NIC PCIe hop) bandwidths: the fraction of the
-nominal rate a collective achieves (1: the preset's figures, already effective ones).
+nominal rate a collective achieves (1: the preset's figures, already effective ones). The NCCL
+ring collectives also pay NCCL's own latency and protocol (``nccl_latency``, :mod:`sim.network.nccl`;
+the run's ``nccl_protocol`` picks the protocol).
 
 Sources of the defaults (``deepep``): the DeepSeek-V3 report (arXiv 2412.19437, section 3.2.2)
 says 20 SMs suffice to use the full IB and NVLink bandwidths (a forwarding GPU drives both at
@@ -42,6 +44,7 @@ from typing import Optional
 
 from ..checks import InputError, number, read_yaml
 from ..network import LinkTable
+from ..network.nccl import ring_protocol
 from .specs import SpecError, load_presets
 
 FITTABLE = ("launch_us", "notify_us", "sm_GBps", "nccl_launch_us", "nvlink_efficiency", "ib_efficiency")
@@ -63,6 +66,7 @@ class KernelSpec:
     nccl_sms: int = 24                # our assumption: SMs (channels) of an NCCL kernel
     nvlink_efficiency: float = 1.0    # x the topology's NVLink bandwidth
     ib_efficiency: float = 1.0        # x the topology's IB and GPU-NIC bandwidth
+    nccl_latency: bool = True         # NCCL's latency and protocols on the ring collectives (sim.network.nccl)
     calibrated_from: Optional[str] = None   # the profile CSV a calibration fitted (None: defaults)
     fitted: tuple = ()                # the parameters that calibration fitted
     description: str = ""
@@ -79,6 +83,8 @@ class KernelSpec:
                 number(getattr(self, name), f"KernelSpec.{name}", low=MIN_LINK_EFFICIENCY, high=1)
         except InputError as exc:
             raise SpecError(f"kernels {self.name!r}: {exc}") from None
+        if not isinstance(self.nccl_latency, bool):
+            raise SpecError(f"kernels {self.name!r}: nccl_latency must be true or false, got {self.nccl_latency!r}")
         if self.calibrated_from is not None and not isinstance(self.calibrated_from, str):
             raise SpecError(f"kernels {self.name!r}: calibrated_from must be a file name, got {self.calibrated_from!r}")
         fitted = tuple(self.fitted or ())
@@ -103,6 +109,12 @@ class KernelSpec:
     def nccl_gpu_rate(self) -> float | None:
         """Bytes/s a GPU's NCCL kernels move per direction (``None``: not bounded)."""
         return self.nccl_sms * self.sm_GBps * 1e9 if self.sm_GBps is not None else None
+
+    def ring_protocol(self, choice: str) -> str | None:
+        """What the ring collectives take for a run's ``nccl_protocol`` ``choice``
+        (:func:`sim.network.nccl.ring_protocol`); ``None`` (the fabric alone) without ``nccl_latency``."""
+        protocol = ring_protocol(choice)
+        return protocol if self.nccl_latency else None
 
     @property
     def nccl_launch_s(self) -> float:

@@ -122,6 +122,7 @@ class GradientSync:
 
     def __init__(self, scenario: Scenario, fabric: Network, reports: int):
         self.sc, self.fabric, self.env = scenario, fabric, fabric.env
+        self.protocol = scenario.kernels.ring_protocol(scenario.run.nccl_protocol)
         self.counts = stage_param_counts(scenario)
         self.reports = reports
         self._stage_ends: dict[tuple[int, int], list[float]] = {}
@@ -171,7 +172,8 @@ class GradientSync:
 
     def collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
         """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups,
-        after an NCCL kernel launch (:mod:`sim.moe.comm_kernels`), then call ``then()``."""
+        after an NCCL kernel launch (:mod:`sim.moe.comm_kernels`), as NCCL runs it (the run's
+        ``nccl_protocol``, :mod:`sim.network.nccl`), then call ``then()``."""
         op = hierarchical_all_gather if gather else hierarchical_reduce_scatter
         gpn = self.sc.layout.gpus_per_node
         jobs = [(gpus, (count.dense if kind == "dense" else count.expert) * per_param)
@@ -182,7 +184,7 @@ class GradientSync:
             return
 
         def start() -> None:
-            events = [op(self.fabric, gpus, nbytes, gpn) for gpus, nbytes in jobs]
+            events = [op(self.fabric, gpus, nbytes, gpn, self.protocol) for gpus, nbytes in jobs]
             simpy.AllOf(self.env, events).callbacks.append(lambda _e: then())
         self._at(self.env.now + self.sc.kernels.nccl_launch_s, start)
 

@@ -91,6 +91,7 @@ HELP = {
     "zb_memory_limit": "zb-auto only: activation memory limit in micro-batches",
     "communication": f"all-to-alls: {', '.join(COMMUNICATION)}",
     "network": "network backend: maxmin (flows share each link max-min fairly) or analytical (no contention)",
+    "nccl_protocol": "NCCL rings: auto (NCCL's pick by size), LL, LL128, Simple, or none (the fabric alone)",
     "kernels": "communication kernels: deepep, ideal, or a YAML file (python -m sim calibrate)",
     "faults": "slow GPUs, jitter, link faults (a mapping; docs/model.md, Stragglers and faults)",
     "profile": "CSV of measured part durations replacing the FLOPs model (null: first principles)",

@@ -24,6 +24,8 @@ GPUs share the first node running it at once, after an NCCL kernel launch:
 """
 from __future__ import annotations
 
+import functools
+
 import simpy
 
 from ..network import ring_all_gather, ring_all_reduce, ring_reduce_scatter
@@ -120,7 +122,12 @@ class ModelParallelComm:
         """(ring function, GPU groups, bytes per GPU) of collective ``shape`` run by ``replicas`` of
         pipeline rank ``rank``: every TP group (at each CP coordinate), expert-TP group or CP group
         (at each TP coordinate) of those replicas. :meth:`time` measures them; live communication
-        (:mod:`sim.moe.live`) starts them on the step's fabric."""
+        (:mod:`sim.moe.live`) starts them on the step's fabric. The ring function runs as NCCL
+        would under the run's ``nccl_protocol`` (:mod:`sim.network.nccl`)."""
+        ring, groups, nbytes = self._rings(shape, rank, replicas)
+        return functools.partial(ring, protocol=self.sc.kernels.ring_protocol(self.sc.run.nccl_protocol)), groups, nbytes
+
+    def _rings(self, shape: str, rank: int, replicas) -> tuple:
         lay, name = self.sc.layout, shape.split(":")[0]
         collective = self.shapes[name]
         per_token = self.tokens * collective.bytes_per_token

@@ -234,7 +234,11 @@ class RunSpec:
     step's fabric among the other traffic, :mod:`sim.moe.live`). ``network``: the network backend
     every transfer runs on (:mod:`sim.network.backends`): ``maxmin`` (flows share each link max-min
     fairly) or ``analytical`` (each transfer alone on its route, no contention: faster to simulate,
-    optimistic wherever traffic meets).
+    optimistic wherever traffic meets). ``nccl_protocol``: how the NCCL ring collectives (TP, CP,
+    data-parallel and ZeRO-3) run (:mod:`sim.network.nccl`): ``auto`` (the protocol NCCL's own cost
+    model picks by size), ``LL``, ``LL128`` or ``Simple`` (forced, as ``NCCL_PROTO`` does), each
+    with NCCL's latency and bandwidth share; ``none``: the fabric alone (each ring step its route's
+    latency).
 
     Model parallelism inside a pipeline stage (Megatron-Core's names; :mod:`sim.moe.layout`):
     ``tp`` tensor-parallel GPUs split each layer's GEMMs and attention heads (Shoeybi et al. 2019),
@@ -314,6 +318,7 @@ class RunSpec:
     zb_memory_limit: Optional[float] = None      # zb-auto: micro-batches of activations per stage
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.moe.live)
     network: str = "maxmin"                      # network backend: maxmin (flows share links) or analytical
+    nccl_protocol: str = "auto"                  # NCCL's ring protocol: auto (NCCL's pick), LL, LL128, Simple, none
     kernels: str = "deepep"                      # communication kernels: preset or YAML file (sim.moe.comm_kernels)
     faults: Optional[object] = None              # slow GPUs, jitter, degraded/failed links (sim.moe.faults)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
@@ -371,6 +376,9 @@ class RunSpec:
         if self.network != "maxmin":                 # the default needs no import of the network
             from ..network.backends import NETWORK_BACKENDS
             choice(self.network, "RunSpec.network", NETWORK_BACKENDS, error=SpecError)
+        if self.nccl_protocol != "auto":
+            from ..network.nccl import CHOICES
+            choice(self.nccl_protocol, "RunSpec.nccl_protocol", CHOICES, error=SpecError)
         number(self.routing_skew, "RunSpec.routing_skew", low=0, high=100, error=SpecError)
         number(self.routing_seed, "RunSpec.routing_seed", integer=True, low=0, high=2 ** 63 - 1, error=SpecError)
         if self.node_limit is not None:

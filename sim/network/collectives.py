@@ -20,6 +20,13 @@ transfer, so a 2,048-GPU all-to-all stays cheap).
   network on 1/g of the data, so every NIC carries a share, as NCCL's multi-channel rings do;
   all-gather is the reverse. A group with one GPU per node, or on one node, is a plain ring. The
   rings are sent in bulk (one transfer per neighbour pair, see :func:`ring_reduce_scatter`).
+
+Given an NCCL ``protocol`` (``auto``, ``LL``, ``LL128`` or ``Simple``, :mod:`sim.network.nccl`),
+a ring collective runs as NCCL would: its payload moves at the protocol's share of the links
+(``bytes / bandwidth_factor`` on the wire), and it starts after NCCL's latency of the whole
+collective less the per-step latency the fabric already charges (steps x the ring's hop latency),
+so that on an empty fabric it ends at NCCL's latency plus the data's time. ``protocol=None``: the
+fabric alone (each step pays its route's latency).
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import simpy
 
 from ..checks import InputError, number
 from .fabric import Fabric
+from .nccl import ring_cost
 from .traffic import Traffic
 
 ALGORITHMS = ("hierarchical", "flat")
@@ -179,13 +187,74 @@ def _combine_unit(fabric, group, a, x, others, ib_bytes, fwd_bytes, chunks, done
     try_send_back()
 
 
-def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk: bool = False) -> simpy.Event:
+def hop_hardware(fabric: Fabric, src: int, dst: int) -> str:
+    """``nvlink``, ``pci`` or ``net``: what NCCL's model calls the path from GPU ``src`` to ``dst``
+    (``net`` when it takes a scale-out link, ``nvlink`` when it takes only NVLink)."""
+    kinds = {fabric.links.kind[link] for link in fabric.links.route(src, dst)[0]}
+    if kinds <= {"nvlink"}:
+        return "nvlink"
+    return "pci" if kinds <= {"nvlink", "pcie"} else "net"
+
+
+def _bottleneck_GBps(fabric: Fabric, src: int, dst: int) -> float:
+    links = fabric.links.route(src, dst)[0]
+    return float(fabric.links.capacity[links].min()) / 1e9 if links.size else float("inf")
+
+
+def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: float, protocol: str,
+                   gpus_per_node: int | None = None):
+    """(NCCL's :class:`~sim.network.nccl.RingCost` of ring ``kind`` over ``ranks``, the latency (s)
+    the fabric already charges for it). Without ``gpus_per_node``, a plain ring: its nodes are its
+    hops over the network (at least 1), its bus bandwidth the slowest hop's bottleneck, and the
+    fabric charges steps x its slowest hop's latency. With it, a hierarchical collective: the nodes
+    are the node groups, the bus bandwidth the lesser of the in-node hop's and g rails' (g GPUs a
+    node), and the fabric charges the in-node ring's g - 1 steps and the rails' nodes - 1."""
+    n = len(ranks)
+    if gpus_per_node is None:
+        hops = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
+        hardware = [hop_hardware(fabric, a, b) for a, b in hops]
+        nodes = max(1, hardware.count("net"))
+        intra = "pci" if "pci" in hardware else "nvlink"
+        bus = min(_bottleneck_GBps(fabric, a, b) for a, b in hops)
+        steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+        charged = steps * max(fabric.links.route(a, b)[1] for a, b in hops)
+    else:
+        members = list(_by_node(ranks, gpus_per_node).values())
+        nodes, g = len(members), len(members[0])
+        intra, bus, charged = "nvlink", float("inf"), 0.0
+        if g > 1:
+            a, b = members[0][0], members[0][1]
+            intra = "pci" if hop_hardware(fabric, a, b) == "pci" else "nvlink"
+            bus = _bottleneck_GBps(fabric, a, b)
+            charged += (g - 1) * fabric.links.route(a, b)[1]
+        if nodes > 1:
+            a, b = members[0][0], members[1][0]
+            bus = min(bus, g * _bottleneck_GBps(fabric, a, b))
+            charged += (nodes - 1) * fabric.links.route(a, b)[1]
+    return ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra), charged
+
+
+def _after(env: simpy.Environment, delay: float, start) -> simpy.Event:
+    """``start()`` (which returns an event) after ``delay`` seconds; an event that fires with it."""
+    if delay <= 0:
+        return start()
+    done = env.event()
+    env.timeout(delay).callbacks.append(lambda _e: start().callbacks.append(lambda _f: done.succeed()))
+    return done
+
+
+def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk: bool = False,
+          kind: str = "all_gather", protocol: str | None = None) -> simpy.Event:
     n = len(ranks)
     env = fabric.env
     if n < 2 or nbytes == 0:
         ev = env.event()
         ev.succeed()
         return ev
+    if protocol is not None:
+        cost, charged = nccl_ring_cost(fabric, kind, ranks, nbytes, protocol)
+        wire = nbytes / cost.bandwidth_factor
+        return _after(env, cost.latency_s - charged, lambda: _ring(fabric, ranks, wire, steps, bulk))
     chunk = nbytes / n
     join = _Join(env, n)
     fabric.links.routes([(ranks[i], ranks[(i + 1) % n]) for i in range(n)])   # found together: cheaper
@@ -227,26 +296,30 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
     return join.done
 
 
-def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False,
+                    protocol: str | None = None) -> simpy.Event:
     """Ring all-reduce of ``nbytes`` per rank: 2(n-1) steps of N/n bytes. ``bulk``: see
-    :func:`ring_reduce_scatter`."""
-    return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1), bulk)
+    :func:`ring_reduce_scatter`; ``protocol``: NCCL's (see the module)."""
+    return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1), bulk, "all_reduce", protocol)
 
 
-def ring_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+def ring_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False,
+                        protocol: str | None = None) -> simpy.Event:
     """Ring reduce-scatter of ``nbytes`` per rank: n-1 steps of N/n bytes.
 
     ``bulk``: every step of a ring goes to the same neighbour, so send them as one transfer of
     (n-1) N/n bytes per neighbour pair that pays the route's latency n-1 times: the same time as the
     steps one by one whenever the links' shares do not change during the collective (symmetric
-    rings), for 1/(n-1) of the transfers; the step-to-step dependency is not simulated."""
-    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk)
+    rings), for 1/(n-1) of the transfers; the step-to-step dependency is not simulated. ``protocol``:
+    NCCL's (see the module)."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk, "reduce_scatter", protocol)
 
 
-def ring_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+def ring_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False,
+                    protocol: str | None = None) -> simpy.Event:
     """Ring all-gather to ``nbytes`` per rank: n-1 steps of N/n bytes (``bulk``: see
-    :func:`ring_reduce_scatter`)."""
-    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk)
+    :func:`ring_reduce_scatter`; ``protocol``: NCCL's, see the module)."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk, "all_gather", protocol)
 
 
 def _by_node(ranks: Sequence[int], gpus_per_node: int) -> dict[int, list[int]]:
@@ -267,16 +340,22 @@ def _phases(fabric: Fabric, phases: list, done: simpy.Event) -> None:
 
 
 def _hierarchical(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int,
-                  gather: bool) -> simpy.Event:
+                  gather: bool, protocol: str | None = None) -> simpy.Event:
     nodes = _by_node(ranks, gpus_per_node)
     sizes = {len(members) for members in nodes.values()}
+    if len(sizes) > 1:
+        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
+    if protocol is not None and len(ranks) > 1 and nbytes > 0:
+        cost, charged = nccl_ring_cost(fabric, "all_gather" if gather else "reduce_scatter", ranks, nbytes,
+                                       protocol, gpus_per_node)
+        wire = nbytes / cost.bandwidth_factor
+        return _after(fabric.env, cost.latency_s - charged,
+                      lambda: _hierarchical(fabric, ranks, wire, gpus_per_node, gather))
     op = ring_all_gather if gather else ring_reduce_scatter
     done = fabric.env.event()
     if len(nodes) == 1 or sizes == {1}:
         _phases(fabric, [[(op, list(ranks), nbytes)]], done)
         return done
-    if len(sizes) != 1:
-        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
     g = sizes.pop()
     intra = [(op, members, nbytes) for members in nodes.values()]
     members = list(nodes.values())
@@ -286,12 +365,15 @@ def _hierarchical(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_
 
 
 def hierarchical_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float,
-                                gpus_per_node: int) -> simpy.Event:
+                                gpus_per_node: int, protocol: str | None = None) -> simpy.Event:
     """Reduce-scatter of ``nbytes`` per rank over ranks spread on nodes of ``gpus_per_node``: a ring
-    inside each node (each GPU keeps ``nbytes / g``), then a ring per rail on those ``nbytes / g``."""
-    return _hierarchical(fabric, ranks, nbytes, gpus_per_node, gather=False)
+    inside each node (each GPU keeps ``nbytes / g``), then a ring per rail on those ``nbytes / g``
+    (``protocol``: NCCL's, see the module, for the whole collective)."""
+    return _hierarchical(fabric, ranks, nbytes, gpus_per_node, False, protocol)
 
 
-def hierarchical_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int) -> simpy.Event:
-    """All-gather to ``nbytes`` per rank: a ring per rail on ``nbytes / g``, then a ring inside each node."""
-    return _hierarchical(fabric, ranks, nbytes, gpus_per_node, gather=True)
+def hierarchical_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int,
+                            protocol: str | None = None) -> simpy.Event:
+    """All-gather to ``nbytes`` per rank: a ring per rail on ``nbytes / g``, then a ring inside each
+    node (``protocol``: NCCL's, see the module, for the whole collective)."""
+    return _hierarchical(fabric, ranks, nbytes, gpus_per_node, True, protocol)

@@ -1,0 +1,138 @@
+"""NCCL's own model of a ring collective: its latency by protocol, and the protocol it picks.
+
+NCCL chooses an algorithm and a protocol per call from a cost model in its source
+(``src/graph/tuning.cc``, NCCL 2.20.3, github.com/NVIDIA/nccl); the constants below are that
+file's. A ring of ``n`` ranks over ``N`` nodes runs
+
+=================  ====================  ==========================
+collective         steps ``S``           of them crossing nodes ``X``
+=================  ====================  ==========================
+all-gather         n - 1                 N - 1
+reduce-scatter     n - 1                 N - 1
+all-reduce         2 (n - 1)             2 N when N > 1, else 0
+=================  ====================  ==========================
+
+and NCCL puts its latency at
+
+    latency = base[p] + (S - X) max(intra[p], o[p]) + X net[p]                       (us)
+
+with ``base`` the protocol's fixed cost, ``intra`` a step inside a node (NVLink or PCIe),
+``net`` a step over the network, and ``o`` the host's per-step network post overhead (1 us on an
+x86 host, 3 us for Simple; 0 on one node). The protocols trade bandwidth for latency: LL sends 4
+bytes of flag with every 4 of data and NCCL counts it at 1/4 of the bus bandwidth (1/3 for an
+all-gather or reduce-scatter on one node), capped at ``LL_MAX_BUS_GBPS``; LL128 at 120/128 (0.92;
+0.7 with one GPU per node) and only where the node's GPUs talk over NVLink; Simple at all of it.
+NCCL estimates each protocol's time as ``latency + bytes / (bus x factor x n / S)`` and takes the
+least (:func:`ring_cost`): LL for small buffers, Simple for large ones.
+
+Left out (documented in docs/network.md): the tree, CollNet and NVLS algorithms (rings only; NCCL
+picks a tree for some all-reduces over many nodes), the ring all-reduce's plateau factor, LL128's
+per-channel bandwidth caps (they need NCCL's channel count) and an AMD host's 2 us overhead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks import InputError
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter")
+PROTOCOLS = ("LL", "LL128", "Simple")
+CHOICES = ("auto",) + PROTOCOLS + ("none",)   # none: the fabric alone, each step its route's latency
+HARDWARE = ("nvlink", "pci", "net")
+
+RING_BASE_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}
+RING_STEP_US = {"nvlink": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
+                "pci": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+                "net": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0}}
+NET_OVERHEAD_US = 1.0                 # an Intel x86 host; Simple pays it 3 times
+LL128_FACTOR, LL128_ONE_PER_NODE_FACTOR = 0.92, 0.7
+# LL's bus bandwidth cap (GB/s): one node of Ampere or Hopper GPUs; 2 nodes; more (Intel host).
+LL_MAX_BUS_GBPS = {1: 87.7, 2: 39.0, 3: 20.4}
+
+
+@dataclass(frozen=True)
+class RingCost:
+    """How NCCL runs one ring collective: ``protocol``, ``latency_s`` (NCCL's latency of the whole
+    collective, seconds) and ``bandwidth_factor`` (the share of the bus bandwidth its payload gets:
+    the wire carries ``bytes / bandwidth_factor``)."""
+
+    protocol: str
+    latency_s: float
+    bandwidth_factor: float
+
+
+def check_protocol(protocol: str, field: str = "nccl_protocol") -> str:
+    """``protocol`` if it is one of :data:`CHOICES`, else one clear line."""
+    if protocol not in CHOICES:
+        raise InputError(f"{field} must be one of {', '.join(CHOICES)}, got {protocol!r}")
+    return protocol
+
+
+def ring_protocol(choice: str) -> str | None:
+    """What the ring collectives take for a run's ``nccl_protocol`` ``choice``: the protocol, or
+    ``None`` for ``none`` (the fabric alone)."""
+    return None if check_protocol(choice) == "none" else choice
+
+
+def ring_steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
+    """(steps, of them crossing nodes) of a ring ``kind`` over ``ranks`` GPUs on ``nodes`` nodes."""
+    if kind not in KINDS:
+        raise InputError(f"ring collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not 1 <= nodes <= ranks:
+        raise InputError(f"a ring of {ranks} GPUs spans 1 to {ranks} nodes, got {nodes}")
+    if kind == "all_reduce":
+        return 2 * (ranks - 1), (2 * nodes if nodes > 1 else 0)
+    return ranks - 1, nodes - 1
+
+
+def ring_latency_s(kind: str, protocol: str, ranks: int, nodes: int, intra: str = "nvlink") -> float:
+    """NCCL's latency (s) of ring ``kind`` under ``protocol`` (see the module's formula); ``intra``:
+    ``nvlink`` or ``pci``, how GPUs of one node reach each other."""
+    if ranks < 2:
+        return 0.0
+    steps, inter = ring_steps(kind, ranks, nodes)
+    step = RING_STEP_US[intra][protocol]
+    if nodes > 1:
+        step = max(step, NET_OVERHEAD_US * (3 if protocol == "Simple" else 1))
+    us = RING_BASE_US[protocol] + (steps - inter) * step + inter * RING_STEP_US["net"][protocol]
+    return us * 1e-6
+
+
+def protocol_factor(kind: str, protocol: str, nodes: int, ranks: int, bus_GBps: float) -> float:
+    """The share of the bus bandwidth ``bus_GBps`` the payload of ``protocol`` gets (see the module)."""
+    if protocol == "Simple":
+        return 1.0
+    if protocol == "LL128":
+        return LL128_FACTOR if ranks / nodes >= 2 else LL128_ONE_PER_NODE_FACTOR
+    share = 1 / 4 if nodes > 1 or kind == "all_reduce" else 1 / 3
+    cap = LL_MAX_BUS_GBPS[min(nodes, 3)]
+    return min(share, cap / bus_GBps) if bus_GBps > 0 else share
+
+
+def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float, protocol: str = "auto",
+              intra: str = "nvlink") -> RingCost:
+    """How NCCL runs ring ``kind`` of ``nbytes`` (the buffer: all-gather's output, reduce-scatter's
+    input) over ``ranks`` GPUs on ``nodes`` nodes whose ring moves ``bus_GBps`` (GB/s per GPU):
+    ``protocol`` as given, or with ``auto`` the one NCCL's estimate finds quickest (LL128 only over
+    NVLink; a tie goes to the first of LL, LL128, Simple, as in NCCL)."""
+    if check_protocol(protocol) == "none":
+        raise InputError("ring_cost needs an NCCL protocol or auto, got 'none'")
+    if intra not in ("nvlink", "pci"):
+        raise InputError(f"a node's GPUs talk over nvlink or pci, got {intra!r}")
+    steps, _ = ring_steps(kind, max(ranks, 2), min(nodes, max(ranks, 2)))
+    candidates = PROTOCOLS if protocol == "auto" else (protocol,)
+    best = None
+    for p in candidates:
+        if protocol == "auto" and p == "LL128" and intra != "nvlink":
+            continue
+        factor = protocol_factor(kind, p, nodes, ranks, bus_GBps)
+        latency = ring_latency_s(kind, p, ranks, nodes, intra)
+        seconds = latency + nbytes * steps / (bus_GBps * 1e9 * factor * max(ranks, 2)) if bus_GBps > 0 else latency
+        if best is None or seconds < best[0]:
+            best = (seconds, RingCost(p, latency, factor))
+    return best[1]
+
+
+__all__ = ["CHOICES", "HARDWARE", "KINDS", "LL128_FACTOR", "LL_MAX_BUS_GBPS", "NET_OVERHEAD_US", "PROTOCOLS",
+           "RING_BASE_US", "RING_STEP_US", "RingCost", "check_protocol", "protocol_factor", "ring_cost",
+           "ring_latency_s", "ring_protocol", "ring_steps"]

@@ -1,0 +1,179 @@
+"""NCCL's ring model (sim/network/nccl.py) by hand, and the rings on the fabric that use it."""
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.checks import InputError
+from sim.moe.specs import SpecError, load_scenario
+from sim.network import (
+    Fabric,
+    hierarchical_all_gather,
+    hierarchical_reduce_scatter,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+)
+from sim.network.collectives import hop_hardware, nccl_ring_cost
+from sim.network.nccl import (
+    PROTOCOLS,
+    check_protocol,
+    protocol_factor,
+    ring_cost,
+    ring_latency_s,
+    ring_protocol,
+    ring_steps,
+)
+from topologies import load_topology
+
+
+def fabric(topo="h800-16"):
+    env = simpy.Environment()
+    return env, Fabric(env, load_topology(topo))
+
+
+def run_ring(op, ranks, nbytes, protocol, topo="h800-16", **kw):
+    env, fab = fabric(topo)
+    done = op(fab, ranks, nbytes, protocol=protocol, **kw)
+    env.run(until=done)
+    return env.now, fab
+
+
+# --- NCCL's formulas, worked by hand (NCCL 2.20.3, src/graph/tuning.cc) ----------------------------
+
+def test_steps_of_each_collective():
+    assert ring_steps("all_gather", 16, 2) == (15, 1)
+    assert ring_steps("reduce_scatter", 8, 1) == (7, 0)
+    assert ring_steps("all_reduce", 16, 2) == (30, 4)      # 2 (n - 1) steps, 2 N of them over the network
+    assert ring_steps("all_reduce", 8, 1) == (14, 0)
+
+
+def test_latency_by_hand():
+    # one node, LL: 6.6 + 7 x 0.6 us
+    assert ring_latency_s("all_gather", "LL", 8, 1) == pytest.approx(10.8e-6)
+    # two nodes, Simple: 8.4 + 14 x max(3.4, 3 x 1.0) + 1 x 14.0 us
+    assert ring_latency_s("all_gather", "Simple", 16, 2) == pytest.approx(70.0e-6)
+    # all-reduce over two nodes, Simple: 8.4 + 26 x 3.4 + 4 x 14.0 us
+    assert ring_latency_s("all_reduce", "Simple", 16, 2) == pytest.approx(152.8e-6)
+    # several nodes, LL: an in-node step pays the host's 1 us post overhead, not LL's 0.6 us
+    assert ring_latency_s("reduce_scatter", "LL", 16, 2) == pytest.approx((6.6 + 14 * 1.0 + 2.7) * 1e-6)
+    # PCIe inside the node, LL128: 14.0 + 7 x 2.5 us
+    assert ring_latency_s("all_gather", "LL128", 8, 1, intra="pci") == pytest.approx(31.5e-6)
+    assert ring_latency_s("all_gather", "Simple", 1, 1) == 0.0
+
+
+def test_protocol_shares():
+    assert protocol_factor("all_gather", "Simple", 1, 8, 200.0) == 1.0
+    assert protocol_factor("all_gather", "LL", 1, 8, 200.0) == pytest.approx(1 / 3)       # one node
+    assert protocol_factor("all_reduce", "LL", 1, 8, 200.0) == pytest.approx(1 / 4)
+    assert protocol_factor("all_gather", "LL", 2, 16, 100.0) == pytest.approx(1 / 4)
+    assert protocol_factor("all_gather", "LL", 2, 16, 200.0) == pytest.approx(39.0 / 200)   # capped: 2 nodes
+    assert protocol_factor("all_gather", "LL", 4, 32, 400.0) == pytest.approx(20.4 / 400)  # LL's bus cap
+    assert protocol_factor("all_gather", "LL128", 2, 16, 200.0) == pytest.approx(0.92)
+    assert protocol_factor("all_gather", "LL128", 4, 4, 200.0) == pytest.approx(0.7)      # one GPU a node
+
+
+def test_auto_takes_ll_for_small_buffers_and_simple_for_large():
+    assert ring_cost("all_reduce", 1e3, 8, 1, 200.0).protocol == "LL"
+    assert ring_cost("all_reduce", 1e9, 8, 1, 200.0).protocol == "Simple"
+    assert ring_cost("all_gather", 1e10, 256, 32, 200.0).protocol == "Simple"
+    # over 32 nodes a 1 GB all-gather goes LL128: its 224 in-node steps cost 1.9 us, not 3.4
+    assert ring_cost("all_gather", 1e9, 256, 32, 200.0).protocol == "LL128"
+    middle = ring_cost("all_reduce", 1e7, 8, 1, 200.0)
+    assert middle.protocol == "LL128" and middle.bandwidth_factor == pytest.approx(0.92)
+    # LL128 runs only where a node's GPUs talk over NVLink
+    assert ring_cost("all_reduce", 1e7, 8, 1, 200.0, intra="pci").protocol != "LL128"
+    assert ring_cost("all_reduce", 1e3, 8, 1, 200.0, "Simple").protocol == "Simple"   # forced, as NCCL_PROTO
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]), ranks=st.integers(2, 4096),
+       per_node=st.sampled_from([1, 2, 4, 8]), nbytes=st.floats(1.0, 1e11), bus=st.floats(1.0, 1000.0))
+def test_auto_is_the_quickest_by_ncclss_estimate(kind, ranks, per_node, nbytes, bus):
+    nodes = max(1, ranks // per_node)
+    steps, _ = ring_steps(kind, ranks, nodes)
+
+    def estimate(cost):
+        return cost.latency_s + nbytes * steps / (bus * 1e9 * cost.bandwidth_factor * ranks)
+    best = estimate(ring_cost(kind, nbytes, ranks, nodes, bus))
+    for p in PROTOCOLS:
+        assert best <= estimate(ring_cost(kind, nbytes, ranks, nodes, bus, p)) * (1 + 1e-12)
+    # more ranks never cost less latency
+    assert ring_latency_s(kind, "Simple", ranks + 1, nodes) >= ring_latency_s(kind, "Simple", ranks, nodes)
+
+
+def test_bad_protocols_are_one_clear_line():
+    with pytest.raises(InputError, match=r"nccl_protocol must be one of auto, LL, LL128, Simple, none, got 'll'"):
+        check_protocol("ll")
+    with pytest.raises(SpecError, match=r"RunSpec.nccl_protocol must be one of .*got 'simple'"):
+        load_scenario("tiny", nccl_protocol="simple")
+    with pytest.raises(InputError, match="kind must be one of"):
+        ring_steps("broadcast", 8, 1)
+    with pytest.raises(InputError, match="spans 1 to 8 nodes, got 9"):
+        ring_steps("all_gather", 8, 9)
+    with pytest.raises(InputError, match="nvlink or pci"):
+        ring_cost("all_gather", 1e6, 8, 1, 100.0, intra="ib")
+    with pytest.raises(InputError, match="got 'none'"):
+        ring_cost("all_gather", 1e6, 8, 1, 100.0, "none")
+    assert ring_protocol("none") is None and ring_protocol("LL") == "LL"
+
+
+# --- the rings on the fabric ------------------------------------------------------------------------
+
+def test_hop_hardware_of_the_preset():
+    _, fab = fabric()
+    assert hop_hardware(fab, 0, 1) == "nvlink"
+    assert hop_hardware(fab, 0, 8) == "net"
+
+
+@pytest.mark.parametrize("op, kind", [(ring_all_reduce, "all_reduce"), (ring_all_gather, "all_gather"),
+                                      (ring_reduce_scatter, "reduce_scatter")])
+@pytest.mark.parametrize("protocol", ["Simple", "LL", "LL128"])
+def test_a_ring_ends_at_ncclss_latency_plus_its_data(op, kind, protocol):
+    """On an empty fabric: the time of the fabric alone on the protocol's wire bytes, plus NCCL's
+    latency less the per-step latency the fabric charged (never less than the fabric's)."""
+    ranks, nbytes = list(range(8)), 4e8
+    t, fab = run_ring(op, ranks, nbytes, protocol)
+    cost, charged = nccl_ring_cost(fab, kind, ranks, nbytes, protocol)
+    assert cost.protocol == protocol
+    alone, _ = run_ring(op, ranks, nbytes / cost.bandwidth_factor, None)
+    assert t == pytest.approx(alone + max(0.0, cost.latency_s - charged), rel=1e-12)
+    if protocol == "Simple":                     # NCCL's 56 us over 14 steps of 3.3 us: 9.8 us more
+        assert t - alone == pytest.approx((8.4 + 14 * 3.4 - 14 * 3.3) * 1e-6 if kind == "all_reduce" else
+                                          max(0.0, (8.4 + 7 * 3.4 - 7 * 3.3) * 1e-6), rel=1e-9)
+
+
+@pytest.mark.parametrize("op, gather", [(hierarchical_all_gather, True), (hierarchical_reduce_scatter, False)])
+def test_a_hierarchical_collective_pays_ncclss_flat_ring_latency(op, gather):
+    """16 GPUs on 2 nodes: NCCL's latency of its flat ring (15 steps, 1 over the network) less the
+    in-node ring's 7 steps and the rails' 1 step the fabric charged."""
+    ranks, nbytes = list(range(16)), 2e9
+    env, fab = fabric()
+    done = op(fab, ranks, nbytes, 8, "Simple")
+    env.run(until=done)
+    env0, fab0 = fabric()
+    done0 = op(fab0, ranks, nbytes, 8)
+    env0.run(until=done0)
+    intra, inter = fab.links.route(0, 1)[1], fab.links.route(0, 8)[1]
+    assert env.now - env0.now == pytest.approx(70.0e-6 - 7 * intra - inter, rel=1e-9)
+    auto = op(*fabric()[1:], ranks, nbytes, 8, "auto")      # auto takes Simple at 2 GB
+    assert auto is not None
+
+
+def test_a_small_all_reduce_runs_ll_at_a_quarter_of_the_bandwidth():
+    ranks = list(range(8))
+    t_auto, fab = run_ring(ring_all_reduce, ranks, 1e5, "auto")
+    cost, charged = nccl_ring_cost(fab, "all_reduce", ranks, 1e5, "auto")
+    assert cost.protocol == "LL" and cost.bandwidth_factor == pytest.approx(0.25)
+    t_wire, _ = run_ring(ring_all_reduce, ranks, 4e5, None)
+    assert t_auto == pytest.approx(t_wire + max(0.0, cost.latency_s - charged), rel=1e-12)
+
+
+def test_a_run_passes_its_protocol_to_its_data_parallel_collectives():
+    from sim.moe.dpsync import LayerCollectives
+    from sim.moe.scenario import Scenario
+    base = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels="deepep")
+    times = {p: LayerCollectives(Scenario(base.with_(nccl_protocol=p))).time("gather:dense")
+             for p in ("none", "Simple", "LL")}
+    assert times["Simple"] > times["none"]          # NCCL's 8.4 us base and 3.4 us steps over the fabric's
+    assert times["LL"] != times["Simple"]
