@@ -71,6 +71,14 @@ def test_protocol_shares():
     assert protocol_factor("all_gather", "LL", 4, 32, 400.0) == pytest.approx(20.4 / 400)  # LL's bus cap
     assert protocol_factor("all_gather", "LL128", 2, 16, 200.0) == pytest.approx(0.92)
     assert protocol_factor("all_gather", "LL128", 4, 4, 200.0) == pytest.approx(0.7)      # one GPU a node
+    assert protocol_factor("all_gather", "LL128", 2, 4, 200.0) == pytest.approx(0.92)     # two GPUs a node
+
+
+def test_the_hosts_post_overhead_binds_where_it_exceeds_a_step(monkeypatch):
+    import sim.network.nccl as nccl
+    monkeypatch.setattr(nccl, "NET_OVERHEAD_US", 2.0)       # Simple pays it 3 times: 6 us > 3.4 us a step
+    assert nccl.ring_latency_s("all_gather", "Simple", 16, 2) == pytest.approx((8.4 + 14 * 6.0 + 14.0) * 1e-6)
+    assert nccl.ring_latency_s("all_gather", "LL", 16, 2) == pytest.approx((6.6 + 14 * 2.0 + 2.7) * 1e-6)
 
 
 def test_auto_takes_ll_for_small_buffers_and_simple_for_large():
@@ -83,6 +91,7 @@ def test_auto_takes_ll_for_small_buffers_and_simple_for_large():
     assert middle.protocol == "LL128" and middle.bandwidth_factor == pytest.approx(0.92)
     # LL128 runs only where a node's GPUs talk over NVLink
     assert ring_cost("all_reduce", 1e7, 8, 1, 200.0, intra="pci").protocol != "LL128"
+    assert ring_cost("all_reduce", 1e9, 8, 1, 200.0, intra="pci").protocol == "Simple"   # past LL128, not stopped at it
     assert ring_cost("all_reduce", 1e3, 8, 1, 200.0, "Simple").protocol == "Simple"   # forced, as NCCL_PROTO
 
 
@@ -107,12 +116,18 @@ def test_bad_protocols_are_one_clear_line():
         check_protocol("ll")
     with pytest.raises(SpecError, match=r"RunSpec.nccl_protocol must be one of .*got 'simple'"):
         load_scenario("tiny", nccl_protocol="simple")
-    with pytest.raises(InputError, match="kind must be one of"):
+    with pytest.raises(InputError, match="kind must be one of all_reduce, all_gather, reduce_scatter, got 'broadcast'"):
         ring_steps("broadcast", 8, 1)
     with pytest.raises(InputError, match="spans 1 to 8 nodes, got 9"):
         ring_steps("all_gather", 8, 9)
     with pytest.raises(InputError, match="nvlink or pci"):
         ring_cost("all_gather", 1e6, 8, 1, 100.0, intra="ib")
+    with pytest.raises(InputError, match="bus bandwidth must be above 0 GB/s and finite, got 0.0"):
+        ring_cost("all_gather", 1e6, 8, 1, 0.0)
+    with pytest.raises(InputError, match="finite, got inf"):
+        ring_cost("all_gather", 1e6, 8, 1, float("inf"))
+    with pytest.raises(InputError, match="spans 1 to 2 nodes, got 3"):
+        ring_cost("all_gather", 1e6, 2, 3, 100.0)
     with pytest.raises(InputError, match="got 'none'"):
         ring_cost("all_gather", 1e6, 8, 1, 100.0, "none")
     assert ring_protocol("none") is None and ring_protocol("LL") == "LL"

@@ -99,27 +99,30 @@ def ring_latency_s(kind: str, protocol: str, ranks: int, nodes: int, intra: str 
 
 
 def protocol_factor(kind: str, protocol: str, nodes: int, ranks: int, bus_GBps: float) -> float:
-    """The share of the bus bandwidth ``bus_GBps`` the payload of ``protocol`` gets (see the module)."""
+    """The share of the bus bandwidth ``bus_GBps`` (GB/s, above 0) the payload of ``protocol`` gets
+    (see the module)."""
     if protocol == "Simple":
         return 1.0
     if protocol == "LL128":
         return LL128_FACTOR if ranks / nodes >= 2 else LL128_ONE_PER_NODE_FACTOR
     share = 1 / 4 if nodes > 1 or kind == "all_reduce" else 1 / 3
-    cap = LL_MAX_BUS_GBPS[min(nodes, 3)]
-    return min(share, cap / bus_GBps) if bus_GBps > 0 else share
+    return min(share, LL_MAX_BUS_GBPS[min(nodes, 3)] / bus_GBps)
 
 
 def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float, protocol: str = "auto",
               intra: str = "nvlink") -> RingCost:
     """How NCCL runs ring ``kind`` of ``nbytes`` (the buffer: all-gather's output, reduce-scatter's
-    input) over ``ranks`` GPUs on ``nodes`` nodes whose ring moves ``bus_GBps`` (GB/s per GPU):
+    input) over ``ranks`` (at least 2) GPUs on ``nodes`` nodes whose ring moves ``bus_GBps`` (GB/s per
+    GPU, above 0 and finite):
     ``protocol`` as given, or with ``auto`` the one NCCL's estimate finds quickest (LL128 only over
     NVLink; a tie goes to the first of LL, LL128, Simple, as in NCCL)."""
     if check_protocol(protocol) == "none":
         raise InputError("ring_cost needs an NCCL protocol or auto, got 'none'")
     if intra not in ("nvlink", "pci"):
         raise InputError(f"a node's GPUs talk over nvlink or pci, got {intra!r}")
-    steps, _ = ring_steps(kind, max(ranks, 2), min(nodes, max(ranks, 2)))
+    if not 0 < bus_GBps < float("inf"):
+        raise InputError(f"a ring's bus bandwidth must be above 0 GB/s and finite, got {bus_GBps}")
+    steps, _ = ring_steps(kind, ranks, nodes)
     candidates = PROTOCOLS if protocol == "auto" else (protocol,)
     best = None
     for p in candidates:
@@ -127,7 +130,7 @@ def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float,
             continue
         factor = protocol_factor(kind, p, nodes, ranks, bus_GBps)
         latency = ring_latency_s(kind, p, ranks, nodes, intra)
-        seconds = latency + nbytes * steps / (bus_GBps * 1e9 * factor * max(ranks, 2)) if bus_GBps > 0 else latency
+        seconds = latency + nbytes * steps / (bus_GBps * 1e9 * factor * ranks)
         if best is None or seconds < best[0]:
             best = (seconds, RingCost(p, latency, factor))
     return best[1]
