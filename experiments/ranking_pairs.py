@@ -1,10 +1,10 @@
 """Rankings scored pair by pair: does the simulator order two measured runs of one job as measured?
 
 A *ranking group* is the scored step-level runs of one source that measured one job (the same
-model, GPU, GPU count, sequence length, global batch and precision) under two or more schedules or
-layouts (TP, CP, PP, virtual stages, DP, EP, micro-batch size, ZeRO stage, schedule, recomputation
-or optimizer synchronisation): Zero Bubble's schedules at one setting, Megatron-LM 2021's PTD
-against ZeRO-3 at one size. Every two runs of a group are a *pair*: its measured gap is the faster
+model, GPU, GPU count, sequence length, global batch and precision) under two or more schedules,
+layouts (TP, CP, PP, virtual stages, DP, EP, micro-batch size, ZeRO stage) or recipes
+(recomputation, kernel fusion, TP-communication overlap): Zero Bubble's schedules at one setting,
+Megatron-LM 2021's PTD against ZeRO-3 at one size, torchtitan's eager against compiled FSDP. Every two runs of a group are a *pair*: its measured gap is the faster
 run's measured figure over the slower's, minus 1; its simulated gap the same two runs' predictions
 in that order. A pair is ordered as measured when its simulated gap is positive. Pairs whose
 measured gap is under :data:`TIE_PCT` are ties (measurement noise can order them either way) and
@@ -19,7 +19,9 @@ import pandas as pd
 
 JOB = ["source", "model", "gpu", "gpus", "seq_len", "global_batch", "precision"]
 LAYOUT = ["tp", "cp", "pp", "vp", "layers_per_virtual_stage", "dp", "ep", "microbatch_size", "zero", "schedule",
-          "recompute", "optimizer_sync"]
+          "recompute", "optimizer_sync", "fusion", "tp_comm_overlap"]
+SCHEDULE_COLUMNS = {"schedule", "vp", "layers_per_virtual_stage", "optimizer_sync"}   # a pair of kind "schedule"
+RECIPE_COLUMNS = {"recompute", "fusion", "tp_comm_overlap"}                           # a pair of kind "recipe"
 THROUGHPUT = ("samples_per_s_per_gpu", "tokens_per_s_per_gpu", "tflops_per_gpu_megatron", "tflops_per_gpu_model")
 TIE_PCT = 2.0           # measured gaps below this are ties
 SCORED_GAP_PCT = 3.0    # the headline counts pairs whose measured gap is at least this
@@ -28,7 +30,8 @@ SCORED_GAP_PCT = 3.0    # the headline counts pairs whose measured gap is at lea
 def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles", "profile_fed")) -> pd.DataFrame:
     """Every pair of every ranking group of the validation table ``df`` (``results/validation.csv``'s
     columns): ``group`` (the job), ``faster`` and ``slower`` (ids, by the measured figure),
-    ``kind`` (``schedule`` when only the schedule differs, else ``layout``), ``measured_gap_pct``,
+    ``kind`` (``schedule`` when only the schedule differs, ``recipe`` when only the recipe does, else
+    ``layout``), ``measured_gap_pct``,
     ``tie``, and per mode ``{mode}_gap_pct`` and ``{mode}_same_order`` (None where a run has no
     prediction in that mode). Higher is faster for every throughput metric used here."""
     scored = df[(df["role"] == "scored") & df["metric"].isin(THROUGHPUT)]
@@ -42,9 +45,9 @@ def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles"
             fast, slow = (a, b) if a["measured"] >= b["measured"] else (b, a)
             gap = 100 * (fast["measured"] / slow["measured"] - 1)
             differs = [c for c in layout if str(fast[c]) != str(slow[c])]
-            row = {"group": name, "faster": fast["id"], "slower": slow["id"],
-                   "kind": "schedule" if set(differs) <= {"schedule", "vp", "layers_per_virtual_stage",
-                                                          "optimizer_sync"} else "layout",
+            kind = ("schedule" if set(differs) <= SCHEDULE_COLUMNS else "recipe" if set(differs) <= RECIPE_COLUMNS
+                    else "layout")
+            row = {"group": name, "faster": fast["id"], "slower": slow["id"], "kind": kind,
                    "measured_gap_pct": gap, "tie": gap < TIE_PCT}
             for mode in modes:
                 col = f"predicted_{mode}"
@@ -72,9 +75,12 @@ def pairs_text(pairs: pd.DataFrame, modes: tuple[str, ...] = ("first_principles"
     if pairs.empty:
         return []
     groups, sources = pairs["group"].nunique(), pairs["group"].str.split(" / ").str[0].nunique()
-    layouts = int(pairs.groupby("group")["kind"].apply(lambda k: (k == "layout").any()).sum())
-    lines = [f"ranking pairs: {len(pairs)} pairs in {groups} groups ({groups - layouts} of schedules, {layouts} of "
-             f"layouts) from {sources} sources; {int(pairs['tie'].sum())} ties (measured gap under {TIE_PCT:g}%)"]
+    kinds = pairs.groupby("group")["kind"].agg(set)
+    layouts = int(kinds.apply(lambda k: "layout" in k).sum())
+    recipes = int(kinds.apply(lambda k: "layout" not in k and "recipe" in k).sum())
+    lines = [f"ranking pairs: {len(pairs)} pairs in {groups} groups ({groups - layouts - recipes} of schedules, "
+             f"{layouts} of layouts, {recipes} of recipes) from {sources} sources; {int(pairs['tie'].sum())} ties "
+             f"(measured gap under {TIE_PCT:g}%)"]
     for mode in modes:
         same, total = agreement(pairs, mode)
         if total:
@@ -83,4 +89,4 @@ def pairs_text(pairs: pd.DataFrame, modes: tuple[str, ...] = ("first_principles"
     return lines
 
 
-__all__ = ["JOB", "LAYOUT", "SCORED_GAP_PCT", "TIE_PCT", "agreement", "pairs_text", "ranking_pairs"]
+__all__ = ["JOB", "LAYOUT", "RECIPE_COLUMNS", "SCHEDULE_COLUMNS", "SCORED_GAP_PCT", "TIE_PCT", "agreement", "pairs_text", "ranking_pairs"]

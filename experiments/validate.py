@@ -296,9 +296,10 @@ def text(summary_df: pd.DataFrame, rankings_df: pd.DataFrame, df: pd.DataFrame,
         for mode in MODES:
             col = f"{mode}_same_order"
             if col in rankings_df:
+                known = rankings_df[col].notna() & (rankings_df[col].astype(str) != "")   # the mode simulated both
                 same = rankings_df[col].astype(str).str.lower() == "true"
                 lines.append(f"schedule rankings, {mode}: the same order as measured in {int(same.sum())} of "
-                             f"{len(rankings_df)} settings")
+                             f"{int(known.sum())} settings")
     lines += pairs_text(ranking_pairs(df) if pairs_df is None else pairs_df)
     counts = df["role"].value_counts().to_dict()
     lines.append("runs: " + ", ".join(f"{counts[k]} {k}" for k in sorted(counts)))

@@ -82,3 +82,14 @@ def test_points_round_trip_through_the_csv():
     from validation.suite import load_runs
     for run in load_runs()[:5] + load_runs()[-3:]:
         assert validate.from_point({k: ("" if v == "" else str(v)) for k, v in validate.as_point(run).items()}) == run
+
+
+def test_a_setting_without_a_mode_is_not_counted_in_that_mode():
+    """Two settings, one of them with no profile-fed prediction (torchtitan's: no profile published):
+    first-principles ranks 2 settings, profile-fed 1, not 1 of 2."""
+    rankings_df = pd.DataFrame({"first_principles_same_order": [True, False],
+                                "profile_fed_same_order": [True, None]})
+    summary_df = pd.DataFrame({"source": ["s"], "rows": [1]})
+    out = validate.text(summary_df, rankings_df, pd.DataFrame({"role": ["scored"]}), pairs_df=pd.DataFrame())
+    assert "schedule rankings, first_principles: the same order as measured in 1 of 2 settings" in out
+    assert "schedule rankings, profile_fed: the same order as measured in 1 of 1 settings" in out

@@ -57,6 +57,10 @@ def test_transcribed_values_spot_checked(runs):
     assert runs["dsv3-report-2048"].measured == 180_000
     r = runs["nv-25.11-h100-qwen3-30b-a3b-fp8-cs-16"]
     assert (r.measured, r.pp, r.vp, r.ep, r.dp, r.microbatches) == (5275, 2, 24, 8, 8, 32)
+    t = runs["tt-t5-interleaved"]                                   # torchtitan, Table 5
+    assert (t.measured, t.tp, t.pp, t.vp, t.dp, t.microbatches, t.tp_comm_overlap) == (128, 8, 8, 2, 8, 32, 1)
+    assert runs["tt-t1-fsdp"].measured == 5762 and runs["tt-t1-fsdp"].fusion == "unfused"      # Table 1, eager
+    assert runs["tt-t6-cp8"].measured == 16 and runs["tt-t6-cp8"].microbatches == 8           # Table 6
 
 
 def test_figures_worked_by_hand(runs):
@@ -71,6 +75,19 @@ def test_figures_worked_by_hand(runs):
     B, s, l, h, V = 512, 2048, 24, 2304, 51200
     assert step_figure(mt, 3.0) == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
                                                   / 3.0 / 32 / 1e12)
+
+
+def test_a_torchtitan_row_runs_as_the_page_states(runs):
+    """Eager FSDP as unfused kernels on Grand Teton's 96 GB H100 (a GPU file of validation/);
+    AsyncTP as TP-communication overlap; FSDP under PP keeps its weights gathered."""
+    eager = run_spec(runs["tt-t1-fsdp"])
+    assert eager.fusion == "unfused" and eager.zero_stage == 3 and eager.reshard_after_forward
+    assert Path(eager.gpu).is_file() and Path(eager.gpu).name == "h100-hbm2e-96.yaml"
+    assert run_spec(runs["tt-t1-fsdp-compile"]).fusion == "fused"
+    asynctp = run_spec(runs["tt-t4-2d-asynctp"])
+    assert asynctp.tp_comm_overlap and asynctp.sequence_parallel and not run_spec(runs["tt-t4-2d"]).tp_comm_overlap
+    pp = run_spec(runs["tt-t5-interleaved"])
+    assert (pp.schedule, pp.chunks, pp.reshard_after_forward, pp.gemm_precision) == ("interleaved-1f1b", 2, False, "fp8")
 
 
 def test_speed_error_is_positive_when_the_simulator_is_optimistic(runs):
@@ -158,6 +175,9 @@ def _write(tmp_path, **change):
     ({"colour": "red"}, "unknown column 'colour'"),
     ({"recompute": "most"}, "recompute must be one of none, selective, full, deepseek-v3, auto, got 'most'"),
     ({"precision": "fp4"}, "precision must be one of bf16, fp8, mxfp8, got 'fp4'"),
+    ({"fusion": "compiled"}, "fusion must be one of fused, unfused, got 'compiled'"),
+    ({"tp_comm_overlap": "1"}, "tp_comm_overlap 1 needs sequence_parallel 1"),
+    ({"tp_comm_overlap": "yes"}, "tp_comm_overlap must be a whole number, got 'yes'"),
 ])
 def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
     with pytest.raises(ValidationDataError, match=pattern) as info:

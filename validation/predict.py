@@ -2,8 +2,8 @@
 
 Two modes:
 
-* ``first_principles``: the run's layout on its GPU and topology presets, compute from the FLOPs
-  model (:mod:`sim.moe.chunk`) and the communication kernels of the ``deepep`` preset;
+* ``first_principles``: the run's layout on its GPU and topology presets, compute from the kernel
+  model (:mod:`sim.compute`) and the communication kernels of the ``deepep`` preset;
 * ``profile_fed``: the same, with what the source (or the suite's declared calibration set) measured
   of the parts fed in: the Zero Bubble paper's per-stage T_F, T_B, T_W (Table 9) as a compute profile
   (each divided by the layers of a middle stage), or, for DeepEP's low-latency kernels, the kernel
@@ -27,6 +27,7 @@ measured (optimistic), negative a slower one.
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 
 from sim.io import write_csv_atomic
@@ -71,8 +72,8 @@ def step_figure(run: Run, step_s: float, model_flops: float | None = None) -> fl
 
 def run_spec(run: Run, profile: str | None = None) -> RunSpec:
     """The :class:`RunSpec` of a training-step row (``profile``: a compute-profile CSV)."""
-    return RunSpec(model=resolve(run.model), gpu=run.gpu, topology=resolve(run.topology), pp=run.pp, ep=run.ep,
-                   dp=run.dp, tp=run.tp, cp=run.cp, sequence_parallel=bool(run.sequence_parallel),
+    return RunSpec(model=resolve(run.model), gpu=resolve(run.gpu), topology=resolve(run.topology), pp=run.pp,
+                   ep=run.ep, dp=run.dp, tp=run.tp, cp=run.cp, sequence_parallel=bool(run.sequence_parallel),
                    schedule=run.sim_schedule, microbatches=run.microbatches, seq_len=run.seq_len,
                    microbatch_size=run.microbatch_size, chunks=run.vp,
                    layers_per_virtual_stage=run.layers_per_virtual_stage, embedding_stage=bool(run.embedding_stage),
@@ -83,6 +84,7 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    zero_stage=run.zero, reshard_after_forward=bool(run.reshard_after_forward),
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
                    optimizer_sync=run.optimizer_sync or "global", attention_kernel=run.attention_kernel or "flash",
+                   fusion=run.fusion or "fused", tp_comm_overlap=bool(run.tp_comm_overlap),
                    profile=profile, description=run.id)
 
 
@@ -120,6 +122,12 @@ def scenario_of(run: Run, profile: str | None = None) -> Scenario:
     takes the least recomputation under which every rank fits the GPU's HBM, since the measured run
     did fit: ``selective`` (the attention core, which fused FlashAttention-style kernels recompute in
     their backward anyway), else ``full``. Only memory decides, never the measured speed."""
+    with warnings.catch_warnings():      # a row's GPU on another GPU's cluster is what the row states
+        warnings.filterwarnings("ignore", message="gpu .* is not the GPU of topology")
+        return _scenario_of(run, profile)
+
+
+def _scenario_of(run: Run, profile: str | None) -> Scenario:
     if run.recompute != "auto":
         return Scenario(run_spec(run, profile))
     spec = run_spec(run, profile)

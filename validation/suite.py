@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
-from sim.compute.ops import ATTENTION_KERNELS
+from sim.compute.ops import ATTENTION_KERNELS, FUSIONS
 from sim.moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC
 
 ROOT = Path(__file__).resolve().parent
@@ -86,6 +86,8 @@ class Run:
     layers_per_virtual_stage: int | None = None   # interleaved: Megatron's num_layers_per_virtual_pipeline_stage
     embedding_stage: int = 0              # 1: the embedding counted as a layer of the split (Megatron's account_for_...)
     loss_stage: int = 0                   # 1: the loss counted likewise
+    fusion: str | None = None             # "unfused": eager PyTorch (each op its own kernels); None: fused
+    tp_comm_overlap: int = 0              # 1: TP collectives overlapped with their GEMMs (torchtitan's AsyncTP)
 
     @property
     def is_kernel(self) -> bool:
@@ -104,9 +106,11 @@ class Run:
 
 INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
                   "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel",
-                  "reshard_after_forward", "layers_per_virtual_stage", "embedding_stage", "loss_stage")
+                  "reshard_after_forward", "layers_per_virtual_stage", "embedding_stage", "loss_stage",
+                  "tp_comm_overlap")
 STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
-FLAG_FIELDS = ("sequence_parallel", "reshard_after_forward", "embedding_stage", "loss_stage")     # 0 or 1
+FLAG_FIELDS = ("sequence_parallel", "reshard_after_forward", "embedding_stage", "loss_stage",
+               "tp_comm_overlap")     # 0 or 1
 
 
 def _cell(value: str | None):
@@ -174,6 +178,11 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         choice(run.optimizer_sync, f"{where}: optimizer_sync", OPTIMIZER_SYNC, error=ValidationDataError)
     if run.attention_kernel is not None:
         choice(run.attention_kernel, f"{where}: attention_kernel", ATTENTION_KERNELS, error=ValidationDataError)
+    if run.fusion is not None:
+        choice(run.fusion, f"{where}: fusion", FUSIONS, error=ValidationDataError)
+    if run.tp_comm_overlap and not run.sequence_parallel:
+        raise ValidationDataError(f"{where}: tp_comm_overlap 1 needs sequence_parallel 1 (the overlapped TP "
+                                  "collectives are sequence parallelism's all-gathers and reduce-scatters)")
     if run.global_batch % (run.dp * run.microbatch_size):
         raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
                                   f"microbatch_size ({run.dp} x {run.microbatch_size})")
@@ -238,7 +247,7 @@ def load_runs(path: Path = RUNS) -> list[Run]:
 
 
 def resolve(name: str | None) -> str | None:
-    """A model or topology named by a path inside ``validation/`` (``validation/models/x.yaml``) as
+    """A model, GPU or topology named by a path inside ``validation/`` (``validation/models/x.yaml``) as
     an absolute path; preset names unchanged."""
     if name and name.startswith("validation/"):
         return str(ROOT / name.removeprefix("validation/"))

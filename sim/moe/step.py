@@ -174,12 +174,14 @@ class StepResult:
     @property
     def bound(self) -> str:
         """What this run loses most time to, besides compute: ``bubble``, ``exposed all-to-all``
-        (``exposed communication`` with TP or CP, whose collectives it holds too), ``pipeline
-        transfers`` or ``data-parallel sync`` (mean over ranks)."""
-        comm = "exposed communication" if self.run.tp * self.run.cp > 1 else "exposed all-to-all"
+        (``exposed communication`` without expert parallelism or with TP or CP, whose collectives
+        and ZeRO-3's gathers it holds too), ``pipeline transfers`` or ``data-parallel sync`` (mean
+        over ranks); ``compute`` when it loses nothing to any of them."""
+        comm = "exposed all-to-all" if self.run.ep > 1 and self.run.tp * self.run.cp == 1 else "exposed communication"
         losses = {"bubble": "bubble_s", comm: "exposed_comm_s",
                   "pipeline transfers": "exposed_pp_s", "data-parallel sync": "dp_sync_s"}
-        return max(losses, key=lambda k: self.mean_per_rank(losses[k]))
+        worst = max(losses, key=lambda k: self.mean_per_rank(losses[k]))
+        return worst if self.mean_per_rank(losses[worst]) > 0 else "compute"
 
     @property
     def recipe_warnings(self) -> list[str]:
