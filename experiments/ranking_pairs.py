@@ -17,14 +17,15 @@ from itertools import combinations
 
 import pandas as pd
 
+from sim.moe.trust import SCORED_GAP_PCT
+
 JOB = ["source", "model", "gpu", "gpus", "seq_len", "global_batch", "precision"]
 LAYOUT = ["tp", "cp", "pp", "vp", "layers_per_virtual_stage", "dp", "ep", "microbatch_size", "zero", "schedule",
           "recompute", "optimizer_sync", "fusion", "tp_comm_overlap"]
 SCHEDULE_COLUMNS = {"schedule", "vp", "layers_per_virtual_stage", "optimizer_sync"}   # a pair of kind "schedule"
 RECIPE_COLUMNS = {"recompute", "fusion", "tp_comm_overlap"}                           # a pair of kind "recipe"
 THROUGHPUT = ("samples_per_s_per_gpu", "tokens_per_s_per_gpu", "tflops_per_gpu_megatron", "tflops_per_gpu_model")
-TIE_PCT = 2.0           # measured gaps below this are ties
-SCORED_GAP_PCT = 3.0    # the headline counts pairs whose measured gap is at least this
+TIE_PCT = 2.0           # measured gaps below this are ties; the headline counts pairs at least SCORED_GAP_PCT apart
 
 
 def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles", "profile_fed")) -> pd.DataFrame:

@@ -234,10 +234,13 @@ def run(args) -> int:
 
 
 def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
-    """The scored step-level runs' features and first-principles errors, as :mod:`sim.moe.trust`
-    reads them (the communication-kernel micro-benchmarks left out)."""
+    """The scored step-level runs' features, first-principles errors, ranking group (``job``, empty
+    for a run in none) and measured figure, as :mod:`sim.moe.trust` reads them (the
+    communication-kernel micro-benchmarks left out)."""
     from sim.moe.specs import load_model
     from sim.moe.trust import COLUMNS, generation, model_params
+    pairs = ranking_pairs(df, modes=("first_principles",))
+    job = {} if pairs.empty else {**dict(zip(pairs["faster"], pairs["group"])), **dict(zip(pairs["slower"], pairs["group"]))}
     rows = []
     scored = df[(df["role"] == "scored") & (df["status"] == "ok") & ~df["metric"].isin(KERNEL_METRICS)]
     for r in scored.dropna(subset=["error_first_principles_pct"]).to_dict("records"):
@@ -245,7 +248,8 @@ def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
         rows.append({"id": r["id"], "source": r["source"], "generation": generation(r["gpu"]),
                      "moe": int(model.is_moe), "model_parallel": int(int(r["tp"]) * int(r["cp"]) > 1),
                      "microbatch_size": int(r["microbatch_size"]), "params_b": round(model_params(model) / 1e9, 3),
-                     "error_pct": round(float(r["error_first_principles_pct"]), 3)})
+                     "error_pct": round(float(r["error_first_principles_pct"]), 3), "job": job.get(r["id"], ""),
+                     "measured": r["measured"]})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -256,9 +260,10 @@ def write_trust_errors(df: pd.DataFrame) -> Path:
     import tempfile
 
     from sim.moe.trust import ERRORS
-    header = ("# The validation suite's first-principles errors per scored step-level run, written by\n"
-              "# `python -m experiments.validate` over the whole of validation/runs.csv (make run); read by\n"
-              "# sim/moe/trust.py for the trust band of every run and plan. Never an input to any parameter.\n")
+    header = ("# The validation suite's first-principles errors per scored step-level run (with its ranking group,\n"
+              "# job, and its measured figure), written by `python -m experiments.validate` over the whole of\n"
+              "# validation/runs.csv (make run); read by sim/moe/trust.py for the trust band of every run and the\n"
+              "# ranking agreement of every plan. Never an input to any parameter.\n")
     fd, tmp = tempfile.mkstemp(dir=ERRORS.parent, prefix=f".{ERRORS.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(header + trust_errors(df).to_csv(index=False))

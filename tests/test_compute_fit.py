@@ -56,7 +56,8 @@ def test_each_table_is_reproduced_within_its_printed_error(fresh, gpus):
             err = np.abs(gemm_row_seconds(fit, rows, gpus) / [x.seconds for x in rows] - 1) * 100
         else:
             _, kernel, direction, *causal = r.kind.split()
-            fit = AttentionFit(**fam["attention"]["fits"][f"{direction}_{1 if causal else 0}"])
+            att = fam["attention"] if kernel == fam["attention"]["kernel"] else fam["attention"]["also"][kernel]
+            fit = AttentionFit(**att["fits"][f"{direction}_{1 if causal else 0}"])
             rows = [x for x in read_attention_table(r.table, peaks) if x.kernel == kernel and x.direction == direction
                     and x.causal == (1 if causal else 0)]
             flops = attention_flops(rows)
@@ -179,3 +180,27 @@ def test_the_measuring_script_writes_tables_calibrate_reads(tmp_path, gpus, monk
     monkeypatch.setitem(__import__("sys").modules, "torch", None)
     assert mk.main(["--gpu", "h100", "--out", str(tmp_path / "x")]) == 2
     assert "needs PyTorch with CUDA" in capsys.readouterr().err
+
+
+def test_a_family_fits_its_other_kernels_only_from_its_own_table(gpus, tmp_path):
+    """sm90 fits FlashAttention-2 beside its FlashAttention-3 (``also``), each to the table's rows of
+    that kernel; ``also`` on a family that borrows another's attention, or naming a kernel the table
+    lacks, is refused in one line."""
+    from sim.checks import InputError
+    families = load_families()
+    assert families["sm90"]["attention"]["kernel"] == "flash3"
+    assert set(families["sm90"]["attention"]["also"]) == {"flash2"}
+    assert "also" not in families["sm80"]["attention"]
+    base = yaml.safe_load(open("sim/compute/presets/calibration.yaml"))
+    sm90 = {"sm90": base["families"]["sm90"]}
+    bad = {"families": {**sm90, "sm80": {"gpus": ["a100"], "gemm": base["families"]["sm80"]["gemm"],
+                                         "attention": {"from": "sm90", "kernel": "flash2", "also": ["flash3"],
+                                                       "best_forward_peak_fraction": 0.73}}}}
+    path = tmp_path / "calibration.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(InputError, match="family sm80: `also` needs the family's own attention table"):
+        calibrate(gpus, path)
+    sm90["sm90"] = {**sm90["sm90"], "attention": {**sm90["sm90"]["attention"], "also": ["flash9"]}}
+    path.write_text(yaml.safe_dump({"families": sm90}))
+    with pytest.raises(InputError, match="family sm90: attention_flash_h100.csv has no rows of kernel 'flash9'"):
+        calibrate(gpus, path)

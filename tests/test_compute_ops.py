@@ -155,9 +155,35 @@ def test_the_flops_model_is_still_there():
 def test_layer_shape_validation_by_the_spec():
     from sim.moe.specs import SpecError
     for bad, msg in ((dict(fusion="half"), "RunSpec.fusion must be one of fused, unfused"),
-                     (dict(attention_kernel="sdpa"), "RunSpec.attention_kernel must be one of flash, unfused"),
+                     (dict(attention_kernel="sdpa"), "RunSpec.attention_kernel must be one of flash, flash2, unfused"),
                      (dict(compute_model="roofline"), "RunSpec.compute_model must be one of kernels, flops"),
                      (dict(kernel_launch_us=-1), "kernel_launch_us")):
         with pytest.raises(SpecError, match=msg):
             run_of("llama3-8b", **bad)
     assert LayerShape(1, 1, 1, 1, 1.0, 1).norm_tokens == 1.0
+
+
+def test_flash2_is_flashattention_2_where_the_family_fitted_it():
+    """On Hopper ``attention_kernel: flash2`` runs the core at FlashAttention-2's fitted rate (the
+    FlashAttention-3 paper's FA2 bars), slower than the family's own FlashAttention-3, with the same
+    kernels and the same GEMMs; on A100 it is the family's own kernel; on Blackwell, which fitted
+    none, it is refused in one line naming what is allowed."""
+    fa3 = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", seq_len=8192), 1)
+    fa2 = ChunkModel(load_model("llama3-8b"), load_gpu("h100"),
+                     run_of("llama3-8b", seq_len=8192, attention_kernel="flash2"), 1)
+    c3 = {c.op.name: c for c in fa3.kernel_costs(False)}
+    c2 = {c.op.name: c for c in fa2.kernel_costs(False)}
+    assert set(c2) == set(c3) and c2["qkv"].seconds == c3["qkv"].seconds
+    h100 = KernelModel(load_gpu("h100").figures(), attention_kernel="flash2")
+    op = c2["attn_core"].op
+    _, s, d, causal = op.shape
+    expected = h100.launch_s + op.flops / h100.family.also["flash2"].rate("fwd", bool(causal), s, d)
+    assert c2["attn_core"].seconds == pytest.approx(expected, rel=1e-12)
+    assert 1.2 < c2["attn_core"].seconds / c3["attn_core"].seconds < 2.5      # FA3 is 1.5-2x FA2 at 8K
+    assert c2["attn_core.bwd"].seconds > c3["attn_core.bwd"].seconds
+    assert "flash2" in h100.label and "flash3" in KernelModel(load_gpu("h100").figures()).label
+    a100 = load_gpu("a100").figures()
+    assert KernelModel(a100, attention_kernel="flash2").attention == KernelModel(a100).attention
+    with pytest.raises(KernelFamilyError, match=r"attention_kernel 'flash2': kernel family sm100 has no fitted "
+                                                r"flash2 attention \(allowed: flash, unfused\)"):
+        KernelModel(load_gpu("b200").figures(), attention_kernel="flash2")

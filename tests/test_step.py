@@ -107,13 +107,16 @@ def test_the_part_trace_names_each_op_of_the_traced_rank(tiny_runs):
 
 def test_bound_names_the_largest_loss_and_what_the_communication_is(tiny_runs):
     """tiny (EP 4, no TP): its exposed communication is all-to-all; the same losses with EP 1 or with
-    TP are "exposed communication" (ZeRO-3's gathers, TP's collectives); a run that loses nothing to
-    any of them is bound by compute, not by the first name in the list."""
+    TP are "exposed communication" (ZeRO-3's gathers, TP's collectives); a run that loses (almost)
+    nothing to any of them is bound by compute, not by the first name in the list."""
     from dataclasses import replace
     res = tiny_runs["1f1b"]
     lossless = replace(res, ranks=[replace(r, bubble_s=0.0, exposed_comm_s=0.0, exposed_pp_s=0.0, dp_sync_s=0.0)
                                    for r in res.ranks])
     assert lossless.bound == "compute"
+    tiny = 0.9e-3 * res.step_time_s        # under 0.1% of the step: still bound by compute
+    assert replace(res, ranks=[replace(r, bubble_s=tiny, exposed_comm_s=0.0, exposed_pp_s=0.0, dp_sync_s=0.0)
+                               for r in res.ranks]).bound == "compute"
     comm = replace(res, ranks=[replace(r, bubble_s=0.1, exposed_comm_s=0.2, exposed_pp_s=0.0, dp_sync_s=0.0)
                                for r in res.ranks])
     assert comm.bound == "exposed all-to-all"

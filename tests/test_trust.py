@@ -14,6 +14,7 @@ from sim.moe.trust import (
     generation,
     load_errors,
     model_params,
+    ranking_agreement,
     similar_runs,
     trust_band,
 )
@@ -22,9 +23,9 @@ from validation.suite import load_runs, resolve
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def row(id, gen="Hopper", moe=True, mp=False, mbs=1, params_b=30.0, error=10.0):
+def row(id, gen="Hopper", moe=True, mp=False, mbs=1, params_b=30.0, error=10.0, job="", measured=1.0):
     return {"id": id, "source": "s", "generation": gen, "moe": moe, "model_parallel": mp, "microbatch_size": mbs,
-            "params_b": params_b, "error_pct": error}
+            "params_b": params_b, "error_pct": error, "job": job, "measured": measured}
 
 
 ROWS = [row("a", error=100.0), row("b", error=50.0), row("c", mbs=4, error=5.0), row("d", mbs=4, error=-5.0),
@@ -115,3 +116,38 @@ def test_a_run_prints_writes_and_pages_its_band(tmp_path, capsys):
     assert main(["run", example, "--schedule", "dualpipe", "--json"]) == 0
     js = json.loads(capsys.readouterr().out)
     assert js["trust"]["runs"] == band.runs and js["trust"]["line"] == band.line()
+
+
+def test_ranking_agreement_by_hand():
+    """Job J (dense on A100): x 10 measured, +10% (11 simulated); y 12, -10% (10.8); z 10.2, +50%.
+    Pairs measured 3% or more apart: (y, x) 20% apart, simulated 10.8 < 11: inverted; (y, z) 17.6%
+    apart, 10.8 < 15.3: inverted; (z, x) 2% apart: not counted. Job K: u 5, v 6, both exact: kept.
+    A dense A100 plan: 1 of 3 pairs in 2 groups; an MoE plan on Hopper has no pair like it and
+    gets every pair, saying so; no rows with a job: no agreement."""
+    rows = [row("x", gen="A100", moe=False, job="J", measured=10.0, error=10.0),
+            row("y", gen="A100", moe=False, job="J", measured=12.0, error=-10.0),
+            row("z", gen="A100", moe=False, job="J", measured=10.2, error=50.0),
+            row("u", gen="A100", moe=False, job="K", measured=5.0, error=0.0),
+            row("v", gen="A100", moe=False, job="K", measured=6.0, error=0.0),
+            row("w", gen="Hopper", moe=True, measured=3.0)]
+    dense = ranking_agreement("A100", False, rows)
+    assert (dense.same, dense.total, dense.groups, dense.like) == (1, 3, 2, "dense on A100")
+    assert dense.line() == ("of 3 pairs of published runs of one job (dense on A100) measured 3% or more apart, "
+                            "in 2 groups, the model ordered 1 as measured")
+    moe = ranking_agreement("Hopper", True, rows)
+    assert (moe.same, moe.total) == (1, 3) and moe.like == "no MoE job on Hopper in the suite; all: dense on A100"
+    assert ranking_agreement("A100", False, [r for r in rows if not r["job"]]) is None
+
+
+def test_the_shipped_jobs_give_the_suites_pair_agreement():
+    """The shipped rows' jobs and measured figures give the agreement experiments.validate prints
+    over the whole suite (its first-principles pairs measured 3% or more apart)."""
+    results = ROOT / "results" / "validation.csv"
+    if not results.is_file():
+        pytest.skip("no results/validation.csv (make run writes it)")
+    from experiments.ranking_pairs import agreement, ranking_pairs
+    pairs = ranking_pairs(pd.read_csv(results), modes=("first_principles",))
+    same, total = agreement(pairs, "first_principles")
+    rows = load_errors()
+    everything = ranking_agreement(None, False, rows)
+    assert (everything.same, everything.total) == (same, total)

@@ -82,7 +82,8 @@ def _compute_kernels(args) -> int:
             continue
         gemm = ", ".join(f"{p}: rate {f['rate_tflops']:.4g} TFLOPS, k0 {f['k0']:.4g}, fixed {f['fixed_us']:.3g} us"
                          for p, f in fam["gemm"].items())
-        print(f"{name} ({', '.join(fam['gpus'])}): {gemm}; attention {fam['attention']['kernel']}")
+        also = "".join(f" (also {k})" for k in (fam["attention"].get("also") or {}))
+        print(f"{name} ({', '.join(fam['gpus'])}): {gemm}; attention {fam['attention']['kernel']}{also}")
     text = fitted_text(fitted)
     if args.write:
         if args.kernels:

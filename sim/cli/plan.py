@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..checks import arg
 from ..moe.recipe import idle_warning, layout_label, mfu_warning
-from ..moe.trust import band_from_columns
+from ..moe.trust import band_from_columns, generation, ranking_agreement
 from ..moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, load_gpu, model_names, spec_label
 from ..plan_recipes import recipe_text as recipe_of
 from ..plan_search import TOP_LAYOUTS
@@ -58,6 +58,14 @@ def recipe_text(req: PlanRequest, gpu: str) -> str:
             f"global batch {req.global_batch:,} sequences x {req.seq_len:,} tokens = {tokens / 1e6:.3g}M tokens; "
             f"{recipe}; node limit {req.node_limit or 'none'}"
             + (f"; the rest from scenario {req.scenario}" if req.scenario else "; the rest: `run`'s defaults"))
+
+
+def plan_agreement(req: PlanRequest, gpu: str):
+    """How often the model ordered published runs of one job as measured, for runs like this plan's
+    (:func:`sim.moe.trust.ranking_agreement`: its GPU generation and kind of model)."""
+    from ..moe.specs import load_gpu, load_model
+    figures = load_gpu(gpu).figures()
+    return ranking_agreement(generation(figures.name, figures.family or None), load_model(req.model).is_moe)
 
 
 def pick_fields(best: dict) -> dict:
@@ -145,7 +153,9 @@ def _plan(args, req: PlanRequest) -> int:
     if args.json:
         if len(df) and args.write_scenario:
             write_scenario(df.iloc[0].to_dict(), args.write_scenario, args.force)
+        agreement = plan_agreement(req, gpu)
         print(json_text({"recipe": recipe, "warnings": warnings, "search": searched.__dict__,
+                         "ranking_agreement": agreement.to_json() if agreement is not None else None,
                          "recommendation": df.iloc[0].to_dict() if len(df) else None,
                          "run_command": pick_command(df.iloc[0].to_dict(), args.write_scenario) if len(df) else None,
                          "candidates": df.head(args.top).to_dict("records"), "refused": refused,
@@ -180,6 +190,9 @@ def _plan(args, req: PlanRequest) -> int:
     band = band_from_columns(best.to_dict())
     print(f"Trust: {band.line()}." if band is not None else
           "Trust: no validated published run is like this one (its GPU generation is not in the suite).")
+    agreement = plan_agreement(req, gpu)
+    if agreement is not None:
+        print(f"Ranking: {agreement.line()}.")
     high = mfu_warning(best["mfu"], best["gemm_precision"], run_spec(best.to_dict()).gemm_efficiency)
     if high:
         print(f"warning: {high}")

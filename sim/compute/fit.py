@@ -6,7 +6,9 @@ fit of log time (:func:`~sim.compute.gemm.gemm_seconds` against each row's measu
 ``rate_tflops`` (at most the lowest peak of the family's GPUs in the rows), ``k0`` and ``fixed_us``;
 a family with no shape table of its own (``scale_from``) takes another family's fit, its rate scaled
 by the ratio of the two GPUs' best measured GEMMs (MAMF). An attention fit (:class:`~sim.compute.attention.AttentionFit`) is the same
-over ``rate_tflops``, ``s0``, ``d0`` and ``fixed_us`` per kernel, direction and mask.
+over ``rate_tflops``, ``s0``, ``d0`` and ``fixed_us`` per kernel, direction and mask; a family fits
+its own kernel and, under ``also``, other kernels of its table that a run may name instead
+(``attention_kernel: flash2``: FlashAttention-2 on Hopper, as PyTorch's attention runs it).
 
 The fitted parameters are written to ``sim/compute/presets/kernels.yaml`` (``python -m sim
 calibrate --kernels --write``) and read from there by every run; a test refits them and finds the
@@ -181,23 +183,38 @@ def calibrate(gpus: dict[str, GpuFigures], declaration: Path = CALIBRATION) -> t
 
 
 def _attention(name: str, entry: dict, fitted: dict, gpus: dict, peaks: dict, report: list) -> dict:
-    """A family's attention: fitted to its own table, or another family's fits of the kernel run at
-    ``scale = the GPU's BF16 peak x per_peak`` (``per_peak``: 1 / the other family's peak, or the
-    published peak fraction / the kernel's best forward rate)."""
+    """A family's attention: its kernel (:func:`_attention_kernel`) and, under ``also``, the other
+    kernels of its own table that a run may name instead (``attention_kernel: flash2`` on Hopper:
+    PyTorch's FlashAttention-2 beside FlashAttention-3)."""
+    out = _attention_kernel(name, entry, entry["kernel"], fitted, gpus, peaks, report)
+    also = list(entry.get("also") or [])
+    if also and "table" not in entry:
+        raise InputError(f"calibration.yaml: family {name}: `also` needs the family's own attention table")
+    if also:
+        out["also"] = {k: _attention_kernel(name, entry, k, fitted, gpus, peaks, report) for k in also}
+    return out
+
+
+def _attention_kernel(name: str, entry: dict, kernel: str, fitted: dict, gpus: dict, peaks: dict,
+                      report: list) -> dict:
+    """One attention kernel of a family: fitted to its own table, or another family's fits of the
+    kernel run at ``scale = the GPU's BF16 peak x per_peak`` (``per_peak``: 1 / the other family's
+    peak, or the published peak fraction / the kernel's best forward rate)."""
     own_table = "table" in entry
     table = entry["table"] if own_table else fitted[entry["from"]]["attention"]["table"]
-    rows = [r for r in read_attention_table(table, peaks) if r.kernel == entry["kernel"]]
+    rows = [r for r in read_attention_table(table, peaks) if r.kernel == kernel]
     if not rows:
-        raise InputError(f"calibration.yaml: family {name}: {table} has no rows of kernel {entry['kernel']!r}")
+        raise InputError(f"calibration.yaml: family {name}: {table} has no rows of kernel {kernel!r}")
     fits = {}
     for direction, causal in sorted({(r.direction, r.causal) for r in rows}):
         fit = fit_attention([r for r in rows if r.direction == direction and r.causal == causal], table)
         fits[f"{direction}_{causal}"] = asdict(fit)
         if own_table:
-            report.append(TableError(name, f"attention {entry['kernel']} {direction}{' causal' if causal else ''}",
+            report.append(TableError(name, f"attention {kernel} {direction}{' causal' if causal else ''}",
                                      table, fit.rows, fit.rms_pct, fit.max_pct))
-    out = {"kernel": entry["kernel"], "table": table, "fits": fits, "per_peak": None,
-           "source": entry.get("source", table if own_table else f"family {entry['from']}'s {entry['kernel']} fits")}
+    source = entry.get("source", table) if kernel == entry["kernel"] else table
+    out = {"kernel": kernel, "table": table, "fits": fits, "per_peak": None,
+           "source": source if own_table else entry.get("source", f"family {entry['from']}'s {kernel} fits")}
     if own_table:
         return out
     if entry.get("scale") == "peak":

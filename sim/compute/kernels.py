@@ -3,7 +3,9 @@
 * a GEMM: :func:`~sim.compute.gemm.gemm_seconds` with the GPU family's fit at its precision (a
   fixed time, wave quantization over the SMs, the ``k`` pipeline, the roofline);
 * the fused attention core: :class:`~sim.compute.attention.AttentionModel` at its sequence length
-  and head size, plus one launch;
+  and head size, plus one launch: the family's own kernel (``attention_kernel: flash``:
+  FlashAttention-3 on Hopper and Blackwell, FlashAttention-2 on Ampere) or FlashAttention-2 where
+  the family fitted it too (``flash2``: PyTorch's scaled_dot_product_attention on Hopper);
 * a memory-bound kernel: ``launches x kernel_launch_us + bytes / (HBM bandwidth x hbm_efficiency)``.
 
 A flat efficiency set by the user overrides its class (``gemm_efficiency``: every GEMM at
@@ -16,7 +18,7 @@ family its spec names (``kernel_family``), else the family listing its name, els
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,7 +26,7 @@ from ..checks import InputError, read_yaml
 from .attention import AttentionFit, AttentionModel
 from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures
 from .gemm import GemmFit, gemm_cost
-from .ops import Op
+from .ops import ATTENTION_KERNELS, Op
 
 FITTED = Path(__file__).with_name("presets") / "kernels.yaml"
 ELEMENT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp8": 1.0}
@@ -38,12 +40,26 @@ class KernelFamilyError(InputError):
 
 @dataclass(frozen=True)
 class Family:
-    """One GPU family's fitted kernels: GEMM fits by precision, the attention model."""
+    """One GPU family's fitted kernels: GEMM fits by precision, the attention model, and the other
+    attention kernels it fitted (``also``: kernel name -> :class:`AttentionModel`)."""
 
     name: str
     gemm: dict
     attention: AttentionModel
     source: str
+    also: dict = field(default_factory=dict)
+
+    def attention_model(self, kernel: str) -> AttentionModel:
+        """The model of ``attention_kernel`` ``kernel``: ``flash`` (or ``unfused``, whose core is not
+        this model's) the family's own kernel; a kernel's table name (``flash2``) the family's own
+        if it is that kernel, else the one fitted under ``also``; refused where the family has none."""
+        if kernel in ("flash", "unfused", self.attention.kernel):
+            return self.attention
+        if kernel not in self.also:
+            allowed = ["flash", *sorted({self.attention.kernel, *self.also} & set(ATTENTION_KERNELS)), "unfused"]
+            raise KernelFamilyError(f"attention_kernel {kernel!r}: kernel family {self.name} has no fitted {kernel} "
+                                    f"attention (allowed: {', '.join(allowed)})")
+        return self.also[kernel]
 
 
 class OpCost(NamedTuple):
@@ -85,17 +101,22 @@ def family_of(gpu: GpuFigures, families: dict) -> tuple[str, float | None]:
     return GENERIC_FROM, gpu.peak("bf16") / families[GENERIC_FROM]["reference_bf16_tflops"]
 
 
+def _attention_model(att: dict, gpu: GpuFigures, factor: float) -> AttentionModel:
+    fits = {tuple([k.split("_")[0], int(k.split("_")[1])]): AttentionFit(**f) for k, f in att["fits"].items()}
+    scale = gpu.peak("bf16") * att["per_peak"] if att.get("per_peak") else factor
+    return AttentionModel(fits, att["kernel"], scale, att.get("source", ""))
+
+
 def _family(name: str, entry: dict, gpu: GpuFigures, generic: float | None) -> Family:
     factor = generic or 1.0
     try:
         gemm = {p: GemmFit(**{**f, "rate_tflops": f["rate_tflops"] * factor}) for p, f in (entry.get("gemm") or {}).items()}
         att = entry["attention"]
-        fits = {tuple([k.split("_")[0], int(k.split("_")[1])]): AttentionFit(**f) for k, f in att["fits"].items()}
+        attention = _attention_model(att, gpu, factor)
+        also = {k: _attention_model(a, gpu, factor) for k, a in (att.get("also") or {}).items()}
     except (KeyError, TypeError, ValueError, InputError) as exc:
         raise KernelFamilyError(f"kernel family {name}: malformed entry ({exc})") from None
-    scale = gpu.peak("bf16") * att["per_peak"] if att.get("per_peak") else factor
-    return Family(name, gemm, AttentionModel(fits, att["kernel"], scale, att.get("source", "")),
-                  "; ".join(f"{p}: {f.source}" for p, f in gemm.items()))
+    return Family(name, gemm, attention, "; ".join(f"{p}: {f.source}" for p, f in gemm.items()), also)
 
 
 class KernelModel:
@@ -103,11 +124,13 @@ class KernelModel:
 
     ``hbm_efficiency``: memory-bound kernels' share of HBM bandwidth; ``launch_us``: each
     non-GEMM kernel's fixed time; ``gemm_efficiency`` / ``attention_efficiency``: flat overrides
-    (``None``: the fitted kernels); ``families``: a file of fitted families (``None``: shipped)."""
+    (``None``: the fitted kernels); ``families``: a file of fitted families (``None``: shipped);
+    ``attention_kernel``: which fused attention kernel runs (:meth:`Family.attention_model`)."""
 
     def __init__(self, gpu: GpuFigures, *, hbm_efficiency: float = DEFAULT_HBM_EFFICIENCY,
                  launch_us: float = DEFAULT_LAUNCH_US, gemm_efficiency: float | None = None,
-                 attention_efficiency: float | None = None, families: str | None = None):
+                 attention_efficiency: float | None = None, families: str | None = None,
+                 attention_kernel: str = "flash"):
         self.gpu = gpu
         self.hbm_rate = gpu.hbm_tbps * 1e12 * hbm_efficiency
         self.launch_s = launch_us * 1e-6
@@ -115,6 +138,7 @@ class KernelModel:
         table = load_families(families)
         name, generic = family_of(gpu, table)
         self.family = _family(name, table[name], gpu, generic)
+        self.attention = self.family.attention_model(attention_kernel)
         self.generic = generic is not None
 
     @property
@@ -129,7 +153,7 @@ class KernelModel:
             flat.append(f"GEMMs flat at {self.gemm_efficiency:g}")
         if self.attention_efficiency is not None:
             flat.append(f"attention flat at {self.attention_efficiency:g}")
-        return f"kernels {fam}, {self.family.attention.kernel}" + (f" ({', '.join(flat)})" if flat else "")
+        return f"kernels {fam}, {self.attention.kernel}" + (f" ({', '.join(flat)})" if flat else "")
 
     def gemm_fit(self, precision: str) -> GemmFit:
         fit = self.family.gemm.get(precision)
@@ -157,7 +181,7 @@ class KernelModel:
             if self.attention_efficiency is not None:
                 return OpCost(op, op.useful / (self.gpu.peak("bf16") * 1e12 * self.attention_efficiency), "compute")
             _, seq_len, head_dim, causal = op.shape
-            work = self.family.attention.seconds(op.direction, bool(causal), op.flops, seq_len, head_dim)
+            work = self.attention.seconds(op.direction, bool(causal), op.flops, seq_len, head_dim)
             work *= self.gpu.sms / (sms or self.gpu.sms)          # on fewer SMs, proportionally slower
             return OpCost(op, self.launch_s + work + extra, "compute" if work > self.launch_s else "launch")
         data = op.bytes / self.hbm_rate

@@ -259,7 +259,7 @@ class ChunkModel:
         self.kernels = None if run.compute_model == "flops" else KernelModel(
             gpu.figures(), hbm_efficiency=run.hbm_efficiency, launch_us=run.kernel_launch_us,
             gemm_efficiency=run.gemm_efficiency, attention_efficiency=run.attention_efficiency,
-            families=run.compute_kernels)
+            families=run.compute_kernels, attention_kernel=run.attention_kernel)
         if self.kernels is not None:
             self.kernels.gemm_fit(run.gemm_precision)            # refuse a precision the GPU's family has no fit for
         self._layers: dict[tuple, LayerCost] = {}

@@ -67,7 +67,8 @@ HELP = {
     "hbm_efficiency": "fraction of HBM bandwidth memory-bound work reaches (our assumption)",
     "kernel_launch_us": "microseconds each non-GEMM kernel's launch and gap costs (our assumption)",
     "fusion": f"which kernels the trainer fuses: {', '.join(FUSIONS)} (fused: Transformer Engine / Megatron)",
-    "attention_kernel": f"the attention core: {', '.join(ATTENTION_KERNELS)} (unfused: Megatron's core, scores in HBM)",
+    "attention_kernel": f"the attention core: {', '.join(ATTENTION_KERNELS)} (flash2: FlashAttention-2, PyTorch's "
+                        "attention on Hopper; unfused: Megatron's core, scores in HBM)",
     "compute_kernels": "a YAML of fitted kernel families (python -m sim calibrate --kernels; null: shipped)",
     "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
     "a2a_chunks": "pieces an all-to-all is sent in",

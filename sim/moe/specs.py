@@ -189,8 +189,10 @@ class RunSpec:
     router, permutations, FP8 casts, the loss) by their bytes, ``kernel_launch_us`` (our assumption)
     for each launch; ``fusion`` says which kernels the trainer fuses (``fused``: Transformer Engine's
     and Megatron's fused kernels; ``unfused``: eager PyTorch); ``attention_kernel`` how the attention
-    core runs (``flash``: fused, FlashAttention-style, the scores never in HBM; ``unfused``: Megatron's
-    core attention, the scores written, soft-maxed and stored); ``compute_kernels`` a YAML of fitted
+    core runs (``flash``: fused, FlashAttention-style, the scores never in HBM, at the GPU family's
+    own kernel's speed: FlashAttention-3 on Hopper; ``flash2``: the same at FlashAttention-2's, as
+    PyTorch's scaled_dot_product_attention runs it on Hopper; ``unfused``: Megatron's core
+    attention, the scores written, soft-maxed and stored); ``compute_kernels`` a YAML of fitted
     families of one's own (``python -m sim calibrate --kernels``). ``gemm_efficiency`` or
     ``attention_efficiency``, when set, cost that class flat at that fraction of the dense peak.
     ``compute_model: flops`` is the FLOPs model (every GEMM at ``gemm_efficiency``, default 0.6,
@@ -293,7 +295,7 @@ class RunSpec:
     hbm_efficiency: float = 0.7
     kernel_launch_us: float = 3.0                # a non-GEMM kernel's launch and gap: our assumption
     fusion: str = "fused"                        # fused (TE / Megatron fused kernels) or unfused (eager)
-    attention_kernel: str = "flash"              # flash (fused, scores never stored) or unfused (Megatron's core)
+    attention_kernel: str = "flash"              # flash, flash2 (fused, scores never stored) or unfused (Megatron's)
     compute_kernels: Optional[str] = None        # a YAML of fitted kernel families (calibrate --kernels)
     a2a_algorithm: str = "hierarchical"
     a2a_chunks: int = 4

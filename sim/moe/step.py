@@ -176,12 +176,12 @@ class StepResult:
         """What this run loses most time to, besides compute: ``bubble``, ``exposed all-to-all``
         (``exposed communication`` without expert parallelism or with TP or CP, whose collectives
         and ZeRO-3's gathers it holds too), ``pipeline transfers`` or ``data-parallel sync`` (mean
-        over ranks); ``compute`` when it loses nothing to any of them."""
+        over ranks); ``compute`` when the largest is under 0.1% of the step."""
         comm = "exposed all-to-all" if self.run.ep > 1 and self.run.tp * self.run.cp == 1 else "exposed communication"
         losses = {"bubble": "bubble_s", comm: "exposed_comm_s",
                   "pipeline transfers": "exposed_pp_s", "data-parallel sync": "dp_sync_s"}
         worst = max(losses, key=lambda k: self.mean_per_rank(losses[k]))
-        return worst if self.mean_per_rank(losses[worst]) > 0 else "compute"
+        return worst if self.mean_per_rank(losses[worst]) >= 1e-3 * self.step_time_s else "compute"
 
     @property
     def recipe_warnings(self) -> list[str]:

@@ -20,6 +20,14 @@ Similarity rule (:func:`similar_runs`), for a run on GPU generation ``g`` of a d
 The band (:class:`TrustBand`) is their count, what they share, and the median, lowest and highest
 error. It says how the model fared on published runs like this one; it is not a correction, and
 nothing is fitted to it.
+
+Rankings (:func:`ranking_agreement`): the shipped rows also name the ranking group (``job``: one
+source's runs of one job under two or more schedules, layouts or recipes, as
+``experiments/ranking_pairs.py`` forms them) and the measured figure, so every two runs of a group
+are a pair whose measured order the model's (``measured x (1 + error)``) either keeps or inverts;
+pairs measured under :data:`SCORED_GAP_PCT` apart are not counted. A plan, which ranks candidates,
+says how often the model kept the order of pairs like its own (the same GPU generation and kind of
+model; all pairs when none is like it).
 """
 from __future__ import annotations
 
@@ -33,13 +41,15 @@ from .params import layer_params
 from .specs import ModelSpec
 
 ERRORS = Path(__file__).with_name("presets") / "validation_errors.csv"
-COLUMNS = ("id", "source", "generation", "moe", "model_parallel", "microbatch_size", "params_b", "error_pct")
+COLUMNS = ("id", "source", "generation", "moe", "model_parallel", "microbatch_size", "params_b", "error_pct", "job",
+           "measured")
 GENERATIONS = {"a100": "A100", "h100": "Hopper", "h800": "Hopper", "h200": "Hopper", "b200": "Blackwell",
                "gb200": "Blackwell"}
 FAMILY_GENERATIONS = {"sm80": "A100", "sm90": "Hopper", "sm100": "Blackwell", "gb200": "Blackwell"}
 MIN_RUNS = 3
 SMALL_MICROBATCH = 2          # sequences: a micro-batch of 1-2 is "small"
 LARGE_MODEL = 50e9            # parameters
+SCORED_GAP_PCT = 3.0          # a ranking pair counts when its runs were measured at least this far apart
 
 
 def generation(gpu_name: str, family: str | None = None) -> str | None:
@@ -114,7 +124,8 @@ def load_errors(path: Path = ERRORS) -> tuple[dict, ...]:
         rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
     return tuple({"id": r["id"], "source": r["source"], "generation": r["generation"], "moe": r["moe"] == "1",
                   "model_parallel": r["model_parallel"] == "1", "microbatch_size": int(r["microbatch_size"]),
-                  "params_b": float(r["params_b"]), "error_pct": float(r["error_pct"])} for r in rows)
+                  "params_b": float(r["params_b"]), "error_pct": float(r["error_pct"]), "job": r.get("job") or "",
+                  "measured": float(r.get("measured") or "nan")} for r in rows)
 
 
 def similar_runs(gen: str | None, moe: bool, model_parallel: bool, microbatch_size: int, params: float,
@@ -156,5 +167,64 @@ def trust_band(gen: str | None, moe: bool, model_parallel: bool, microbatch_size
                      tuple(r["id"] for r in chosen))
 
 
-__all__ = ["COLUMNS", "EMPTY_COLUMNS", "band_from_columns", "ERRORS", "GENERATIONS", "LARGE_MODEL", "MIN_RUNS", "SMALL_MICROBATCH",
+@dataclass(frozen=True)
+class RankingAgreement:
+    """Of ``total`` pairs of published runs of one job (``like``: which), measured at least
+    :data:`SCORED_GAP_PCT` apart, in ``groups`` groups, the model ordered ``same`` as measured."""
+
+    same: int
+    total: int
+    groups: int
+    like: str
+
+    def line(self) -> str:
+        """``of 91 pairs of published runs of one job (dense on A100) measured 3% or more apart, in 26
+        groups, the model ordered 87 as measured``."""
+        return (f"of {self.total} pair{'s' if self.total != 1 else ''} of published runs of one job ({self.like}) "
+                f"measured {SCORED_GAP_PCT:g}% or more apart, in {self.groups} group{'s' if self.groups != 1 else ''}, "
+                f"the model ordered {self.same} as measured")
+
+    def to_json(self) -> dict:
+        return {"same": self.same, "total": self.total, "groups": self.groups, "like": self.like, "line": self.line()}
+
+
+def _pairs(rows) -> tuple[int, int, int]:
+    """(pairs ordered as measured, pairs counted, groups with a counted pair) over ``rows``' jobs."""
+    jobs: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["job"] and r["measured"] > 0:
+            jobs.setdefault(r["job"], []).append(r)
+    same = total = groups = 0
+    for runs in jobs.values():
+        counted = 0
+        for i, a in enumerate(runs):
+            for b in runs[i + 1:]:
+                fast, slow = (a, b) if a["measured"] >= b["measured"] else (b, a)
+                if 100 * (fast["measured"] / slow["measured"] - 1) < SCORED_GAP_PCT:
+                    continue
+                counted += 1
+                same += fast["measured"] * (1 + fast["error_pct"] / 100) > slow["measured"] * (1 + slow["error_pct"] / 100)
+        total += counted
+        groups += counted > 0
+    return same, total, groups
+
+
+def ranking_agreement(gen: str | None, moe: bool, rows=None) -> RankingAgreement | None:
+    """How often the model ordered pairs of published runs of one job as measured (see the module):
+    those on GPU generation ``gen`` of the same kind of model, else every pair; ``None`` when the
+    shipped rows hold no pair."""
+    rows = load_errors() if rows is None else rows
+    kind = "MoE" if moe else "dense"
+    like = [r for r in rows if r["generation"] == gen and r["moe"] == moe]
+    same, total, groups = _pairs(like)
+    if total:
+        return RankingAgreement(same, total, groups, f"{kind} on {gen}")
+    same, total, groups = _pairs(rows)
+    if not total:
+        return None
+    kinds = sorted({("MoE" if r["moe"] else "dense") + " on " + r["generation"] for r in rows if r["job"]})
+    return RankingAgreement(same, total, groups, f"no {kind} job on {gen} in the suite; all: {', '.join(kinds)}")
+
+
+__all__ = ["COLUMNS", "EMPTY_COLUMNS", "RankingAgreement", "SCORED_GAP_PCT", "ranking_agreement", "band_from_columns", "ERRORS", "GENERATIONS", "LARGE_MODEL", "MIN_RUNS", "SMALL_MICROBATCH",
            "TrustBand", "generation", "load_errors", "model_params", "similar_runs", "trust_band"]
