@@ -60,6 +60,7 @@ def test_a_memory_bound_kernel_is_its_bytes_at_the_hbm_rate_plus_a_launch():
     assert costs["norm"].seconds == pytest.approx(3e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12)
     assert costs["norm.grad"].seconds == pytest.approx(3e-6 + 1.5 * nbytes / (3.35e12 * 0.7), rel=1e-12)
     assert costs["norm"].bound == "hbm"
+    assert costs["norm"].seconds == 3.0 * 1e-6 + nbytes / (3.35 * 1e12 * 0.7)                 # to the last bit
     launch = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", kernel_launch_us=10.0), 1)
     assert {c.op.name: c for c in launch.kernel_costs(False)}["norm"].seconds == pytest.approx(
         10e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12)
@@ -124,8 +125,9 @@ def test_flat_overrides_cost_their_class_at_the_peak_share():
     chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", gemm_efficiency=0.5,
                                                                           attention_efficiency=0.25), 1)
     costs = {c.op.name: c for c in chunk.kernel_costs(False)}
-    assert costs["qkv"].seconds == pytest.approx(costs["qkv"].op.flops / (989e12 * 0.5), rel=1e-12)
-    assert costs["attn_core.bwd"].seconds == pytest.approx(costs["attn_core.bwd"].op.useful / (989e12 * 0.25))
+    assert costs["qkv"].seconds == costs["qkv"].op.flops / (989 * 1e12 * 0.5)             # to the last bit
+    assert costs["attn_core.bwd"].seconds == costs["attn_core.bwd"].op.useful / (989 * 1e12 * 0.25)
+    assert costs["qkv"].bound == "compute" and costs["attn_core.bwd"].bound == "compute"
     assert "flat efficiencies (GEMMs 0.5, attention 0.25)" in chunk.compute_label
 
 
@@ -187,3 +189,69 @@ def test_flash2_is_flashattention_2_where_the_family_fitted_it():
     with pytest.raises(KernelFamilyError, match=r"attention_kernel 'flash2': kernel family sm100 has no fitted "
                                                 r"flash2 attention \(allowed: flash, unfused\)"):
         KernelModel(load_gpu("b200").figures(), attention_kernel="flash2")
+
+
+def test_a_kernels_cost_on_fewer_sms_its_extra_launches_and_its_bound():
+    """Each class on part of the GPU (the ``sms`` a communication kernel leaves it): a GEMM at
+    :func:`gemm_seconds` on those SMs, slower than on all 132; the attention core's work scaled by
+    132 / 66; ``costs`` passes the SMs on. A GEMM standing for 3 launches pays 2 more. Bounds: a
+    memory op whose bytes take exactly its launch is HBM-bound (1 us launch, 5e5 bytes at 1 TB/s
+    x 0.5), one byte fewer launch-bound; a tiny attention call is launch-bound."""
+    from sim.compute import Op
+    from sim.compute.gemm import gemm_seconds
+    h100 = load_gpu("h100").figures()
+    k = KernelModel(h100)
+    gemm = Op("g", "mlp", "f", "gemm", flops=2.0 * 4096 ** 3, shape=(1, 4096, 4096, 4096))
+    fit = k.gemm_fit("bf16")
+    kw = dict(gpu_sms=132, in_bytes=2.0, out_bytes=2.0, hbm_bytes_per_s=h100.hbm_tbps * 1e12 * 0.7)
+    assert k.cost(gemm, sms=66).seconds == pytest.approx(gemm_seconds(fit, 4096, 4096, 4096, sms=66, **kw), rel=1e-12)
+    assert k.cost(gemm, sms=66).seconds > k.cost(gemm).seconds and k.cost(gemm).bound == "compute"
+    assert k.costs([gemm], sms=66) == [k.cost(gemm, sms=66)]
+    three = gemm._replace(kernels=3)
+    assert k.cost(three).seconds == pytest.approx(k.cost(gemm).seconds + 2 * 3e-6, rel=1e-12)
+    chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", seq_len=8192), 1)
+    core = next(c.op for c in chunk.kernel_costs(False) if c.op.name == "attn_core")
+    full, half = k.cost(core), k.cost(core, sms=66)
+    assert half.seconds - k.launch_s == pytest.approx((full.seconds - k.launch_s) * 2, rel=1e-12)
+    assert full.bound == "compute" and k.cost(core._replace(flops=1.0)).bound == "launch"
+    assert k.cost(core._replace(kernels=3)).seconds == pytest.approx(full.seconds + 2 * 3e-6, rel=1e-12)
+    exact = KernelModel(h100._replace(hbm_tbps=1.0), hbm_efficiency=0.5, launch_us=1.0)
+    mem = Op("m", "mlp", "f", "memory", bytes=5e5, shape=(1,))
+    assert exact.cost(mem).seconds == 2e-6 and exact.cost(mem).bound == "hbm"
+    assert exact.cost(mem._replace(bytes=5e5 - 1)).bound == "launch"
+
+
+def test_kernel_families_said_in_one_line_and_read_again_when_changed(tmp_path):
+    """A missing or malformed families file and a precision the family did not fit are one line
+    naming what is allowed; a file changed since it was read is read again; the attention's and
+    the GEMMs' sources are the fit's."""
+    import yaml
+
+    from sim.compute import load_families
+    with pytest.raises(KernelFamilyError, match=r"kernel families .*nowhere.yaml: no such file"):
+        load_families(tmp_path / "nowhere.yaml")
+    shipped = load_families()
+    path = tmp_path / "fams.yaml"
+    path.write_text(yaml.safe_dump({"sm90": shipped["sm90"]}))
+    assert set(load_families(path)) == {"sm90"}
+    import os
+    path.write_text(yaml.safe_dump({"sm90": shipped["sm90"], "sm80": shipped["sm80"]}))
+    os.utime(path, ns=(1, 10 ** 18))                   # a new stamp, whatever the clock's resolution
+    assert set(load_families(path)) == {"sm90", "sm80"}
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({"sm90": {**shipped["sm90"], "attention": {"kernel": "flash3"}}}))
+    with pytest.raises(KernelFamilyError, match=r"^kernel family sm90: malformed entry \('fits'\)$"):
+        KernelModel(load_gpu("h100").figures(), families=str(broken))
+    own = GpuFigures("my-gpu", 100, {"bf16": 494.5, "fp8": 989.0, "mxfp8": 0.0}, 2.0, family="sm99")
+    with pytest.raises(KernelFamilyError, match=r"kernel_family 'sm99' is not a fitted family \(allowed: gb200, "
+                                                r"sm100, sm80, sm90\)"):
+        KernelModel(own)
+    with pytest.raises(KernelFamilyError, match=r"has no fitted mxfp8 GEMMs \(fitted: bf16, fp8\)"):
+        KernelModel(load_gpu("h100").figures()).gemm_fit("mxfp8")
+    a100 = KernelModel(load_gpu("a100").figures())
+    assert a100.attention.source.startswith("FlashAttention-2 (Dao 2023")
+    assert KernelModel(load_gpu("h100").figures(), attention_kernel="flash2").attention.source == \
+        "attention_flash_h100.csv"
+    assert a100.family.source.startswith("bf16: gemm_xla_sm90_bf16.csv, gemm_mamf.csv (family h100's fit)")
+    h100 = KernelModel(load_gpu("h100").figures()).family.source
+    assert h100 == "bf16: gemm_xla_sm90_bf16.csv, gemm_mamf.csv; fp8: gemm_deepgemm_h800_fp8.csv, gemm_mamf.csv"

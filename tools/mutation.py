@@ -67,6 +67,13 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
 EQUIVALENT = {
+    **{f"sim.compute.kernels.x__attention_model__mutmut_{n}": "the default of a fitted attention's missing "
+       "source: every entry calibrate writes carries its source, so the default is never read" for n in (35, 37, 40)},
+    "sim.compute.kernels.x__family__mutmut_26": "an `also` kernel is fitted to the family's own table (calibrate "
+                                                "refuses it otherwise), so its per_peak is None and the GPU unread",
+    "sim.compute.kernels.xǁKernelModelǁcost__mutmut_119": "an attention call whose work equals its launch to the "
+                                                          "last bit (then labelled compute, not launch): no shape "
+                                                          "reaches it; the label only",
     "sim.network.nccl.x_ring_cost__mutmut_82": "1e9 -> 1000000001.0 B/GB moves every estimate by 1e-9: only an "
                                                "exact tie between two protocols could flip",
     "sim.moe.layout.x_divisors__mutmut_7": "range(1, n + 2): n + 1 never divides n >= 1",

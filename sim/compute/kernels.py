@@ -188,9 +188,6 @@ class KernelModel:
         launch = op.kernels * self.launch_s
         return OpCost(op, launch + data, "hbm" if data >= launch else "launch")
 
-    def seconds(self, op: Op, sms: int | None = None) -> float:
-        return self.cost(op, sms).seconds
-
     def costs(self, ops: list[Op], sms: int | None = None) -> list[OpCost]:
         return [self.cost(op, sms) for op in ops]
 
