@@ -240,7 +240,8 @@ def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
     from sim.moe.specs import load_model
     from sim.moe.trust import COLUMNS, generation, model_params
     pairs = ranking_pairs(df, modes=("first_principles",))
-    job = {} if pairs.empty else {**dict(zip(pairs["faster"], pairs["group"])), **dict(zip(pairs["slower"], pairs["group"]))}
+    job = {} if pairs.empty else {run: group for side in ("faster", "slower")
+                                  for run, group in zip(pairs[side], pairs["group"])}
     rows = []
     scored = df[(df["role"] == "scored") & (df["status"] == "ok") & ~df["metric"].isin(KERNEL_METRICS)]
     for r in scored.dropna(subset=["error_first_principles_pct"]).to_dict("records"):

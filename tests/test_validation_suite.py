@@ -195,3 +195,17 @@ def test_a_repeated_id_is_refused(tmp_path):
 def test_the_suite_file_starts_with_its_honesty_rules():
     head = Path(RUNS).read_text().splitlines()[:5]
     assert any("no parameter of the simulator is fitted to any row" in line for line in head)
+
+
+def test_a_rows_gpu_on_another_gpus_cluster_is_not_warned(runs):
+    """Trainy's H200 rows run on the RoCE cluster's network (an H100 topology), as stated: the suite
+    says nothing of it, where `run` would warn."""
+    import warnings
+
+    from validation.memory import load_memory_runs, predict_memory
+    from validation.predict import scenario_of
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scenario_of(runs["trainy-32"])
+        predict_memory(next(r for r in load_memory_runs() if r.id == "trainy-32"))
+    assert not [w for w in caught if "is not the GPU of topology" in str(w.message)]

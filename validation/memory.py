@@ -9,7 +9,6 @@ measured figure converted from its unit (GiB = 2^30 bytes). ``error`` = predicte
 from __future__ import annotations
 
 import csv
-import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from sim.checks import InputError, choice, number
 from sim.moe.scenario import Scenario
 from sim.moe.specs import MEMORY_POLICIES, RunSpec
 
-from .suite import ROOT, ValidationDataError, load_sources, resolve
+from .suite import ROOT, ValidationDataError, load_sources, resolve, row_gpu_as_stated
 
 MEMORY = ROOT / "memory.csv"
 UNITS = {"GiB": 2 ** 30 / 1e9, "GB": 1.0}
@@ -123,8 +122,7 @@ def memory_spec(run: MemoryRun) -> RunSpec:
 def predict_memory(run: MemoryRun) -> dict:
     """The simulated peak of ``run``: the fullest rank's total and its breakdown (GB)."""
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="gpu .* is not the GPU of topology")
+        with row_gpu_as_stated():
             memory = Scenario(memory_spec(run)).memory
     except InputError as exc:
         return {"id": run.id, "source": run.source, "measured_gb": run.measured_gb, "predicted_gb": None,

@@ -27,7 +27,6 @@ measured (optimistic), negative a slower one.
 from __future__ import annotations
 
 import functools
-import warnings
 from pathlib import Path
 
 from sim.io import write_csv_atomic
@@ -37,7 +36,15 @@ from sim.moe.scenario import Scenario, named_topology
 from sim.moe.specs import RunSpec, load_model
 from sim.moe.step import MoEStep
 
-from .suite import CALIBRATION_PROFILE, METRICS, Run, load_runs, load_zero_bubble_profiles, resolve
+from .suite import (
+    CALIBRATION_PROFILE,
+    METRICS,
+    Run,
+    load_runs,
+    load_zero_bubble_profiles,
+    resolve,
+    row_gpu_as_stated,
+)
 
 MODES = ("first_principles", "profile_fed")
 GPUS_PER_NODE = 8            # DeepEP's tests: EP 8 is one node, larger EP 8 GPUs on each node
@@ -122,8 +129,7 @@ def scenario_of(run: Run, profile: str | None = None) -> Scenario:
     takes the least recomputation under which every rank fits the GPU's HBM, since the measured run
     did fit: ``selective`` (the attention core, which fused FlashAttention-style kernels recompute in
     their backward anyway), else ``full``. Only memory decides, never the measured speed."""
-    with warnings.catch_warnings():      # a row's GPU on another GPU's cluster is what the row states
-        warnings.filterwarnings("ignore", message="gpu .* is not the GPU of topology")
+    with row_gpu_as_stated():
         return _scenario_of(run, profile)
 
 

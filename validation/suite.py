@@ -11,7 +11,9 @@ and what is allowed, raised before anything is simulated or written.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -246,6 +248,15 @@ def load_runs(path: Path = RUNS) -> list[Run]:
     return runs
 
 
+@contextlib.contextmanager
+def row_gpu_as_stated():
+    """Quiet the warning of a GPU other than its topology's: a row's GPU on another GPU's cluster
+    (Trainy's H200 on the RoCE cluster's network) is what the row states."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="gpu .* is not the GPU of topology")
+        yield
+
+
 def resolve(name: str | None) -> str | None:
     """A model, GPU or topology named by a path inside ``validation/`` (``validation/models/x.yaml``) as
     an absolute path; preset names unchanged."""
@@ -255,4 +266,4 @@ def resolve(name: str | None) -> str | None:
 
 
 __all__ = ["CALIBRATION_PROFILE", "KERNELS", "METRICS", "ROLES", "ROOT", "Run", "ValidationDataError",
-           "load_runs", "load_sources", "load_zero_bubble_profiles", "resolve"]
+           "load_runs", "load_sources", "load_zero_bubble_profiles", "resolve", "row_gpu_as_stated"]

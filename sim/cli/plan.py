@@ -63,7 +63,7 @@ def recipe_text(req: PlanRequest, gpu: str) -> str:
 def plan_agreement(req: PlanRequest, gpu: str):
     """How often the model ordered published runs of one job as measured, for runs like this plan's
     (:func:`sim.moe.trust.ranking_agreement`: its GPU generation and kind of model)."""
-    from ..moe.specs import load_gpu, load_model
+    from ..moe.specs import load_model
     figures = load_gpu(gpu).figures()
     return ranking_agreement(generation(figures.name, figures.family or None), load_model(req.model).is_moe)
 
