@@ -43,7 +43,7 @@ from typing import NamedTuple
 BF16 = 2.0
 FP32 = 4.0
 FUSIONS = ("fused", "unfused")
-ATTENTION_KERNELS = ("flash", "flash2", "unfused")   # flash2: FlashAttention-2 where the GPU has better
+ATTENTION_KERNELS = ("flash", "flash2", "unfused")   # flash2: FlashAttention-2 on a GPU whose own kernel is faster
 # unfused: (kernels, factor on bytes) of an op run as eager PyTorch pieces
 UNFUSED = {"softmax": (3, 1.5), "norm": (4, 2.0), "rope": (4, 2.0), "swiglu": (3, 5 / 3), "gelu": (2, 1.5), "residual": (1, 1.0),
            "router_topk": (4, 2.0), "permute": (2, 1.5), "unpermute": (3, 1.5), "cast": (1, 1.0),
