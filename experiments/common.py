@@ -72,7 +72,7 @@ def sweep_main(name: str, point, points, doc: str, argv=None, scenario: str | No
         out = Path(args.out) / f"{name}.csv"
         grid_points = points()
         if scenario is not None:
-            from sim.moe.specs import load_scenario
+            from sim.training.model.specs import load_scenario
             base = load_scenario(args.scenario)         # a bad name is one line now, not an error per point
             grid_points = [{"scenario": args.scenario, **p} for p in grid_points]
             if skip is not None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from experiments.common import script_main
 from sim.io import check_output
-from sim.moe.report import comparison_text, planned_outputs, write_outputs
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import COMPARED_SCHEDULES, simulate_schedules
+from sim.training.model.specs import load_scenario
+from sim.training.reports.report import comparison_text, planned_outputs, write_outputs
+from sim.training.scenario import Scenario
+from sim.training.step import COMPARED_SCHEDULES, simulate_schedules
 
 
 def add_arguments(parser) -> None:

@@ -19,13 +19,13 @@ import pandas as pd
 from experiments import lesson_exercises
 from experiments.common import script_main
 from sim.io import write_csv_atomic
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import TIME_COLUMNS, simulate_step
 from sim.pipeline import simulate_pipeline
 from sim.schedules.ops import FBOp
 from sim.schedules.registry import make_schedule
 from sim.textgrid import op_label
+from sim.training.model.specs import load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import TIME_COLUMNS, simulate_step
 
 REPORT_GPU_HOURS = 2.788e6        # DeepSeek-V3 report, Table 1: 2.788M H800 GPU-hours in all
 TRAINING_TOKENS = 14.8e12         # pre-training tokens (report, section 4)

@@ -22,13 +22,13 @@ import pandas as pd
 
 from experiments.common import script_main
 from sim.io import write_csv_atomic
-from sim.moe.report import fb_unit_trace
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import simulate_step
-from sim.moe.streams import COMPUTE
 from sim.pipeline import simulate_pipeline
 from sim.textgrid import op_label
+from sim.training.costs.streams import COMPUTE
+from sim.training.model.specs import load_scenario
+from sim.training.reports.report import fb_unit_trace
+from sim.training.scenario import Scenario
+from sim.training.step import simulate_step
 
 EXERCISES = {
     1: "P=8, M=16: DualPipe vs 1F1B utilization, as GPU-hours freed per million tokens",

@@ -17,7 +17,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from sim.moe.trust import SCORED_GAP_PCT
+from sim.training.trust import SCORED_GAP_PCT
 
 JOB = ["source", "model", "gpu", "gpus", "seq_len", "global_batch", "precision"]
 LAYOUT = ["tp", "cp", "pp", "vp", "layers_per_virtual_stage", "dp", "ep", "microbatch_size", "zero", "schedule",

@@ -138,8 +138,8 @@ def _table(df: pd.DataFrame, columns: list[str] | None) -> str:
 
 def headline(results: Path) -> str:
     """The page's conclusion, from the CSVs: the DeepSeek-V3 step's fastest schedule and speed-up
-    (:func:`sim.moe.runpage.conclusion`) and the validation suite's median error per mode."""
-    from sim.moe.runpage import conclusion
+    (:func:`sim.training.reports.runpage.conclusion`) and the validation suite's median error per mode."""
+    from sim.training.reports.runpage import conclusion
     out = []
     summary = results / "deepseek_v3_summary.csv"
     if summary.is_file() and summary.stat().st_size > 0:

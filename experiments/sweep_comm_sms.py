@@ -1,7 +1,7 @@
 """SMs given to the all-to-all kernels (4 to 40 of the H800's 132) x schedule for DeepSeek-V3 on the
 2,048-H800 fabric (representative pipeline, balanced routing, kernels ``deepep``): the trade-off
 DeepSeek tuned. Fewer SMs slow the all-to-all (each GPU's kernel moves at most comm_sms x 10.5 GB/s
-per direction, sim/moe/comm_kernels.py); more SMs stretch the compute that runs beside it
+per direction, sim/training/comm/kernels.py); more SMs stretch the compute that runs beside it
 (132 / (132 - comm_sms)). ``--scenario`` varies another scenario.
 
 Writes ``results/sweep_comm_sms.csv``: comm_sms, schedule (config), then step_time_s (s),
@@ -17,8 +17,8 @@ SCHEDULES = ("1f1b", "dualpipe", "dualpipev")
 
 
 def point(p: dict) -> dict:
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
     run = load_scenario(p.get("scenario", "deepseek-v3"), comm_sms=int(p["comm_sms"]), schedule=p["schedule"])
     row = simulate_step(run).summary()
     for key in ("schedule", "mode"):

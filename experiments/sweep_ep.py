@@ -11,15 +11,15 @@ a2a_dispatch_ms, a2a_combine_ms (ms per layer); status, error, wall_s (s), sim_c
 from __future__ import annotations
 
 from experiments.common import sweep_main
-from sim.moe.step import COMPARED_SCHEDULES
 from sim.sweep import grid
+from sim.training.step import COMPARED_SCHEDULES
 
 EPS = (8, 16, 32, 64, 128, 256)
 
 
 def point(p: dict) -> dict:
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
     run = load_scenario(p.get("scenario", "deepseek-v3"), ep=int(p["ep"]), schedule=p["schedule"])
     row = simulate_step(run).summary()
     for key in ("schedule", "ep", "mode"):
@@ -29,7 +29,7 @@ def point(p: dict) -> dict:
 
 def skip(base, p: dict) -> str | None:
     """Why EP ``p["ep"]`` cannot run on scenario ``base`` (a RunSpec), or ``None``."""
-    from sim.moe.specs import load_model
+    from sim.training.model.specs import load_model
     ep, stage_gpus, experts = int(p["ep"]), base.tp * base.cp * base.dp, load_model(base.model).routed_experts
     if stage_gpus % ep:
         return f"EP {ep} does not divide the {stage_gpus} GPUs of a stage (TP x CP x DP) of {p['scenario']}"

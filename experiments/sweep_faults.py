@@ -34,8 +34,8 @@ def faults_of(fault: str, size: float, pp: int = 16, dp: int = 128) -> dict | No
 
 
 def point(p: dict) -> dict:
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
     base = load_scenario(p.get("scenario", "deepseek-v3"), schedule=p["schedule"])
     run = base.with_(faults=faults_of(p["fault"], float(p["fault_size"]), base.pp, base.dp))
     row = simulate_step(run, mode="full").summary()

@@ -5,7 +5,7 @@ and their combinations (EP groups that straddle leaves, all-to-alls on oversubsc
 Communication ``measured``: the fast path, all-to-all times measured once per shape with the EP
 groups of a stage on an empty fabric (each distinct stage on its own); ``live``: every all-to-all
 on the step's fabric among other stages' all-to-alls, the pipeline sends and the data-parallel
-gradient rings (sim.moe.live), the mode that sees the network.
+gradient rings (sim.training.comm.live), the mode that sees the network.
 Each variant's graph is built from its fields in the worker (no files are written). ``--scenario``
 varies another scenario's own fat-tree topology the same way.
 
@@ -49,7 +49,7 @@ def variant_spec(name: str, base: dict | None = None) -> dict:
 def scenario_base(scenario: str) -> dict:
     """The fat-tree fields of ``scenario``'s topology, the base its variants change."""
     from sim.checks import InputError
-    from sim.moe.specs import load_scenario
+    from sim.training.model.specs import load_scenario
     from topologies import read_spec
     spec = read_spec(load_scenario(scenario).topology)
     if spec.get("kind") != "fat_tree":
@@ -59,9 +59,9 @@ def scenario_base(scenario: str) -> dict:
 
 
 def point(p: dict) -> dict:
-    from sim.moe.scenario import Scenario
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
+    from sim.training.model.specs import load_scenario
+    from sim.training.scenario import Scenario
+    from sim.training.step import simulate_step
     from topologies import build_from_spec
     scenario = p.get("scenario", "deepseek-v3")
     spec = variant_spec(p["variant"], None if scenario == "deepseek-v3" else scenario_base(scenario))

@@ -29,15 +29,15 @@ def layout(base, tp: int, pp: int) -> dict:
     dp = gpus // (tp * pp * base.cp)
     if sequences % (dp * base.microbatch_size):
         raise InputError(f"the global batch of {sequences} sequences does not split over DP {dp}")
-    from sim.moe.specs import load_model
+    from sim.training.model.specs import load_model
     sp = base.sequence_parallel or load_model(base.model).is_moe      # Megatron-Core: MoE with TP needs SP
     return {"tp": tp, "pp": pp, "dp": dp, "microbatches": sequences // (dp * base.microbatch_size),
             "sequence_parallel": sp and tp > 1}
 
 
 def point(p: dict) -> dict:
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
     base = load_scenario(p.get("scenario", "llama3-70b"))
     run = base.with_(**layout(base, int(p["tp"]), int(p["pp"])))
     summary = simulate_step(run).summary()

@@ -235,10 +235,10 @@ def run(args) -> int:
 
 def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
     """The scored step-level runs' features, first-principles errors, ranking group (``job``, empty
-    for a run in none) and measured figure, as :mod:`sim.moe.trust` reads them (the
+    for a run in none) and measured figure, as :mod:`sim.training.trust` reads them (the
     communication-kernel micro-benchmarks left out)."""
-    from sim.moe.specs import load_model
-    from sim.moe.trust import COLUMNS, generation, model_params
+    from sim.training.model.specs import load_model
+    from sim.training.trust import COLUMNS, generation, model_params
     pairs = ranking_pairs(df, modes=("first_principles",))
     job = {} if pairs.empty else {run: group for side in ("faster", "slower")
                                   for run, group in zip(pairs[side], pairs["group"])}
@@ -255,16 +255,16 @@ def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_trust_errors(df: pd.DataFrame) -> Path:
-    """Write :func:`trust_errors` over the shipped file (``sim/moe/presets/validation_errors.csv``),
+    """Write :func:`trust_errors` over the shipped file (``sim/training/presets/validation_errors.csv``),
     atomically; the package's data, not an output of ours in the manifest sense."""
     import os
     import tempfile
 
-    from sim.moe.trust import ERRORS
+    from sim.training.trust import ERRORS
     header = ("# The validation suite's first-principles errors per scored step-level run (with its ranking group,\n"
               "# job, and its measured figure), written by `python -m experiments.validate` over the whole of\n"
-              "# validation/runs.csv (make run); read by sim/moe/trust.py for the trust band of every run and the\n"
-              "# ranking agreement of every plan. Never an input to any parameter.\n")
+              "# validation/runs.csv (make run); read by sim/training/trust.py for the trust band of every run and\n"
+              "# the ranking agreement of every plan. Never an input to any parameter.\n")
     fd, tmp = tempfile.mkstemp(dir=ERRORS.parent, prefix=f".{ERRORS.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(header + trust_errors(df).to_csv(index=False))

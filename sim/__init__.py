@@ -13,25 +13,13 @@ The command line (``python -m sim``) sits on top of these; the modules say the r
 """
 from __future__ import annotations
 
-import importlib
+from .faces import lazy_face
 
 __version__ = "0.1.0"
 
-PUBLIC = {"load_scenario": "sim.moe.specs", "simulate_step": "sim.moe.step", "make_schedule": "sim.schedules",
-          "simulate_pipeline": "sim.pipeline"}
+PUBLIC = {"load_scenario": "sim.training.model.specs", "simulate_step": "sim.training.step",
+          "make_schedule": "sim.schedules", "simulate_pipeline": "sim.pipeline"}
 
-
-def __getattr__(name: str):
-    """The public entry points of :data:`PUBLIC`, imported when first asked for (PEP 562)."""
-    if name in PUBLIC:
-        value = getattr(importlib.import_module(PUBLIC[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'sim' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *PUBLIC])
-
+__getattr__, __dir__ = lazy_face(__name__, PUBLIC, globals())
 
 __all__ = ["PUBLIC", "load_scenario", "make_schedule", "simulate_pipeline", "simulate_step"]

@@ -1,10 +1,10 @@
 """Several training jobs on one cluster: each alone, then all together on one network, and what
 each loses to the others.
 
-A :class:`StepJob` is one training step of a run (:class:`~sim.moe.specs.RunSpec`) as a job of a
+A :class:`StepJob` is one training step of a run (:class:`~sim.training.model.specs.RunSpec`) as a job of a
 :class:`~sim.cluster.Cluster`: it builds its scenario on the GPUs it was given (numbered 0, 1, ...
 in their order, :meth:`~sim.network.LinkTable.view`) and starts the step's ranks on its view of the
-shared network (:meth:`~sim.moe.step.MoEStep.start`). :func:`run_jobs` places the jobs once
+shared network (:meth:`~sim.training.step.MoEStep.start`). :func:`run_jobs` places the jobs once
 (:data:`~sim.cluster.PLACEMENTS`), runs each alone on a fresh cluster with that placement (the
 same GPUs, the same routes, no other traffic) and then every job at once from time 0 on one
 cluster, and reports per job:
@@ -34,15 +34,15 @@ import pandas as pd
 
 from .checks import InputError, gpu_ranges
 from .cluster import Allocation, Cluster
-from .moe.scenario import Scenario
-from .moe.specs import RunSpec
-from .moe.step import MoEStep, StepResult
+from .training.model.specs import RunSpec
+from .training.scenario import Scenario
+from .training.step import MoEStep, StepResult
 
 
 @dataclass
 class StepJob:
     """One training step of ``run`` as a cluster job named ``name`` (see the module); ``mode`` as
-    :class:`~sim.moe.step.MoEStep`'s."""
+    :class:`~sim.training.step.MoEStep`'s."""
 
     name: str
     run: RunSpec
@@ -64,8 +64,8 @@ class StepJob:
 
     def start(self, cluster: Cluster, allocation: Allocation, link_timeline: bool = False):
         """Start the step on ``cluster``'s network, on ``allocation``'s GPUs; returns the call that
-        gives its :class:`~sim.moe.step.StepResult` (and keeps the bytes it put on each link);
-        ``link_timeline`` as :meth:`~sim.moe.step.MoEStep.start`'s."""
+        gives its :class:`~sim.training.step.StepResult` (and keeps the bytes it put on each link);
+        ``link_timeline`` as :meth:`~sim.training.step.MoEStep.start`'s."""
         step = self.step(allocation)
         if not np.array_equal(step.scenario.links.capacity, cluster.links.capacity):
             raise InputError(f"job {self.name!r}: its communication kernels ({self.run.kernels}) scale the links' "
@@ -231,7 +231,7 @@ def load_jobs_file(path: str, **overrides) -> tuple[list[StepJob], str | dict]:
     for all of them; paths relative to the file) and their placement. ``overrides`` (not None)
     replace the file's values. Bad keys or values: one line naming the file and the entry."""
     from .checks import read_yaml
-    from .moe.specs import load_scenario
+    from .training.model.specs import load_scenario
     doc = read_yaml(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:
         raise InputError(f"{path}: a jobs file is a mapping with a non-empty list under 'jobs:'")

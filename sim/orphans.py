@@ -1,6 +1,6 @@
 """Worker processes that end with the process that started them.
 
-A worker process (the all-to-all measurement pool of :mod:`sim.moe.comm`, a local Dask cluster's
+A worker process (the all-to-all measurement pool of :mod:`sim.training.comm.alltoall`, a local Dask cluster's
 workers) is a child of the command's process. When that process dies without closing its pool
 (killed by the out-of-memory killer, ``kill -9``), nothing tells the workers, and a worker busy with
 a long measurement keeps running, orphaned, holding its memory. :func:`watch_parent` starts a

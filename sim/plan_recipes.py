@@ -13,7 +13,7 @@ Dominance, in this simulator's own model, is what lets the ladder stop early:
   MLA model) < ``full`` (:data:`POLICY_LEVELS`); the first level that fits is kept (both members of
   the middle level when both fit: neither recomputes a superset of the other);
 * ZeRO-1 and ZeRO-2 move the same bytes in the data-parallel sync (a reduce-scatter of gradients,
-  the optimizer, an all-gather of weights; :mod:`sim.moe.dpsync`) and ZeRO-2 keeps less, so ZeRO-2
+  the optimizer, an all-gather of weights; :mod:`sim.training.dpsync`) and ZeRO-2 keeps less, so ZeRO-2
   is tried only when ZeRO-1 does not fit; ZeRO-3 adds the weights' gathers before every layer, so
   it is kept only with less recomputation than ZeRO-1/2 needed (``none`` under ZeRO-3 can beat
   ``full`` under ZeRO-1; ``full`` under ZeRO-3 cannot beat ``full`` under ZeRO-1).
@@ -33,7 +33,7 @@ gradient (a rank runs its parts in the schedule's order); a full backward ``B`` 
 its ``W``; each part is counted as often as the schedule runs it (DualPipe's two directions each
 carry half the micro-batches through a rank's two stages).
 
-with ``F, I, W`` the chunk model's compute of one micro-batch (:func:`sim.moe.stagecosts.stage_times`;
+with ``F, I, W`` the chunk model's compute of one micro-batch (:func:`sim.training.costs.stagecosts.stage_times`;
 recomputation in ``I``). Every simulated step is at least this (it adds communication, bubbles,
 slowdowns and the optimizer; ``tests/test_plan_recipes.py`` checks it on simulated candidates), so a
 candidate whose bound is above a simulated step can be dropped unsimulated.

@@ -24,9 +24,18 @@ from dataclasses import dataclass, field
 
 from .checks import InputError, choice, number
 from .io import is_true
-from .moe.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, RunSpec, load_gpu, load_model
-from .plan_recipes import (MICROBATCH_SIZES, RECIPE_FIELDS, compute_bound_s, expert_tps, memory_frontier, overlaps,
-                           policy_levels, precisions, zero_groups)
+from .plan_recipes import (
+    MICROBATCH_SIZES,
+    RECIPE_FIELDS,
+    compute_bound_s,
+    expert_tps,
+    memory_frontier,
+    overlaps,
+    policy_levels,
+    precisions,
+    zero_groups,
+)
+from .training.model.specs import COMPARED_SCHEDULES, GEMM_PRECISIONS, MEMORY_POLICIES, RunSpec, load_gpu, load_model
 
 DEFAULT_GLOBAL_BATCH = 1024     # sequences (4.2M tokens at 4K): our stated default, printed with every plan
 LONG_SEQUENCE = 8192            # tokens: longer sequences make the planner try context parallelism
@@ -115,7 +124,7 @@ def plan_request(scenario: str = "", **given) -> PlanRequest:
     field not given: searched)."""
     base = {}
     if scenario:
-        from .moe.specs import load_scenario
+        from .training.model.specs import load_scenario
         run = load_scenario(scenario)
         base = {"model": run.model, "topology": run.topology, "gpu": run.gpu, "seq_len": run.seq_len,
                 "global_batch": run.dp * run.microbatches * run.microbatch_size,
@@ -145,7 +154,7 @@ def run_spec(p: dict) -> RunSpec:
                    chunks=virtual_stages(p["schedule"]))
     scenario = p.get("scenario")
     if isinstance(scenario, str) and scenario:
-        from .moe.specs import load_scenario
+        from .training.model.specs import load_scenario
         base = load_scenario(scenario)
         # the scenario's own stage split is for its own PP: the point's split replaces it
         return base.with_(**fields_, stage_layers=None, first_stage_layers=None, description="")
@@ -154,7 +163,7 @@ def run_spec(p: dict) -> RunSpec:
 
 def gpu_of(req: PlanRequest, graph) -> str:
     """The GPU a plan is for: the request's, or the topology's own (its ``gpu:`` field)."""
-    from .moe.specs import topology_gpu, warn_gpu_mismatch
+    from .training.model.specs import topology_gpu, warn_gpu_mismatch
     own = topology_gpu(graph, req.topology)
     if req.gpu is not None:
         warn_gpu_mismatch(req.gpu, req.topology, own)
@@ -171,7 +180,7 @@ PLAN_METRICS = ("step_time_s", "tokens_per_s", "mfu", "bubble_share", "exposed_c
 
 def evaluate(p: dict) -> dict:
     """Simulate one candidate (a sweep point): the metrics of :data:`PLAN_METRICS`."""
-    from .moe.step import simulate_step
+    from .training.step import simulate_step
     summary = simulate_step(run_spec(p)).summary()
     return {k: summary[k] for k in PLAN_METRICS}
 
@@ -196,7 +205,7 @@ def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:
     column)."""
     from topologies import load_topology
 
-    from .moe.chunk import split_layers
+    from .training.costs.chunk import split_layers
     if graph is None:
         graph = load_topology(req.topology)
     gpu_name = gpu_of(req, graph)
@@ -243,8 +252,8 @@ def _fit(p: dict, row: dict, req: PlanRequest, graph, gpu, model, ok: list, refu
     """Walk one candidate's memory ladder: its fitting recipes (each with each TP overlap) to
     ``ok``, or its closest miss to ``refused``."""
     from .schedules.ops import parts
-    from .moe.scenario import Scenario
-    from .moe.stagecosts import stage_times
+    from .training.costs.stagecosts import stage_times
+    from .training.scenario import Scenario
     built: dict[tuple[str, int], Scenario] = {}
 
     def need_gb(policy: str, zero: int) -> float:

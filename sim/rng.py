@@ -20,7 +20,7 @@ loop:
   tables as numba ships them for its own port of numpy's generators
   (``numba.np.random._constants``).
 
-Kernel-time jitter (:mod:`sim.moe.faults`) draws a few thousand log-normal factors per op from a
+Kernel-time jitter (:mod:`sim.training.model.faults`) draws a few thousand log-normal factors per op from a
 generator seeded anew for each op (``default_rng([seed, 2, stage, seq, replica])``): numpy spends
 about 80 us per op, half of it making the ``SeedSequence`` and the ``PCG64``.
 :func:`lognormal_from_seed` gives the same numbers in one compiled call: numpy's ``SeedSequence``

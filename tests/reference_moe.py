@@ -5,10 +5,10 @@ straightforward design the lockstep runner replaces). SM sharing is left out (ru
 import simpy
 
 from sim.engine import start_schedule
-from sim.moe.parts import backward_parts, forward_parts, overlapped_parts, weight_parts
-from sim.moe.streams import COMM, COMPUTE, as_streams
 from sim.network import Fabric
 from sim.schedules.ops import FBOp
+from sim.training.costs.parts import backward_parts, forward_parts, overlapped_parts, weight_parts
+from sim.training.costs.streams import COMM, COMPUTE, as_streams
 
 
 class ReplicaRunner:

@@ -1,14 +1,22 @@
-"""sim.moe.calibrate and ``python -m sim calibrate``: fit kernels to measured collectives."""
+"""sim.training.comm.calibrate and ``python -m sim calibrate``: fit kernels to measured collectives."""
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from sim.moe.calibrate import CalibrationError, Collectives, Measurement, fit, identifiable, read_profile, write_preset
-from sim.moe.comm_kernels import load_kernels
-from sim.moe.scenario import Scenario, named_topology
-from sim.moe.specs import load_model, load_scenario
-from sim.moe.step import MoEStep
+from sim.training.comm.calibrate import (
+    CalibrationError,
+    Collectives,
+    Measurement,
+    fit,
+    identifiable,
+    read_profile,
+    write_preset,
+)
+from sim.training.comm.kernels import load_kernels
+from sim.training.model.specs import load_model, load_scenario
+from sim.training.scenario import Scenario, named_topology
+from sim.training.step import MoEStep
 
 DEEPEP_TABLE = Path(__file__).parents[1] / "experiments" / "profiles" / "deepep-h800.csv"
 TRUE = {"notify_us": 25.0, "sm_GBps": 6.0, "nccl_launch_us": 12.0, "nvlink_efficiency": 0.9, "ib_efficiency": 0.8}
@@ -68,7 +76,7 @@ def test_a_fitted_preset_changes_a_run(tmp_path):
     before = MoEStep(Scenario(run)).simulate()
     after = MoEStep(Scenario(run.with_(kernels=str(path)))).simulate()
     assert after.step_time_s > before.step_time_s        # slower NVLink, costlier notify and launches
-    from sim.moe.report import model_sources
+    from sim.training.reports.report import model_sources
     assert "calibrated from synthetic.csv" in model_sources(run.with_(kernels=str(path)))
     assert "none calibrated" in model_sources(run)
 

@@ -1,8 +1,8 @@
-"""sim.moe.chunk: the chunk model's closed forms, layer split, token bytes, measured profiles."""
+"""sim.training.costs.chunk: the chunk model's closed forms, layer split, token bytes, measured profiles."""
 import pytest
 
-from sim.moe.chunk import ChunkModel, attention_params, split_layers
-from sim.moe.specs import SpecError, load_gpu, load_model, load_scenario
+from sim.training.costs.chunk import ChunkModel, attention_params, split_layers
+from sim.training.model.specs import SpecError, load_gpu, load_model, load_scenario
 
 
 def test_split_layers():
@@ -57,7 +57,7 @@ def test_recomputation_by_policy():
     """The FLOPs model's seconds recomputed before each input gradient: selective reruns the
     attention core, full the whole layer forward, deepseek-v3 the MLA up-projections and the scores
     (FlashAttention-style)."""
-    from sim.moe.chunk import attention_core_flops, mla_up_projection_params, scores_share
+    from sim.training.costs.chunk import attention_core_flops, mla_up_projection_params, scores_share
     m, g = load_model("deepseek-v3"), load_gpu("h800")
     layer = {p: ChunkModel(m, g, load_scenario("deepseek-v3", memory_policy=p, compute_model="flops"), 16)
              .stage_layers[1][0] for p in ("none", "selective", "full", "deepseek-v3")}
@@ -95,7 +95,7 @@ def test_head_in_bf16_with_its_loss_and_the_embedding():
     (dict(explicit=tuple([4] * 15 + [1])), [4] * 15 + [1]),
 ])
 def test_stage_layer_counts(kwargs, expected):
-    from sim.moe.chunk import stage_layer_counts
+    from sim.training.costs.chunk import stage_layer_counts
     assert stage_layer_counts(61, 16, **kwargs) == expected
     assert sum(expected) == 61
 
@@ -106,7 +106,7 @@ def test_stage_layer_counts(kwargs, expected):
     (dict(first=30, last=30), "every stage needs at least one layer"),
 ])
 def test_bad_stage_layer_counts(kwargs, pattern):
-    from sim.moe.chunk import stage_layer_counts
+    from sim.training.costs.chunk import stage_layer_counts
     with pytest.raises(SpecError, match=pattern):
         stage_layer_counts(61, 16, **kwargs)
 
@@ -114,7 +114,7 @@ def test_bad_stage_layer_counts(kwargs, pattern):
 def test_read_profile_names_what_is_wrong(tmp_path):
     """Each bad profile gives a SpecError naming the file, the line and the field, and dense rows
     are accepted."""
-    from sim.moe.chunk import read_profile
+    from sim.training.costs.chunk import read_profile
 
     def profile(text):
         p = tmp_path / "prof.csv"
@@ -145,7 +145,7 @@ def test_attention_closed_forms_without_mla():
     key/value up-projection."""
     import dataclasses
 
-    from sim.moe.chunk import attention_core_flops, mla_up_projection_params, scores_share
+    from sim.training.costs.chunk import attention_core_flops, mla_up_projection_params, scores_share
     m = load_model("deepseek-v3")
     gqa = dataclasses.replace(m, attention="gqa")
     assert scores_share(gqa) == 0.5 and mla_up_projection_params(gqa) == 0.0
@@ -168,7 +168,7 @@ def test_dense_layers_are_the_first_of_the_model_whatever_stage_they_fall_in():
 
 def test_first_or_last_stage_counts_need_two_stages_and_name_the_rule():
     """first/last stage layer counts need at least two stages; the message names the rule whole."""
-    from sim.moe.chunk import stage_layer_counts
+    from sim.training.costs.chunk import stage_layer_counts
     rule = r"every stage needs at least one layer and every layer a stage$"
     with pytest.raises(SpecError, match=r"first_stage_layers=61, last_stage_layers=None leave 0 of 61 layers for "
                                         r"the other 0 of 1 stages: " + rule):
@@ -191,8 +191,8 @@ def test_a_whole_layer_profile_splits_as_the_flops_model_splits(tmp_path):
     """A profile's f, i, w (a whole layer's forward, input and weight gradient) replace the FLOPs
     model's attention and MLP parts in its proportions: the sums are the profile's, the shares the
     model's."""
-    from sim.moe.chunk import ChunkModel
-    from sim.moe.specs import RunSpec, load_gpu, load_model
+    from sim.training.costs.chunk import ChunkModel
+    from sim.training.model.specs import RunSpec, load_gpu, load_model
     run = RunSpec(model="zb-gpt-1.5b", gpu="a100", topology="zb-a100-roce", pp=8, ep=1, dp=1, schedule="1f1b",
                   microbatches=8, seq_len=1024, microbatch_size=6)
     m, g = load_model(run.model), load_gpu(run.gpu)

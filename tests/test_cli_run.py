@@ -39,7 +39,7 @@ def test_run_errors(capsys, argv, pattern):
 
 def _tiny_with_seq_len(tmp_path, text):
     from sim.checks import yaml_load
-    from sim.moe.specs import PRESETS
+    from sim.training.model.specs import PRESETS
     tiny = yaml_load((PRESETS / "scenarios.yaml").read_text())["tiny"]
     (tmp_path / "long.yaml").write_text("".join(f"{k}: {v}\n" for k, v in tiny.items() if k != "seq_len")
                                         + f"seq_len: {text}\n")
@@ -49,7 +49,7 @@ def _tiny_with_seq_len(tmp_path, text):
 def test_a_sequence_past_the_stated_limit_is_refused_in_one_line(tmp_path, capsys):
     """``seq_len: 1e7`` (a typo for 1e4, say) is refused with the limit and its reason, not run to a
     step of hours; at the limit it is accepted."""
-    from sim.moe.specs import MAX_SEQ_LEN
+    from sim.training.model.specs import MAX_SEQ_LEN
     assert main(["run", _tiny_with_seq_len(tmp_path, "1e7"), "--json"]) == 2
     err = capsys.readouterr().err
     assert "seq_len must be at most 2,097,152 tokens" in err and "10,000,000" in err and "Traceback" not in err
@@ -63,9 +63,9 @@ def test_a_scenario_file_reads_exponent_numbers_and_a_long_step_ends(tmp_path, c
     a timer at the same instant forever."""
     import time
 
-    import sim.moe.specs
+    import sim.training.model.specs
     from sim.limits import deadline
-    monkeypatch.setattr(sim.moe.specs, "MAX_SEQ_LEN", 10 ** 8)
+    monkeypatch.setattr(sim.training.model.specs, "MAX_SEQ_LEN", 10 ** 8)
     path = _tiny_with_seq_len(tmp_path, "1e7")
     start = time.perf_counter()
     with deadline(60):                      # the hang as an error, not a stuck suite

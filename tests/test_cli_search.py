@@ -39,6 +39,6 @@ def test_bad_search_input_is_one_line(capsys):
 
 def test_the_parsers_defaults_are_the_searchs():
     from sim.cli import search as cli
-    from sim.moe import search
+    from sim.training import search
     assert (cli.DEFAULT_BUDGET, cli.MAX_BUDGET, cli.STARTS) == (search.DEFAULT_BUDGET, search.MAX_BUDGET,
                                                                  search.STARTS)

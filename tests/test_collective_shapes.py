@@ -1,9 +1,9 @@
-"""sim.moe.collective_shapes: the collectives inside an op as named records: DeepSeek-V3's two
+"""sim.training.comm.collective_shapes: the collectives inside an op as named records: DeepSeek-V3's two
 all-to-alls worked by hand, a dense model's none, bad records refused in one line."""
 import pytest
 
-from sim.moe.collective_shapes import AXES, CollectiveShape, op_collectives, shape_named
-from sim.moe.specs import SpecError, load_model, load_scenario
+from sim.training.comm.collective_shapes import AXES, CollectiveShape, op_collectives, shape_named
+from sim.training.model.specs import SpecError, load_model, load_scenario
 
 
 def test_deepseek_v3s_all_to_alls_are_dispatch_in_fp8_and_combine_in_bf16_over_ep():

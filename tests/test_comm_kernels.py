@@ -1,15 +1,15 @@
-"""sim.moe.comm_kernels: launch and notify costs, SM-bounded throughput and link efficiencies, worked by hand."""
+"""sim.training.comm.kernels: launch and notify costs, SM-bounded throughput and link efficiencies, worked by hand."""
 import re
 
 import pytest
 import simpy
 
-from sim.moe.comm import CommModel
-from sim.moe.comm_kernels import FITTABLE, KernelSpec, load_kernels
-from sim.moe.scenario import Scenario
-from sim.moe.specs import SpecError, load_scenario
-from sim.moe.step import MoEStep
 from sim.network import Fabric, LinkTable
+from sim.training.comm.alltoall import CommModel
+from sim.training.comm.kernels import FITTABLE, KernelSpec, load_kernels
+from sim.training.model.specs import SpecError, load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 from topologies import load_topology
 
 NV = 160e9                 # h800-16: NVLink bytes/s per GPU and direction
@@ -116,8 +116,8 @@ def test_a_faster_link_never_slows_an_all_to_all():
     """The SM bound is a floor on the collective: raising NVLink above what the SMs move (320 GB/s
     against 20 x 10.5) cannot make a hierarchical dispatch slower (a fair split of the SMs among a
     forwarding GPU's flows would starve its IB flows: the kernel gives them their own warps)."""
-    from sim.moe.comm import measure_all_to_alls
     from sim.network import MoERouting, route_tokens
+    from sim.training.comm.alltoall import measure_all_to_alls
     from topologies import build_from_spec
     spec = {"kind": "fat_tree", "gpu": "h800", "nodes": 4, "gpus_per_node": 8, "nic_bandwidth_GBps": 50,
             "switch_radix": 64, "oversubscription": 1, "rail_optimized": True, "planes": 8}

@@ -12,7 +12,7 @@ from sim.compute.attention import AttentionFit
 from sim.compute.fit import attention_flops, calibrate, gemm_row_seconds
 from sim.compute.gemm import GemmFit
 from sim.compute.tables import KernelTableError, read_attention_table, read_gemm_table
-from sim.moe.specs import gpu_names, load_gpu, load_scenario
+from sim.training.model.specs import gpu_names, load_gpu, load_scenario
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def test_a_users_table_makes_a_family_a_run_uses(tmp_path):
     gpu = tmp_path / "my-h100.yaml"
     gpu.write_text("sms: 132\nbf16_tflops: 989\nfp8_tflops: 1979\nhbm_gb: 80\nhbm_tbps: 3.35\nkernel_family: mine\n")
     run = dict(gpu=str(gpu), topology="h800-16", model="llama3-8b", pp=1, ep=1, dp=1, schedule="1f1b", microbatches=1)
-    from sim.moe.scenario import Scenario
+    from sim.training.scenario import Scenario
     base = load_scenario("tiny", **run, compute_model="kernels")
     own = Scenario(base.with_(compute_kernels=str(out)))
     shipped = Scenario(base.with_(gpu="h100"))

@@ -5,9 +5,9 @@ import pytest
 
 from sim.compute import KernelFamilyError, KernelModel, LayerShape, layer_ops
 from sim.compute.device import GpuFigures
-from sim.moe.chunk import ChunkModel, attention_core_flops
-from sim.moe.params import attention_params, dense_mlp_params, expert_params
-from sim.moe.specs import RunSpec, load_gpu, load_model
+from sim.training.costs.chunk import ChunkModel, attention_core_flops
+from sim.training.model.params import attention_params, dense_mlp_params, expert_params
+from sim.training.model.specs import RunSpec, load_gpu, load_model
 
 
 def run_of(model: str, gpu: str = "h100", **changes) -> RunSpec:
@@ -155,7 +155,7 @@ def test_the_flops_model_is_still_there():
 
 
 def test_layer_shape_validation_by_the_spec():
-    from sim.moe.specs import SpecError
+    from sim.training.model.specs import SpecError
     for bad, msg in ((dict(fusion="half"), "RunSpec.fusion must be one of fused, unfused"),
                      (dict(attention_kernel="sdpa"), "RunSpec.attention_kernel must be one of flash, flash2, unfused"),
                      (dict(compute_model="roofline"), "RunSpec.compute_model must be one of kernels, flops"),

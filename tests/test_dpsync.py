@@ -1,11 +1,11 @@
-"""sim.moe.dpsync: the data-parallel gradient synchronisation and optimizer step, worked by hand."""
+"""sim.training.dpsync: the data-parallel gradient synchronisation and optimizer step, worked by hand."""
 import pytest
 
-from sim.moe.dpsync import optimizer_seconds, stage_param_counts
-from sim.moe.params import ParamCount
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import simulate_step
+from sim.training.dpsync import optimizer_seconds, stage_param_counts
+from sim.training.model.params import ParamCount
+from sim.training.model.specs import load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import simulate_step
 
 NV, LAT = 160e9, 3.3e-6          # NVLink bytes/s per direction and GPU -> NVSwitch -> GPU latency
 LAUNCH = 4e-6                    # an NCCL kernel's launch (kernels preset deepep); 24 SMs x 10.5 GB/s > NVLink
@@ -73,7 +73,7 @@ def test_shared_tensors_are_synchronised_once_per_rank():
     counts = stage_param_counts(sc)[0]
     m = sc.model
     vh = m.vocab * m.hidden
-    from sim.moe.params import stage_params
+    from sim.training.model.params import stage_params
     own0, _ = stage_params(m, sc.chunk.layers_per_stage, 0, 64)
     own15, _ = stage_params(m, sc.chunk.layers_per_stage, 15, 64)
     assert counts[0].total == pytest.approx(own0.total + vh)            # + embedding
@@ -88,7 +88,7 @@ def test_optimizer_step_is_memory_bound_by_formula():
 
 
 def test_zero3_gathers_and_scatters_each_layer_inside_the_ops():
-    from sim.moe.dpsync import LayerCollectives
+    from sim.training.dpsync import LayerCollectives
     sc = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3))
     res = simulate_step(sc)
     names = {e.name for e in res.part_trace}
@@ -97,8 +97,8 @@ def test_zero3_gathers_and_scatters_each_layer_inside_the_ops():
     spans = [e.end - e.start for e in res.part_trace if e.name == "GATHER(F)"]
     assert gather > 0 and spans == pytest.approx([gather] * len(spans))   # a plain op: nothing else in flight
     # memory: sharded weights plus the gathered weights of two layers (the running one, the prefetched one)
-    from sim.moe.memory import model_state_bytes
-    from sim.moe.params import layer_params, rank_params
+    from sim.training.model.memory import model_state_bytes
+    from sim.training.model.params import layer_params, rank_params
     count = rank_params(sc.model, sc.chunk.layers_per_stage, {2}, sc.run.ep)
     w, g, o = model_state_bytes(count, 4, 1, 3, 2.0, 4.0, 8.0)
     w += 2 * 2.0 * max(layer_params(sc.model, moe, 4).total for moe in (False, True))

@@ -1,4 +1,4 @@
-"""sim.moe.example and a user's own run: a template of every field, models and GPUs given inline or
+"""sim.training.model.example and a user's own run: a template of every field, models and GPUs given inline or
 as files next to the scenario, the layout and batch printed as simulated."""
 import json
 from dataclasses import fields
@@ -6,8 +6,8 @@ from dataclasses import fields
 import yaml
 from test_outputs import cli
 
-from sim.moe.example import example_yaml
-from sim.moe.specs import RunSpec, load_gpu, load_model, load_scenario
+from sim.training.model.example import example_yaml
+from sim.training.model.specs import RunSpec, load_gpu, load_model, load_scenario
 
 
 def test_the_template_names_every_field_and_loads_as_a_scenario(tmp_path):

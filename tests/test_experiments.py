@@ -1,10 +1,10 @@
 """experiments/: sweep scripts, plots from CSV and the lesson table, end to end on small inputs."""
-import pytest
 import pandas as pd
+import pytest
 
 from experiments import bubble_vs_microbatches, lesson_exercises, plots
-from sim.moe.specs import load_scenario
 from sim.sweep import grid, run_sweep
+from sim.training.model.specs import load_scenario
 
 
 def test_bubble_sweep_then_plots(tmp_path):
@@ -51,7 +51,7 @@ def test_fault_sweep_grid_points_and_figure(tmp_path):
     import pandas as pd
 
     from experiments import plots, sweep_faults
-    from sim.moe.faults import FaultSpec
+    from sim.training.model.faults import FaultSpec
     pts = sweep_faults.points()
     assert len(pts) == len(sweep_faults.SCHEDULES) * (1 + sum(map(len, sweep_faults.FAULTS.values())))
     for p in pts:
@@ -227,7 +227,7 @@ def test_the_tp_sweep_keeps_gpus_and_batch_and_draws(tmp_path):
 def test_the_tp_sweep_runs_an_moe_scenario_with_sequence_parallelism():
     """Megatron-Core needs sequence parallelism for an MoE model with TP: the sweep turns it on there."""
     from experiments import sweep_tp
-    from sim.moe.specs import load_scenario
+    from sim.training.model.specs import load_scenario
     base = load_scenario("tiny")
     assert not base.sequence_parallel
     assert sweep_tp.layout(base, 2, 2)["sequence_parallel"] and not sweep_tp.layout(base, 1, 2)["sequence_parallel"]

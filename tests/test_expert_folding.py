@@ -5,14 +5,14 @@ expert TP above 1: strided EP groups side by side, the gather and reduce-scatter
 experts, split experts and the gathered copies kept."""
 import pytest
 
-from sim.moe.chunk import LayerCost, StageEnds
-from sim.moe.comm import CommModel
-from sim.moe.memory import sharding_groups
-from sim.moe.params import rank_params
-from sim.moe.parts import ModelParallelParts, backward_parts, forward_parts
-from sim.moe.scenario import Scenario
-from sim.moe.specs import RunSpec, SpecError, load_model
-from sim.moe.step import MoEStep
+from sim.training.comm.alltoall import CommModel
+from sim.training.costs.chunk import LayerCost, StageEnds
+from sim.training.costs.parts import ModelParallelParts, backward_parts, forward_parts
+from sim.training.model.memory import sharding_groups
+from sim.training.model.params import rank_params
+from sim.training.model.specs import RunSpec, SpecError, load_model
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 
 BF16_BYTES = 2.0
 
@@ -111,7 +111,7 @@ def test_expert_tp_gathers_the_dispatched_copies_by_hand():
     """An expert-TP all-gather over 2 GPUs of an NVLink node: a GPU's topk x T / tp = 2 x 1,024
     copies of 256 FP8 values (plus 2 scales of 4 bytes) gathered to twice that, a ring of one step of
     half the bytes after an NCCL launch."""
-    from sim.moe.model_parallel import ModelParallelComm
+    from sim.training.comm.model_parallel import ModelParallelComm
     sc = Scenario(moe_run(expert_tp=2, ep=4))
     comm = ModelParallelComm(sc)
     fabric = sc.step_fabric(__import__("simpy").Environment())
@@ -122,7 +122,7 @@ def test_expert_tp_gathers_the_dispatched_copies_by_hand():
 
 
 def test_expert_tp_splits_experts_and_keeps_the_gathered_copies():
-    from sim.moe.activations import BF16, ActivationRecipe, bytes_per_token, mlp_tensors, weight_grad_bytes
+    from sim.training.model.activations import BF16, ActivationRecipe, bytes_per_token, mlp_tensors, weight_grad_bytes
     model = load_model("tiny-moe")
     none = ActivationRecipe.named("none")
     count = rank_params(model, [8], {0}, ep=4)
@@ -134,14 +134,14 @@ def test_expert_tp_splits_experts_and_keeps_the_gathered_copies():
     w1, w2 = (weight_grad_bytes(model, True, none, 2.0, expert_tp=e) for e in (1, 2))
     assert w2 - w1 == pytest.approx(2 * model.hidden * 2.0 * BF16)          # up's input, down's output
     assert weight_grad_bytes(model, True, none, 2.0) == w1
-    from sim.moe.activations import linear_shapes
+    from sim.training.model.activations import linear_shapes
     assert linear_shapes(model, True, 2.0) == linear_shapes(model, True, 2.0, 1) != linear_shapes(model, True, 2.0, 2)
 
 
 def test_a_stage_keeps_the_gathered_copies_of_each_moe_layer():
     """tiny-moe, one stage of 8 layers (7 MoE), TP 2 with sequence parallelism: expert TP 2 keeps
     one more h-wide BF16 copy of each of a token's topk = 2 pairs per MoE layer, on T / tp tokens."""
-    from sim.moe.memory import stage_activation_bytes
+    from sim.training.model.memory import stage_activation_bytes
     model = load_model("tiny-moe")
     (held1, _), = stage_activation_bytes(model, moe_run(ep=8), [8])
     (held2, _), = stage_activation_bytes(model, moe_run(expert_tp=2, ep=4), [8])
@@ -155,7 +155,7 @@ def test_expert_tp_parts_surround_the_routed_experts():
                                                   "ETP-RS(F)", "COMBINE(F)"]
     back = [p.name for p in backward_parts([_moe_layer()], StageEnds(), with_w=False, mp=mp)]
     assert back[:6] == ["COMBINE(B)", "ETP-AG(B)", "TP-AG(B)", "MLP(B)", "TP-RS(B)", "ETP-RS(B)"]
-    from sim.moe.parts import overlapped_parts
+    from sim.training.costs.parts import overlapped_parts
     comp, comm = overlapped_parts([_moe_layer()], [_moe_layer()], StageEnds(), StageEnds(), mp=mp)
     names = [p.name for p in comm]
     mlp_f = next(i for i, p in enumerate(comp) if p.name == "MLP(F)")
@@ -196,7 +196,7 @@ def test_expert_tp_rings_of_every_pair_are_measured_by_hand():
     """TP 4, expert TP 2: a replica's two pairs (0, 1) and (2, 3) gather at once, each on links of
     its own, so the all-gather takes one pair's time: an NCCL launch, then one step of half of
     2 x 2 x (T / 4) copies of 264 bytes."""
-    from sim.moe.model_parallel import ModelParallelComm
+    from sim.training.comm.model_parallel import ModelParallelComm
     sc = Scenario(moe_run(tp=4, dp=2, expert_tp=2, ep=4))
     assert sc.layout.etp_group(0, 1, 1) == [6, 7]
     fabric = sc.step_fabric(__import__("simpy").Environment())
@@ -209,8 +209,8 @@ def test_expert_tp_rings_of_every_pair_are_measured_by_hand():
 def test_live_rings_are_the_replicas_own_groups():
     """The rings a live TP, CP or expert-TP part starts for replica 1 of rank 1 (TP 4 = 2 expert-TP
     pairs; 16 GPUs, PP 2 x DP 2): its own GPUs 12-15."""
-    from sim.moe.model_parallel import ModelParallelComm
     from sim.network import ring_all_gather, ring_reduce_scatter
+    from sim.training.comm.model_parallel import ModelParallelComm
     sc = Scenario(moe_run(topology="h800-16", tp=4, dp=2, pp=2, expert_tp=2, ep=4))
     comm = ModelParallelComm(sc)
     ring, groups, nbytes = comm.rings("etp_all_gather", 1, [1])

@@ -1,12 +1,12 @@
-"""sim.moe.faults: slow GPUs, kernel jitter, degraded and failed links, worked by hand."""
+"""sim.training.model.faults: slow GPUs, kernel jitter, degraded and failed links, worked by hand."""
 import pytest
 import simpy
 
-from sim.moe.faults import FaultError, FaultSpec, select_links
-from sim.moe.scenario import Scenario
-from sim.moe.specs import SpecError, load_scenario
-from sim.moe.step import MoEStep
 from sim.network import Fabric
+from sim.training.model.faults import FaultError, FaultSpec, select_links
+from sim.training.model.specs import SpecError, load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 from topologies import load_topology
 
 NVLINK_HOP, GPU_NIC, NIC_LEAF = 1.65e-6, 0.5e-6, 0.9e-6      # h800-16 link latencies (s)

@@ -1,11 +1,11 @@
-"""sim.moe.flow_twins: a job that is the same flow system as another up to renaming links is found
+"""sim.training.comm.flow_twins: a job that is the same flow system as another up to renaming links is found
 as its twin, and its measurement (ends and link statistics) is the other's renamed, exactly what
 measuring it gives."""
 import pandas as pd
 
-from sim.moe.comm import measure_all_to_alls
-from sim.moe.flow_twins import TwinJobs, renamed_stats
 from sim.network import LinkTable, MoERouting, route_tokens
+from sim.training.comm.alltoall import measure_all_to_alls
+from sim.training.comm.flow_twins import TwinJobs, renamed_stats
 from topologies import load_topology
 
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from sim.checks import InputError
 from sim.cli import main
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
+from sim.training.model.specs import load_scenario
+from sim.training.scenario import Scenario
 from topologies.presets import load_topology
 
 SECONDS = 10.0    # "a few seconds" on a loaded 2-core CI machine; a hang would take minutes

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.moe.specs import load_scenario
-from sim.moe.step import simulate_step
+from sim.training.model.specs import load_scenario
+from sim.training.step import simulate_step
 
 GOLDEN = Path(__file__).parent / "data" / "golden_deepseek_v3.json"
 # The figures of the model before communication kernels were modelled (pure link time): the
@@ -38,7 +38,7 @@ def figures(schedule: str, kernels: str = "deepep") -> dict:
 
 def split_memory() -> list[dict]:
     """ZB-H1 keeps each backward's weight-gradient inputs from I to its deferred W: memory only."""
-    from sim.moe.scenario import Scenario
+    from sim.training.scenario import Scenario
     return [{"rank": m.rank, "activations_gb": m.activations_gb, "memory_gb": m.total_gb,
              "peak_microbatches": m.peak_microbatches}
             for m in Scenario(load_scenario("deepseek-v3", schedule="zb-h1")).memory]

@@ -1,13 +1,13 @@
-"""sim.moe.hfconfig: models read from Hugging Face config.json files, their published sizes, and every
+"""sim.training.model.hfconfig: models read from Hugging Face config.json files, their published sizes, and every
 refusal in one line naming the file and the field."""
 import dataclasses
 import json
 
 import pytest
 
-from sim.moe.hfconfig import MODEL_TYPES, ModelConfigError, model_name
-from sim.moe.params import attention_params, dense_mlp_params, expert_params, layer_params
-from sim.moe.specs import load_config_model, load_model, model_from_config
+from sim.training.model.hfconfig import MODEL_TYPES, ModelConfigError, model_name
+from sim.training.model.params import attention_params, dense_mlp_params, expert_params, layer_params
+from sim.training.model.specs import load_config_model, load_model, model_from_config
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
 
@@ -312,7 +312,7 @@ def test_the_reader_says_what_it_read_assumed_and_ignored(tmp_path, capsys):
     """A user's config.json is announced in one note: the fields read, the defaults assumed (with
     why) and the fields ignored; a shipped preset is not."""
     from sim.cli import main
-    from sim.moe.hfconfig import read_fields
+    from sim.training.model.hfconfig import read_fields
     config = {"model_type": "llama", **COMMON, "rope_theta": 500000.0, "torch_dtype": "bfloat16"}
     reading = read_fields(config, "config.json")
     assert reading.read == ("model_type", "num_attention_heads", "hidden_size", "num_hidden_layers", "vocab_size",

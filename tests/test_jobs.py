@@ -9,9 +9,9 @@ import pytest
 from sim.checks import InputError
 from sim.cli import main
 from sim.jobs import StepJob, run_jobs
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import MoEStep
+from sim.training.model.specs import load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 
 THIN = str(Path(__file__).parent / "data" / "thin-8x8.yaml")     # 8 nodes, 3 a leaf, 3:1 spine
 
@@ -171,7 +171,7 @@ def test_a_job_whose_kernels_scale_the_links_otherwise_is_refused():
     """A cluster whose link table the job's communication kernels would not give (NVLink at half
     speed here): one line, before anything runs."""
     from sim.cluster import Cluster
-    from sim.moe.scenario import Scenario
+    from sim.training.scenario import Scenario
     sc = Scenario(tiny())
     cluster = Cluster(sc.links.scaled({"nvlink": 0.5}), 8)
     job = StepJob("A", tiny())

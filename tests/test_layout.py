@@ -1,11 +1,11 @@
-"""sim.moe.layout: which GPU holds what, by formula; every layout rule refused with its reason."""
+"""sim.training.model.layout: which GPU holds what, by formula; every layout rule refused with its reason."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.moe.layout import GROUP_AXES, Coordinates, Layout, LayoutRequest
-from sim.moe.specs import SpecError
+from sim.training.model.layout import GROUP_AXES, Coordinates, Layout, LayoutRequest
+from sim.training.model.specs import SpecError
 
 DS = Layout.check(LayoutRequest(16, 128, 64, 8, 2048, "h800-2048", 256))   # DeepSeek-V3: PP16, DP128, EP64
 

@@ -1,12 +1,12 @@
-"""sim.moe.live: all-to-alls as bundles on the step's fabric among the other traffic."""
+"""sim.training.comm.live: all-to-alls as bundles on the step's fabric among the other traffic."""
 import pytest
 import simpy
 
-from sim.moe.live import LiveComm
-from sim.moe.scenario import Scenario
-from sim.moe.specs import SpecError, load_scenario
-from sim.moe.step import MoEStep
 from sim.network import Fabric, sum_loads
+from sim.training.comm.live import LiveComm
+from sim.training.model.specs import SpecError, load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 from topologies import build_from_spec
 
 # 8 nodes on one plane, NICs cabled node by node, leaves of 12 hosts with 4 uplinks (3:1): EP groups

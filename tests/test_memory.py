@@ -1,15 +1,23 @@
-"""sim.moe.memory and sim.moe.activations: HBM per rank against published figures (ZeRO's Table 1,
+"""sim.training.model.memory and sim.training.model.activations: HBM per rank against published figures (ZeRO's Table 1,
 Korthikanti et al.'s per-layer activation formulas) and a DeepSeek-V3 layer worked by hand."""
 import pytest
 
-from sim.moe.activations import (BF16, E5M6, FP8, FP32, ActivationRecipe, bytes_per_token, layer_tensors,
-                                 weight_grad_bytes)
-from sim.moe.memory import activation_peak, model_state_bytes
-from sim.moe.params import ParamCount, rank_params
-from sim.moe.scenario import Scenario
-from sim.moe.specs import ModelSpec, SpecError, load_model, load_scenario
-from sim.moe.step import simulate_step
 from sim.schedules import parse_op
+from sim.training.model.activations import (
+    BF16,
+    E5M6,
+    FP8,
+    FP32,
+    ActivationRecipe,
+    bytes_per_token,
+    layer_tensors,
+    weight_grad_bytes,
+)
+from sim.training.model.memory import activation_peak, model_state_bytes
+from sim.training.model.params import ParamCount, rank_params
+from sim.training.model.specs import ModelSpec, SpecError, load_model, load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import simulate_step
 
 
 @pytest.mark.parametrize("zero,published_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.88)])
@@ -133,8 +141,8 @@ def test_deepseek_v3_model_states_are_sharded_over_the_right_groups(zero_stage):
     """DP128, EP64: dense parameters are replicated over the 128 GPUs of a stage, each expert over
     dp / ep = 2 of them; ZeRO-1 shards optimizer states over those groups, ZeRO-2 also gradients,
     ZeRO-3 also weights (plus two gathered layers). Pinned by hand for every rank of DualPipe."""
-    from sim.moe.memory import stages_held
-    from sim.moe.params import layer_params
+    from sim.training.model.memory import stages_held
+    from sim.training.model.params import layer_params
     sc = Scenario(load_scenario("deepseek-v3", zero_stage=zero_stage))
     run = sc.run
     assert (run.dp, run.ep) == (128, 64)
@@ -176,7 +184,7 @@ def test_each_stage_starts_at_the_layers_the_stages_before_it_hold():
     layer, stages 2 and 3 a MoE layer each (layer indices 2 and 3, not 1 again)."""
     import dataclasses
 
-    from sim.moe.memory import stage_activation_bytes
+    from sim.training.model.memory import stage_activation_bytes
     run = load_scenario("deepseek-v3")
     m = dataclasses.replace(load_model(run.model), dense_layers=2)
     out = stage_activation_bytes(m, run, [1, 1, 1, 1, 1])
@@ -212,8 +220,8 @@ def test_tensor_and_context_parallelism_divide_a_gpus_model_states_and_activatio
     """Llama 3 8B at TP 2, CP 2: a GPU holds 1/2 of the parameters; ZeRO-1 shards optimizer states
     over DP x CP; activations: T / 2 tokens at their TP share (under sequence parallelism exactly
     1/4 of the layers' bytes, the token ids and the head's input aside)."""
-    from sim.moe.memory import stage_activation_bytes
-    from sim.moe.specs import RunSpec
+    from sim.training.model.memory import stage_activation_bytes
+    from sim.training.model.specs import RunSpec
     base = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=2, ep=1, schedule="1f1b",
                    microbatches=4, seq_len=4096, memory_policy="selective")
     split = base.with_(tp=2, cp=2, sequence_parallel=True)
@@ -232,7 +240,7 @@ def test_the_heads_deferred_weight_gradient_and_a_row_parallel_linear_of_another
     (32 heads of 128 on h = 2,048) keeps the out-projection's input (a d) split and its output (h)
     wide: 2 x (qkv input h + MLP up input h + out_proj output h + MLP down output h) wide, the rest
     split."""
-    from sim.moe.activations import head_weight_grad_bytes
+    from sim.training.model.activations import head_weight_grad_bytes
     m = ModelSpec(name="wide", layers=1, hidden=2048, heads=32, head_dim=128, dense_layers=1,
                   dense_intermediate=8192, mlp_activation="gelu", vocab=32000)
     assert head_weight_grad_bytes(m) == 2 * 2048 + 2 * 32000

@@ -1,15 +1,15 @@
-"""sim.moe.model_parallel and the TP/CP parts of a step: collectives worked by hand on one NVLink
+"""sim.training.comm.model_parallel and the TP/CP parts of a step: collectives worked by hand on one NVLink
 node, the CP ring's overlap, the compute a GPU keeps, and the refusals."""
 import pytest
 import simpy
 
-from sim.moe.chunk import ChunkModel
-from sim.moe.collective_shapes import kv_heads_per_gpu, model_parallel_shapes
-from sim.moe.model_parallel import ModelParallelComm
-from sim.moe.scenario import Scenario
-from sim.moe.specs import RunSpec, SpecError, load_gpu, load_model
-from sim.moe.step import MoEStep
 from sim.network.collectives import nccl_ring_cost
+from sim.training.comm.collective_shapes import kv_heads_per_gpu, model_parallel_shapes
+from sim.training.comm.model_parallel import ModelParallelComm
+from sim.training.costs.chunk import ChunkModel
+from sim.training.model.specs import RunSpec, SpecError, load_gpu, load_model
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 
 
 def node_run(**changes) -> RunSpec:
@@ -107,7 +107,8 @@ def test_a_tp_step_exposes_its_collectives_and_reports_them():
     assert rank.tp_comm_s == pytest.approx(4 * sc.model.layers * ar)
     assert rank.exposed_comm_s == pytest.approx(rank.tp_comm_s) and rank.cp_comm_s == 0
     assert res.to_json()["ranks"][0]["tp_comm_s"] == rank.tp_comm_s
-    assert "TP8 x PP1 x DP1" in __import__("sim.moe.recipe", fromlist=["recipe_line"]).recipe_line(res.recipe)
+    from sim.training.model.recipe import recipe_line
+    assert "TP8 x PP1 x DP1" in recipe_line(res.recipe)
     full = MoEStep(Scenario(node_run(memory_policy="full"))).simulate()
     assert full.ranks[0].tp_comm_s == pytest.approx(6 * sc.model.layers * ar)     # the recomputed forward's too
 
@@ -189,7 +190,7 @@ def test_an_overlapped_block_runs_its_gather_and_scatter_beside_its_gemm(ag, rs,
     waits for B and RS: max(1 + 3, 1 + ag + rs) + 1."""
     import numpy as np
 
-    from sim.moe.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+    from sim.training.costs.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
     chain = [Part(COMPUTE, "A", 1.0), Part(COMM, "AG", shape="ag", overlap="next"), Part(COMPUTE, "B", 2.0),
              Part(COMM, "RS", shape="rs", overlap="prev"), Part(COMPUTE, "C", 1.0)]
     plan = compile_plan(*as_streams(chain))
@@ -221,7 +222,7 @@ def test_overlap_parts_with_no_compute_beside_them_run_in_chain_order():
     the chain runs one part after the other."""
     import numpy as np
 
-    from sim.moe.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+    from sim.training.costs.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
     chain = [Part(COMPUTE, "A", 1.0), Part(COMM, "AG", shape="ag", overlap="next"), Part(COMM, "D", shape="d"),
              Part(COMPUTE, "C", 1.0), Part(COMM, "AG2", shape="ag", overlap="next")]
     plan = compile_plan(*as_streams(chain))

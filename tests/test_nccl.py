@@ -5,7 +5,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.checks import InputError
-from sim.moe.specs import SpecError, load_scenario
 from sim.network import (
     Fabric,
     hierarchical_all_gather,
@@ -24,6 +23,7 @@ from sim.network.nccl import (
     ring_protocol,
     ring_steps,
 )
+from sim.training.model.specs import SpecError, load_scenario
 from topologies import load_topology
 
 
@@ -186,8 +186,8 @@ def test_a_small_all_reduce_runs_ll_at_a_quarter_of_the_bandwidth():
 
 
 def test_a_run_passes_its_protocol_to_its_data_parallel_collectives():
-    from sim.moe.dpsync import LayerCollectives
-    from sim.moe.scenario import Scenario
+    from sim.training.dpsync import LayerCollectives
+    from sim.training.scenario import Scenario
     base = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels="deepep")
     times = {p: LayerCollectives(Scenario(base.with_(nccl_protocol=p))).time("gather:dense")
              for p in ("none", "Simple", "LL")}

@@ -13,7 +13,7 @@ import pytest
 from sim.orphans import POLL_S, watch_parent
 
 POOL = """
-    from sim.moe.comm import _pool
+    from sim.training.comm.alltoall import _pool
     pool = _pool(2).__enter__()
     [f.result() for f in [pool.submit(abs, -1) for _ in range(4)]]     # both workers started
 """

@@ -1,4 +1,5 @@
 """sim: the package's face, the public entry points imported on first use."""
+import importlib
 import subprocess
 import sys
 
@@ -20,4 +21,25 @@ def test_the_four_entry_points_run_a_step_and_a_pipeline():
 def test_importing_the_package_imports_none_of_them():
     code = "import sys, sim; print(sorted(m for m in sys.modules if m.startswith('sim.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert out.strip() == "['sim.faces']"
+
+
+FACES = ("sim.training", "sim.training.model", "sim.training.comm", "sim.training.costs", "sim.training.reports")
+
+
+@pytest.mark.parametrize("package", FACES)
+def test_every_face_names_what_its_modules_define(package):
+    face = importlib.import_module(package)
+    for name in face.PUBLIC:
+        assert getattr(face, name) is getattr(importlib.import_module(face.PUBLIC[name]), name)
+        assert face.PUBLIC[name].startswith(package + ".")
+    assert set(face.PUBLIC) <= set(dir(face))
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'nope'"):
+        face.nope
+
+
+def test_a_face_imports_no_module_until_a_name_is_used():
+    code = ("import sys, sim.training.model; print(sorted(m for m in sys.modules if m.startswith('sim.'))); "
+            "sim.training.model.Layout; print('sim.training.model.layout' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["['sim.faces', 'sim.training', 'sim.training.model']", "True"]

@@ -1,8 +1,8 @@
-"""sim.moe.params: parameter counts against the published sizes of the models."""
+"""sim.training.model.params: parameter counts against the published sizes of the models."""
 import pytest
 
-from sim.moe.params import attention_params, expert_params, layer_params, rank_params
-from sim.moe.specs import load_model
+from sim.training.model.params import attention_params, expert_params, layer_params, rank_params
+from sim.training.model.specs import load_model
 
 
 def test_gqa_attention_params_formula():

@@ -1,8 +1,8 @@
-"""sim.moe.parts: ops as parts in the order of the DeepSeek-V3 report's Figure 4, with recomputation, embedding and heads."""
+"""sim.training.costs.parts: ops as parts in the order of the DeepSeek-V3 report's Figure 4, with recomputation, embedding and heads."""
 
-from sim.moe.chunk import LayerCost, StageEnds
-from sim.moe.parts import backward_parts, forward_parts, overlapped_parts, weight_parts
-from sim.moe.streams import COMM, COMPUTE
+from sim.training.costs.chunk import LayerCost, StageEnds
+from sim.training.costs.parts import backward_parts, forward_parts, overlapped_parts, weight_parts
+from sim.training.costs.streams import COMM, COMPUTE
 
 MOE = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, True, 0.9, 0.0)
 NONE = StageEnds()
@@ -57,7 +57,7 @@ def test_fb_unit_with_tp_and_cp_puts_each_collective_between_its_producer_and_co
     """Sequence parallelism and CP on an MoE layer with shared experts: the forward's CP ring and
     all-gather before ATTN(F), its reduce-scatter after it and before DISPATCH(F), and so on; the
     communication stream in the order the chunks need them."""
-    from sim.moe.parts import ModelParallelParts
+    from sim.training.costs.parts import ModelParallelParts
     comp, comm = overlapped_parts([MOE], [MOE], NONE, NONE, mp=ModelParallelParts("sp", cp=True))
     assert [p.name for p in comp] == ["ATTN(F)", "MLP(B)", "MLP(W)", "MLP(F)", "ATTN(B)", "ATTN(W)"]
     assert [p.name for p in comm] == ["CP-KV(F)", "TP-AG(F)", "COMBINE(B)", "TP-AG(B)", "TP-RS(F)", "DISPATCH(F)",
@@ -77,7 +77,7 @@ def test_fb_unit_with_tp_and_cp_puts_each_collective_between_its_producer_and_co
 
 
 def test_fb_unit_under_full_recomputation_issues_the_recomputed_collectives():
-    from sim.moe.parts import ModelParallelParts
+    from sim.training.costs.parts import ModelParallelParts
     layer = LayerCost(1.0, 2.0, 1.0, 1.0, 1.0, 1.0, False, 0.0, 0.0, attn_r=1.0, mlp_r=1.0)
     comp, comm = overlapped_parts([layer], [layer], NONE, NONE, mp=ModelParallelParts("ar", full_recompute=True))
     names = [p.name for p in comm]

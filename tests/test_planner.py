@@ -9,7 +9,7 @@ TINY = dict(gpus=16, model="tiny-moe", topology="h800-16", global_batch=32, seq_
 
 
 def test_candidates_checks_memory_without_a_link_table(monkeypatch):
-    import sim.moe.scenario as scenario_module
+    import sim.training.scenario as scenario_module
 
     def refuse(*_):
         raise AssertionError("the planner built a link table for a memory check")

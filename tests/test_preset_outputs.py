@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from sim.moe.example import example_yaml
+from sim.training.model.example import example_yaml
 from topologies.presets import preset_names, read_spec
 
 ROOT = Path(__file__).resolve().parents[1]

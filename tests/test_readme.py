@@ -48,8 +48,8 @@ def test_every_command_in_the_readme_parses():
 
 @pytest.mark.parametrize("schedule", ["1f1b", "dualpipe"])
 def test_the_worked_example_gives_the_readmes_figures(schedule, monkeypatch):
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
     monkeypatch.chdir(ROOT / "tests")                       # paths resolve from the scenario's folder
     res = simulate_step(load_scenario(str(ROOT / "examples" / "qwen3-on-h100.yaml"), schedule=schedule))
     example = README[README.index("python -m sim run examples/qwen3-on-h100.yaml"):]

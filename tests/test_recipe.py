@@ -1,8 +1,8 @@
-"""sim.moe.recipe: what a run simulated, from its spec; the warnings beside it."""
+"""sim.training.model.recipe: what a run simulated, from its spec; the warnings beside it."""
 import pytest
 
-from sim.moe.recipe import MFU_BOUND, recipe, recipe_line, recipe_warnings
-from sim.moe.specs import load_scenario
+from sim.training.model.recipe import MFU_BOUND, recipe, recipe_line, recipe_warnings
+from sim.training.model.specs import load_scenario
 
 
 def test_the_recipe_is_computed_from_the_spec():
@@ -38,8 +38,8 @@ def test_idle_gpus_and_a_high_mfu_are_warned_with_both_counts():
 def test_mfu_is_counted_against_the_peak_of_the_precision_that_runs(precision, peak_tflops):
     """MFU = model FLOPs of the step / (GPUs x the peak of the GEMMs' precision x step time):
     H800's dense BF16 989 TFLOPS, FP8 1,979 (FP8 GEMMs are not counted against the BF16 peak)."""
-    from sim.moe.scenario import Scenario
-    from sim.moe.step import simulate_step
+    from sim.training.scenario import Scenario
+    from sim.training.step import simulate_step
     run = load_scenario("tiny", schedule="1f1b", gemm_precision=precision)
     res = simulate_step(run)
     flops = Scenario(run).chunk.model_flops_per_microbatch() * run.microbatches * run.dp

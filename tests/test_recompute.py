@@ -1,4 +1,4 @@
-"""sim.moe.recompute and the memory it leads to: Megatron-Core's recompute knobs, each module's
+"""sim.training.model.recompute and the memory it leads to: Megatron-Core's recompute knobs, each module's
 memory saved and time added by hand for a GPT and an MoE layer, fused attention's saved bytes,
 the fixed terms, properties (memory monotone in micro-batch size and sequence length, never below
 the parameters' share), and bad input in one line."""
@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.moe.activations import BF16, FP8, FP32, ActivationRecipe, bytes_per_token, layer_tensors
-from sim.moe.chunk import ChunkModel
-from sim.moe.memory import CUDA_CONTEXT_GB, FRAGMENTATION, NCCL_GB
-from sim.moe.recompute import Recompute, recompute_of
-from sim.moe.scenario import Scenario
-from sim.moe.specs import ModelSpec, RunSpec, SpecError, load_gpu, load_model
+from sim.training.costs.chunk import ChunkModel
+from sim.training.model.activations import BF16, FP8, FP32, ActivationRecipe, bytes_per_token, layer_tensors
+from sim.training.model.memory import CUDA_CONTEXT_GB, FRAGMENTATION, NCCL_GB
+from sim.training.model.recompute import Recompute, recompute_of
+from sim.training.model.specs import ModelSpec, RunSpec, SpecError, load_gpu, load_model
+from sim.training.scenario import Scenario
 
 
 def gpt(h=1024, a=16):

@@ -1,11 +1,11 @@
-"""sim.moe.report: the comparison text, the F&B unit picked from the trace, figures and files."""
+"""sim.training.reports.report: the comparison text, the F&B unit picked from the trace, figures and files."""
 import pandas as pd
 import pytest
 
-from sim.moe.report import comparison_text, fb_unit_trace, plot_rank_breakdown, ranks_frame, write_outputs
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import TIME_COLUMNS, simulate_schedules
+from sim.training.model.specs import load_scenario
+from sim.training.reports.report import comparison_text, fb_unit_trace, plot_rank_breakdown, ranks_frame, write_outputs
+from sim.training.scenario import Scenario
+from sim.training.step import TIME_COLUMNS, simulate_schedules
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +50,9 @@ def test_write_outputs(results, tmp_path):
 
 
 def test_write_outputs_with_link_timelines(tmp_path):
-    from sim.moe.scenario import Scenario
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_schedules
+    from sim.training.model.specs import load_scenario
+    from sim.training.scenario import Scenario
+    from sim.training.step import simulate_schedules
     results = simulate_schedules(Scenario(load_scenario("tiny")), ["1f1b", "dualpipe"], link_timeline=True)
     write_outputs(results, "tiny", tmp_path, "tiny")
     timeline = pd.read_csv(tmp_path / "tiny_link_timeline.csv")

@@ -1,12 +1,12 @@
-"""sim.moe.runner: ops as parts in Figure 4's order, and the lockstep runner against one process per replica."""
+"""sim.training.runner: ops as parts in Figure 4's order, and the lockstep runner against one process per replica."""
 import numpy as np
 import pytest
 import simpy
 
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.step import MoEStep
 from sim.network import Fabric
+from sim.training.model.specs import load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import MoEStep
 
 
 def probe(run=None):
@@ -71,7 +71,7 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
     late). With the routes taken at 1 GB/s (262 us alone) the grid asked for binds: 10 us gives 10,
     10, 20 and 30 us, 20 us gives 20, 20, 20 and 40 us. On a grid of 0, or without jitter, each
     at its own end."""
-    from sim.moe.faults import SEND_GRID_S
+    from sim.training.model.faults import SEND_GRID_S
     own, ends = 262144 / 160e9, [1e-6, 3e-6, 12e-6, 25e-6]
     for cv, grid, slow, want in ((0.05, {}, False, [own, 2 * own, 8 * own, 16 * own]),
                                  (0.0, {}, False, ends),

@@ -1,11 +1,11 @@
-"""sim.moe.runpage: a run's results page, every claim checked against the CSV it was read from."""
+"""sim.training.reports.runpage: a run's results page, every claim checked against the CSV it was read from."""
 import re
 
 import pandas as pd
 import pytest
 
 from sim.cli import main
-from sim.moe.runpage import captions, conclusion, summary_table
+from sim.training.reports.runpage import captions, conclusion, summary_table
 
 
 def summary(**over):
@@ -123,7 +123,7 @@ def test_the_captions_read_whole():
 
 def test_a_page_from_its_files(tmp_path):
     """build_run_page reads the summary and ranks CSVs and shows only the figures that exist."""
-    from sim.moe.runpage import build_run_page, write_run_page
+    from sim.training.reports.runpage import build_run_page, write_run_page
     three().to_csv(tmp_path / "x_summary.csv", index=False)
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "x_fb_unit_c.png").write_bytes(b"png")
@@ -159,7 +159,7 @@ def test_rounding_ties_and_every_spelling_of_true():
 
 
 def test_captions_follow_the_schedules_order_and_the_pages_mode(tmp_path):
-    from sim.moe.runpage import build_run_page, write_run_page
+    from sim.training.reports.runpage import build_run_page, write_run_page
     ranks = pd.DataFrame({"schedule": ["c", "a"], "rank": [0, 0], "compute_s": [1.0, 2.0], "recompute_s": [0.0, 0.0]})
     assert captions("x", three(), ranks, "measured")["x_ranks.png"].endswith(
         "c: rank 0 computes most (1 s); a: rank 0 computes most (2 s).")

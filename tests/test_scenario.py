@@ -1,8 +1,8 @@
-"""sim.moe.scenario: a run assembled once, with every layout rule checked there."""
+"""sim.training.scenario: a run assembled once, with every layout rule checked there."""
 import pytest
 
-from sim.moe.scenario import Scenario
-from sim.moe.specs import SpecError, load_scenario
+from sim.training.model.specs import SpecError, load_scenario
+from sim.training.scenario import Scenario
 from topologies import load_topology
 
 
@@ -28,7 +28,7 @@ def test_scenario_assembles_once_and_shares_its_topology():
 
 
 def test_memory_needs_no_link_table(monkeypatch):
-    import sim.moe.scenario as scenario_module
+    import sim.training.scenario as scenario_module
 
     def refuse(*_):
         raise AssertionError("the memory model built a link table")

@@ -1,4 +1,4 @@
-"""sim.moe.search and ``python -m sim search-schedule``: the surrogate against the full step, the
+"""sim.training.search and ``python -m sim search-schedule``: the surrogate against the full step, the
 search's answer reproduced by the full step, the same seed the same orders, bad input in one line."""
 import json
 import random
@@ -6,11 +6,11 @@ import random
 import pytest
 
 from sim.checks import InputError
-from sim.moe.scenario import Scenario
-from sim.moe.search import Surrogate, climb, one_microbatch_gb, search_schedules
-from sim.moe.specs import SpecError, load_scenario
-from sim.moe.step import MoEStep
 from sim.schedules import make_schedule, validate
+from sim.training.model.specs import SpecError, load_scenario
+from sim.training.scenario import Scenario
+from sim.training.search import Surrogate, climb, one_microbatch_gb, search_schedules
+from sim.training.step import MoEStep
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +129,8 @@ def test_a_start_that_does_not_fit_is_marked_or_replaced_by_one_that_does(tiny, 
 def test_the_zero_bubble_start_takes_the_whole_micro_batches_below_a_fractional_limit(tiny):
     """A limit that leaves room for 2.5 micro-batches of activations beyond the fixed memory: the
     zb start runs zb-auto with N = 2 (the whole number below), and every rank fits."""
-    from sim.moe.memory import stage_activation_bytes
-    from sim.moe.search import zb_start
+    from sim.training.model.memory import stage_activation_bytes
+    from sim.training.search import zb_start
     probe = tiny.with_schedule("1f1b")
     unit = max(f for f, _ in stage_activation_bytes(probe.model, probe.run, probe.chunk.layers_per_stage)[:2]) / 1e9
     fixed = max(m.total_gb - m.activations_gb for m in probe.memory)

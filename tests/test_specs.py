@@ -1,8 +1,16 @@
-"""sim.moe.specs: presets, field validation, scenario files."""
+"""sim.training.model.specs: presets, field validation, scenario files."""
 import pytest
 
-from sim.moe.scenario import Scenario
-from sim.moe.specs import SpecError, gpu_names, load_gpu, load_model, load_scenario, model_names, scenario_names
+from sim.training.model.specs import (
+    SpecError,
+    gpu_names,
+    load_gpu,
+    load_model,
+    load_scenario,
+    model_names,
+    scenario_names,
+)
+from sim.training.scenario import Scenario
 
 
 def test_presets_exist():
@@ -71,7 +79,7 @@ def test_bad_memory_and_layout_fields(overrides, pattern):
 
 
 def test_split_that_does_not_fit_the_schedule_is_refused():
-    from sim.moe.scenario import Scenario
+    from sim.training.scenario import Scenario
     with pytest.raises(SpecError, match="stage_layers has 3 entries"):
         Scenario(load_scenario("tiny", stage_layers=[3, 3, 2]))
     with pytest.raises(SpecError, match="sums to 9, but the model has 8"):
@@ -99,7 +107,7 @@ def test_a_scenario_file_missing_fields_names_them(tmp_path):
 
 
 def test_every_gpu_preset_names_its_source_and_blackwell_runs_mxfp8():
-    from sim.moe.specs import gpu_names
+    from sim.training.model.specs import gpu_names
     for name in gpu_names():
         g = load_gpu(name)
         assert g.source and g.bf16_tflops > 0 and g.nvlink_GBps > 0

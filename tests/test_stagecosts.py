@@ -1,12 +1,12 @@
-"""sim.moe.stagecosts: the profile Zero Bubble's search reads from a scenario: each stage's F, I, W
+"""sim.training.costs.stagecosts: the profile Zero Bubble's search reads from a scenario: each stage's F, I, W
 from the chunk model, one send's time from the route, each op's memory balancing to zero."""
 import networkx as nx
 import pytest
 
-from sim.moe.layout import Layout, LayoutRequest
-from sim.moe.scenario import Scenario
-from sim.moe.specs import load_scenario
-from sim.moe.stagecosts import send_seconds, stage_costs, stage_times
+from sim.training.costs.stagecosts import send_seconds, stage_costs, stage_times
+from sim.training.model.layout import Layout, LayoutRequest
+from sim.training.model.specs import load_scenario
+from sim.training.scenario import Scenario
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
-"""sim.moe.step: overlap out of the streams, modes, determinism, shared measurements, worker processes."""
+"""sim.training.step: overlap out of the streams, modes, determinism, shared measurements, worker processes."""
 import pytest
 
-from sim.moe.scenario import Scenario
-from sim.moe.specs import SpecError, load_scenario
-from sim.moe.step import TIME_COLUMNS, MoEStep, simulate_step
+from sim.training.model.specs import SpecError, load_scenario
+from sim.training.scenario import Scenario
+from sim.training.step import TIME_COLUMNS, MoEStep, simulate_step
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +46,10 @@ def test_deterministic():
 
 
 def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
-    from sim.moe.step import simulate_schedules
+    from sim.training.step import simulate_schedules
     runs = [load_scenario("tiny", schedule=s, routing_skew=1.0) for s in ("1f1b", "dualpipe")]
     alone = [simulate_step(r) for r in runs]
-    import sim.moe.comm as comm_module
+    import sim.training.comm.alltoall as comm_module
     measured = []
     real = comm_module.measure_all_to_alls
     monkeypatch.setattr(comm_module, "measure_all_to_alls", lambda *a: measured.append(a) or real(*a))
@@ -65,8 +65,8 @@ def test_schedules_share_one_set_of_all_to_all_measurements(monkeypatch):
 def test_worker_processes_give_the_same_step(monkeypatch):
     """Skewed routing sampled and all-to-alls measured in 2 spawned processes: same numbers; the
     processes that sampled the routing measure too (they are started once)."""
-    from sim.moe import comm
-    from sim.moe.step import simulate_schedules
+    from sim.training.comm import alltoall as comm
+    from sim.training.step import simulate_schedules
     monkeypatch.setattr(comm, "PARALLEL_MIN_TOKENS", 0)      # the tiny run would otherwise stay here
     monkeypatch.setattr(comm, "PARALLEL_MIN_FLOWS", 0)
     started, real_pool = [], comm._pool

@@ -5,9 +5,9 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.moe.chunk import LayerCost, StageEnds
-from sim.moe.parts import backward_parts, forward_parts, overlapped_parts
-from sim.moe.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+from sim.training.costs.chunk import LayerCost, StageEnds
+from sim.training.costs.parts import backward_parts, forward_parts, overlapped_parts
+from sim.training.costs.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
 
 
 def _run(comp, comm, start, load=None, slowdown=1.0, comm_time=1.0):

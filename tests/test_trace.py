@@ -17,9 +17,9 @@ def test_chrome_trace_of_simulate(tmp_path):
 
 
 def test_chrome_trace_of_a_moe_step_has_the_traced_ranks_streams(tmp_path):
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import simulate_step
     from sim.trace import write_chrome_trace
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
     res = simulate_step(load_scenario("tiny", schedule="dualpipe"))
     events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]
     parts = [e for e in events if e["ph"] == "X" and e["tid"] in (1, 2)]
@@ -32,10 +32,10 @@ def test_chrome_trace_of_a_moe_step_has_the_traced_ranks_streams(tmp_path):
 def test_a_step_with_its_link_timeline_traces_the_busiest_links_over_time(tmp_path):
     """Recorded, the step fabric's busiest links become counter tracks with one value per time bin,
     and every byte the timeline holds is a byte the fabric carried."""
-    from sim.moe.scenario import Scenario
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import MoEStep
     from sim.trace import write_chrome_trace
+    from sim.training.model.specs import load_scenario
+    from sim.training.scenario import Scenario
+    from sim.training.step import MoEStep
     res = MoEStep(Scenario(load_scenario("tiny", schedule="dualpipe", communication="live"))).simulate(link_timeline=True)
     tl = res.link_timeline
     assert set(tl.columns) == {"time_s", "bin_s", "link", "kind", "utilization"} and tl["link"].nunique() == 16
@@ -51,10 +51,10 @@ def test_a_step_with_its_link_timeline_traces_the_busiest_links_over_time(tmp_pa
 def test_the_link_track_says_whether_the_all_to_alls_are_on_it(tmp_path, communication, says):
     """Measured mode keeps the all-to-alls off the step's fabric: its link counters would show an idle
     network beside exposed all-to-all, so the track's name says what it holds."""
-    from sim.moe.scenario import Scenario
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import MoEStep
     from sim.trace import write_chrome_trace
+    from sim.training.model.specs import load_scenario
+    from sim.training.scenario import Scenario
+    from sim.training.step import MoEStep
     res = MoEStep(Scenario(load_scenario("tiny", schedule="1f1b", communication=communication))).simulate(
         link_timeline=True)
     events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]

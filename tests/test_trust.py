@@ -1,4 +1,4 @@
-"""sim.moe.trust: the validated runs like a run and the errors on them; the similarity rule by hand,
+"""sim.training.trust: the validated runs like a run and the errors on them; the similarity rule by hand,
 the shipped errors against the suite's rows, the band in a run's text, JSON, CSV and page."""
 import json
 from pathlib import Path
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from sim.cli import main
-from sim.moe.specs import load_model
-from sim.moe.trust import (
+from sim.training.model.specs import load_model
+from sim.training.trust import (
     MIN_RUNS,
     band_from_columns,
     generation,

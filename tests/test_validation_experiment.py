@@ -7,7 +7,7 @@ from experiments import validate
 
 
 def test_a_few_runs_end_to_end(tmp_path, capsys):
-    from sim.moe.trust import ERRORS
+    from sim.training.trust import ERRORS
     shipped = ERRORS.read_bytes()
     assert validate.main(["--out", str(tmp_path), "--serial", "--no-progress",
                           "--only", "zb-t4-6.2b-m24", "mt-t1-3.6b", "deepep-ll-dispatch-ep16"]) == 0

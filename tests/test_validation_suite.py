@@ -108,8 +108,8 @@ def test_the_zero_bubble_profile_becomes_per_layer_times(runs, tmp_path):
 
 def test_a_profile_fed_step_spends_the_profiled_time(runs, tmp_path):
     """With T_F, T_B, T_W fed in, a middle rank of 1F1B is busy M (T_F + T_B + T_W) per step."""
-    from sim.moe.scenario import Scenario
-    from sim.moe.step import MoEStep
+    from sim.training.scenario import Scenario
+    from sim.training.step import MoEStep
     run = runs["zb-t4-6.2b-m24-1f1b"]
     result = MoEStep(Scenario(run_spec(run, str(write_compute_profile(run, tmp_path))))).simulate()
     busy = result.ranks[3].compute_s + result.ranks[3].recompute_s

@@ -3,9 +3,9 @@ embedding and the loss counted as layers of the pipeline split (Megatron's
 account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split)."""
 import pytest
 
-from sim.moe.chunk import stage_layer_counts
-from sim.moe.scenario import Scenario
-from sim.moe.specs import RunSpec, SpecError
+from sim.training.costs.chunk import stage_layer_counts
+from sim.training.model.specs import RunSpec, SpecError
+from sim.training.scenario import Scenario
 
 GPT_22 = "zb-gpt-1.5b"     # the Zero Bubble paper's 1.5B GPT: 22 layers
 

@@ -129,10 +129,10 @@ def _cli_case() -> dict:
 
 def _calibrate_case() -> dict:
     """``python -m sim calibrate`` on DeepEP's published table (8 rows, up to 64 GPUs), in-process."""
-    from sim.moe.calibrate import Collectives, fit, read_profile
-    from sim.moe.comm_kernels import load_kernels
-    from sim.moe.scenario import named_topology
-    from sim.moe.specs import load_model, load_scenario
+    from sim.training.comm.calibrate import Collectives, fit, read_profile
+    from sim.training.comm.kernels import load_kernels
+    from sim.training.model.specs import load_model, load_scenario
+    from sim.training.scenario import named_topology
     t0 = time.perf_counter()
     run = load_scenario("deepseek-v3", topology="h800-64")
     sim = Collectives(named_topology("h800-64").links, run, load_model(run.model))
@@ -147,9 +147,9 @@ def _moe_case(mode: str, skew: float = 0.0, workers: int = 1, communication: str
     """Times the three phases of a step: set-up (specs, schedule, routing; skewed routing samples
     every token), all-to-all measurement on the fabric (per shape, and per stage under skew) and
     the simulation itself."""
-    from sim.moe.scenario import Scenario
-    from sim.moe.specs import load_scenario
-    from sim.moe.step import MoEStep
+    from sim.training.model.specs import load_scenario
+    from sim.training.scenario import Scenario
+    from sim.training.step import MoEStep
     t0 = time.perf_counter()
     run = load_scenario("deepseek-v3", routing_skew=skew, communication=communication, faults=faults,
                         network=network)
@@ -171,7 +171,7 @@ def _jobs_case(placement: str) -> dict:
     """Two DeepSeek-V3 jobs of 1,024 GPUs on h800-2048 (examples/jobs/deepseek-v3-1024.yaml, live
     all-to-alls), each alone and both together, as ``python -m sim jobs`` runs them."""
     from sim.jobs import StepJob, run_jobs
-    from sim.moe.specs import load_scenario
+    from sim.training.model.specs import load_scenario
     t0 = time.perf_counter()
     run = load_scenario(str(Path(__file__).resolve().parent.parent / "examples" / "jobs" / "deepseek-v3-1024.yaml"),
                         communication="live")
@@ -182,7 +182,7 @@ def _jobs_case(placement: str) -> dict:
 
 def _llama3_case() -> dict:
     """The validation row llama3-t4-16384-cp1 assembled and simulated, as ``make validate`` does it."""
-    from sim.moe.step import MoEStep
+    from sim.training.step import MoEStep
     from validation.predict import scenario_of
     from validation.suite import load_runs
     t0 = time.perf_counter()

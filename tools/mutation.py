@@ -36,10 +36,12 @@ from experiments.common import script_main
 from sim.checks import InputError, arg
 from sim.io import write_csv_atomic
 
-CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.moe.streams", "sim.moe.runner", "sim.moe.chunk",
-        "sim.moe.memory", "sim.sweep", "sim.moe.live", "sim.moe.comm_kernels", "sim.moe.calibrate", "sim.moe.hfconfig",
-        "sim.moe.recipe", "sim.moe.runpage", "sim.sweep_rows", "sim.moe.collective_shapes", "sim.moe.model_parallel",
-        "sim.moe.layout", "sim.moe.activations", "sim.moe.recompute", "sim.compute.gemm", "sim.compute.attention",
+CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.training.costs.streams", "sim.training.runner",
+        "sim.training.costs.chunk", "sim.training.model.memory", "sim.sweep", "sim.training.comm.live",
+        "sim.training.comm.kernels", "sim.training.comm.calibrate", "sim.training.model.hfconfig",
+        "sim.training.model.recipe", "sim.training.reports.runpage", "sim.sweep_rows",
+        "sim.training.comm.collective_shapes", "sim.training.comm.model_parallel", "sim.training.model.layout",
+        "sim.training.model.activations", "sim.training.model.recompute", "sim.compute.gemm", "sim.compute.attention",
         "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables",
         "sim.plan_recipes", "sim.plan_search", "sim.cluster", "sim.jobs")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
@@ -76,44 +78,55 @@ EQUIVALENT = {
                                                           "reaches it; the label only",
     "sim.network.nccl.x_ring_cost__mutmut_82": "1e9 -> 1000000001.0 B/GB moves every estimate by 1e-9: only an "
                                                "exact tie between two protocols could flip",
-    "sim.moe.layout.x_divisors__mutmut_7": "range(1, n + 2): n + 1 never divides n >= 1",
-    "sim.moe.layout.xǁLayoutǁcheck__mutmut_5": "kv_heads 1 by default: 1 % tp and tp % 1 == 0, never refused, as 0",
-    "sim.moe.layout.xǁLayoutǁcheck__mutmut_22": "mp >= 1: at mp 1 block % 1 is 0 and the check never fires",
-    "sim.moe.layout.xǁLayoutǁcheck__mutmut_38": "mp >= 1: at mp 1 block % 1 is 0 and the check never fires",
-    "sim.moe.layout.xǁLayoutǁcheck__mutmut_39": "mp > 2: at mp 2 expert TP above 1 means TP 2 = expert TP 2, an even "
+    "sim.training.model.layout.x_divisors__mutmut_7": "range(1, n + 2): n + 1 never divides n >= 1",
+    "sim.training.model.layout.xǁLayoutǁcheck__mutmut_5":
+        "kv_heads 1 by default: 1 % tp and tp % 1 == 0, never refused, as 0",
+    "sim.training.model.layout.xǁLayoutǁcheck__mutmut_22": "mp >= 1: at mp 1 block % 1 is 0 and the check never fires",
+    "sim.training.model.layout.xǁLayoutǁcheck__mutmut_38": "mp >= 1: at mp 1 block % 1 is 0 and the check never fires",
+    "sim.training.model.layout.xǁLayoutǁcheck__mutmut_39":
+        "mp > 2: at mp 2 expert TP above 1 means TP 2 = expert TP 2, an even "
                                                "block; expert TP 1 meets the folding check first",
-    "sim.moe.activations.x_linear_shapes__mutmut_9": "a column-parallel Linear's name is read only by the "
+    "sim.training.model.activations.x_linear_shapes__mutmut_9": "a column-parallel Linear's name is read only by the "
                                                      "ROW_PARALLEL lookup, which it is not in either way",
-    "sim.moe.activations.x_linear_shapes__mutmut_10": "same as mutmut_9 (qkv spelt in capitals)",
-    "sim.moe.activations.x_linear_shapes__mutmut_28": "same as mutmut_9 (q_up, column-parallel)",
-    "sim.moe.activations.x_linear_shapes__mutmut_29": "same as mutmut_9 (q_up in capitals)",
-    "sim.moe.activations.x_linear_shapes__mutmut_80": "same as mutmut_9 (routed_up, column-parallel)",
-    "sim.moe.activations.x_linear_shapes__mutmut_81": "same as mutmut_9 (routed_up in capitals)",
-    "sim.moe.activations.x_linear_shapes__mutmut_88": "routed_down out of ROW_PARALLEL: its shares swap between 1/tp "
+    "sim.training.model.activations.x_linear_shapes__mutmut_10": "same as mutmut_9 (qkv spelt in capitals)",
+    "sim.training.model.activations.x_linear_shapes__mutmut_28": "same as mutmut_9 (q_up, column-parallel)",
+    "sim.training.model.activations.x_linear_shapes__mutmut_29": "same as mutmut_9 (q_up in capitals)",
+    "sim.training.model.activations.x_linear_shapes__mutmut_80": "same as mutmut_9 (routed_up, column-parallel)",
+    "sim.training.model.activations.x_linear_shapes__mutmut_81": "same as mutmut_9 (routed_up in capitals)",
+    "sim.training.model.activations.x_linear_shapes__mutmut_88":
+        "routed_down out of ROW_PARALLEL: its shares swap between 1/tp "
                                                       "and the wide share, which is 1/tp too under sequence "
                                                       "parallelism, the only way an MoE model runs with TP",
-    "sim.moe.activations.x_linear_shapes__mutmut_89": "same as mutmut_88 (routed_down in capitals)",
-    "sim.moe.activations.x_mlp_tensors__mutmut_12": "a saved tensor's name is a label; split_of reads None as "
+    "sim.training.model.activations.x_linear_shapes__mutmut_89": "same as mutmut_88 (routed_down in capitals)",
+    "sim.training.model.activations.x_mlp_tensors__mutmut_12":
+        "a saved tensor's name is a label; split_of reads None as "
                                                     "'sp', mlp.norm_input's own split",
-    "sim.moe.activations.x_mlp_tensors__mutmut_111": "routed.input's name None: split_of reads None as 'sp', "
+    "sim.training.model.activations.x_mlp_tensors__mutmut_111":
+        "routed.input's name None: split_of reads None as 'sp', "
                                                      "routed.input's own split",
-    "sim.moe.activations.x_mlp_tensors__mutmut_118": "routed.input misspelt: split_of reads an unknown name as 'sp', "
+    "sim.training.model.activations.x_mlp_tensors__mutmut_118":
+        "routed.input misspelt: split_of reads an unknown name as 'sp', "
                                                      "routed.input's own split",
-    "sim.moe.activations.x_mlp_tensors__mutmut_119": "same as mutmut_118 (in capitals)",
-    "sim.moe.activations.x_mlp_tensors__mutmut_134": "the routed experts' names only choose their split, 'tp' or "
+    "sim.training.model.activations.x_mlp_tensors__mutmut_119": "same as mutmut_118 (in capitals)",
+    "sim.training.model.activations.x_mlp_tensors__mutmut_134":
+        "the routed experts' names only choose their split, 'tp' or "
                                                      "'sp', alike under sequence parallelism, the only way an MoE "
                                                      "model runs with TP (Layout.check)",
-    "sim.moe.activations.x_mlp_tensors__mutmut_135": "same as mutmut_134 (routed in capitals)",
-    "sim.moe.runpage.x_build_run_page__mutmut_21": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
-    "sim.moe.runpage.x_build_run_page__mutmut_22": "the default 'measured' spelt otherwise: captions() tests == 'live' only",
-    "sim.moe.runpage.x_captions__mutmut_18": "groupby(sort=None): pandas reads None as False, the same order",
-    "sim.moe.runpage.x_conclusion__mutmut_3": "sort kind None (quicksort): numpy sorts under 16 rows by insertion, "
+    "sim.training.model.activations.x_mlp_tensors__mutmut_135": "same as mutmut_134 (routed in capitals)",
+    "sim.training.reports.runpage.x_build_run_page__mutmut_21":
+        "the default 'measured' spelt otherwise: captions() tests == 'live' only",
+    "sim.training.reports.runpage.x_build_run_page__mutmut_22":
+        "the default 'measured' spelt otherwise: captions() tests == 'live' only",
+    "sim.training.reports.runpage.x_captions__mutmut_18":
+        "groupby(sort=None): pandas reads None as False, the same order",
+    "sim.training.reports.runpage.x_conclusion__mutmut_3":
+        "sort kind None (quicksort): numpy sorts under 16 rows by insertion, "
                                               "stable; a page has one row per schedule",
-    "sim.moe.runpage.x_conclusion__mutmut_5": "sort kind default (quicksort): stable under 16 rows, as _3",
-    "sim.moe.runpage.x_conclusion__mutmut_9": "sort kind 'STABLE': pandas lower-cases the kind",
-    "sim.moe.runpage.x_summary_table__mutmut_3": "as conclusion _3",
-    "sim.moe.runpage.x_summary_table__mutmut_5": "as conclusion _5",
-    "sim.moe.runpage.x_summary_table__mutmut_9": "as conclusion _9",
+    "sim.training.reports.runpage.x_conclusion__mutmut_5": "sort kind default (quicksort): stable under 16 rows, as _3",
+    "sim.training.reports.runpage.x_conclusion__mutmut_9": "sort kind 'STABLE': pandas lower-cases the kind",
+    "sim.training.reports.runpage.x_summary_table__mutmut_3": "as conclusion _3",
+    "sim.training.reports.runpage.x_summary_table__mutmut_5": "as conclusion _5",
+    "sim.training.reports.runpage.x_summary_table__mutmut_9": "as conclusion _9",
     "sim.engine.x__per_stage__mutmut_24": "upper bound 1e12 -> 1e12 + 1: no cost lies between",
     "sim.schedules.timing.x_inputs_of__mutmut_14": "W then waits for F(mb,s) and G(mb,s+1): its own I, earlier on "
                                                    "the same rank, already waited for both (the validator keeps I "
@@ -140,38 +153,46 @@ EQUIVALENT = {
     # the division is exact (checked before, or hidden a multiple of heads); a sliding count that no
     # output reads without a window; the file read as UTF-8 however the encoding is spelt (this
     # machine's locale is UTF-8 too).
-    "sim.moe.hfconfig.x__gpt2__mutmut_52": "hidden / heads: n_embd is checked a multiple of n_head; int in ModelSpec",
+    "sim.training.model.hfconfig.x__gpt2__mutmut_52":
+        "hidden / heads: n_embd is checked a multiple of n_head; int in ModelSpec",
     "sim.schedules.zbauto.xǁStageCostsǁcheck__mutmut_71": "> and >= differ only at an imbalance of exactly "
                                                           "the tolerance",
-    "sim.moe.hfconfig.x_config_fields__mutmut_75": "hidden / heads: checked a multiple just before; int in ModelSpec",
-    "sim.moe.hfconfig.x__qwen_moe__mutmut_86": "shared / expert size: checked a whole multiple; int in ModelSpec",
-    "sim.moe.hfconfig.x__not_costed__mutmut_24": "the sliding count is read only when there is a window",
-    "sim.moe.hfconfig.x__not_costed__mutmut_25": "the sliding count is read only when there is a window",
-    "sim.moe.hfconfig.x_read_config__mutmut_4": "encoding None: the locale's, UTF-8 here",
-    "sim.moe.hfconfig.x_read_config__mutmut_6": "'UTF-8' and 'utf-8' name one codec",
+    "sim.training.model.hfconfig.x_config_fields__mutmut_75":
+        "hidden / heads: checked a multiple just before; int in ModelSpec",
+    "sim.training.model.hfconfig.x__qwen_moe__mutmut_86":
+        "shared / expert size: checked a whole multiple; int in ModelSpec",
+    "sim.training.model.hfconfig.x__not_costed__mutmut_24": "the sliding count is read only when there is a window",
+    "sim.training.model.hfconfig.x__not_costed__mutmut_25": "the sliding count is read only when there is a window",
+    "sim.training.model.hfconfig.x_read_config__mutmut_4": "encoding None: the locale's, UTF-8 here",
+    "sim.training.model.hfconfig.x_read_config__mutmut_6": "'UTF-8' and 'utf-8' name one codec",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
-    "sim.moe.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
-    "sim.moe.chunk.x_mla_up_projection_params__mutmut_7": "the query up-projection's formula is 0 when "
+    "sim.training.model.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
+    "sim.training.costs.chunk.x_mla_up_projection_params__mutmut_7": "the query up-projection's formula is 0 when "
                                                            "q_lora_rank is 0: the guard only saves a product",
     "sim.network.stats.x_link_stats__mutmut_48": "pandas applies the sort kind only when sorting by one column "
                                                  "(here two: bytes, link)",
     "sim.network.stats.x_link_stats__mutmut_51": "same as mutmut_48 (the kind left to its default)",
     "sim.network.stats.x_link_stats__mutmut_58": "same as mutmut_48 (pandas does not even read the kind)",
     "sim.network.stats.x_link_stats__mutmut_59": "same as mutmut_58",
-    "sim.moe.streams.x_as_streams__mutmut_34": "a copied part's stream is never read again: the plan's order says "
+    "sim.training.costs.streams.x_as_streams__mutmut_34":
+        "a copied part's stream is never read again: the plan's order says "
                                                "which stream each part runs on",
-    "sim.moe.streams.x_as_streams__mutmut_41": "a copied part's overlap is never read again: as_streams has turned "
+    "sim.training.costs.streams.x_as_streams__mutmut_41":
+        "a copied part's overlap is never read again: as_streams has turned "
                                                "it into the parts' dependencies",
-    "sim.moe.streams.x_as_streams__mutmut_49": "same as mutmut_41 (the field left to its default)",
-    "sim.moe.streams.x_walk_op__mutmut_1": "record's default: both callers (run_op, the live runner) pass it",
-    "sim.moe.streams.x_walk_op__mutmut_40": "the communication stream's ends never decrease, so a kernel that ended "
+    "sim.training.costs.streams.x_as_streams__mutmut_49": "same as mutmut_41 (the field left to its default)",
+    "sim.training.costs.streams.x_walk_op__mutmut_1":
+        "record's default: both callers (run_op, the live runner) pass it",
+    "sim.training.costs.streams.x_walk_op__mutmut_40":
+        "the communication stream's ends never decrease, so a kernel that ended "
                                             "at the earliest start is followed only by kernels that ended no later, "
                                             "none of which any GPU's start falls inside",
-    "sim.moe.streams.x_walk_op__mutmut_55": "np.where(None, shared, full) is full",
-    "sim.moe.streams.x__walk_one__mutmut_3": "a part waits only for parts visited before it, so every end is written "
+    "sim.training.costs.streams.x_walk_op__mutmut_55": "np.where(None, shared, full) is full",
+    "sim.training.costs.streams.x__walk_one__mutmut_3":
+        "a part waits only for parts visited before it, so every end is written "
                                              "before it is read: the compute stream's first values are never read",
-    "sim.moe.streams.x__walk_one__mutmut_5": "the same for the communication stream's first values",
+    "sim.training.costs.streams.x__walk_one__mutmut_5": "the same for the communication stream's first values",
     "sim.schedules.registry.x_check_arguments__mutmut_64": "only interleaved-1f1b takes chunks other than "
                                                            "None or 1, and max(chunks or 1, 2) is 2 for both",
     # The timeline's first rates: never read, since _add returns while no link is active.
@@ -191,49 +212,55 @@ EQUIVALENT = {
                                                           "and are skipped",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_22": "the bin after the last overlaps by at most 0",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
-    "sim.moe.runner.xǁGroupRunnerǁ_run_live__mutmut_23": "an all-to-all launched now also waits 0 s first: one "
+    "sim.training.runner.xǁGroupRunnerǁ_run_live__mutmut_23": "an all-to-all launched now also waits 0 s first: one "
                                                           "more event, the same times",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_46": "numpy reads a sort kind case-insensitively: 'STABLE' is "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_46": "numpy reads a sort kind case-insensitively: 'STABLE' is "
                                                       "'stable'",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_68": "differs only for a send late by exactly 1e-12 s",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_77": "a representative send due now also waits 0 s first: one "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_68": "differs only for a send late by exactly 1e-12 s",
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_77": "a representative send due now also waits 0 s first: one "
                                                       "more event, the same times",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_89": "representative mode sends for one replica: arrived[None] = t "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_89":
+        "representative mode sends for one replica: arrived[None] = t "
                                                       "sets that one element",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_92": "representative mode has no send grid (faults simulate every "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_92": "representative mode has no send grid (faults simulate every "
                                                       "rank), so its sends are credited 0 s anyway",
-    "sim.moe.runner.xǁGroupRunnerǁ_send__mutmut_93": "a send due now handed to transfer_at, which starts a send "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_93": "a send due now handed to transfer_at, which starts a send "
                                                       "that is not after now with transfer itself, credited "
                                                       "at - max(due, now) = 0 s",
-    "sim.moe.runner.xǁGroupRunnerǁ_grid__mutmut_1": "without the cache each call works the same grid out again",
-    "sim.moe.runner.xǁGroupRunnerǁ_grid__mutmut_2": "a cache key that never hits (None): each call works the "
+    "sim.training.runner.xǁGroupRunnerǁ_grid__mutmut_1": "without the cache each call works the same grid out again",
+    "sim.training.runner.xǁGroupRunnerǁ_grid__mutmut_2": "a cache key that never hits (None): each call works the "
                                                      "same grid out again",
     "sim.network.fabric.xǁFabricǁroute_bandwidth__mutmut_7": "the GPU check with 1 byte instead of 0: both sizes "
                                                               "are valid",
     "sim.network.fabric.xǁFabricǁroute_bandwidth__mutmut_11": "a route cache key that never hits (None): the "
                                                                "route is looked up again, the same",
-    "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_1": "send_launch_s's default: the step always passes it",
-    "sim.moe.runner.xǁGroupRunnerǁ__init____mutmut_49": "faults without jitter as the jitter source: their jitter() "
+    "sim.training.runner.xǁGroupRunnerǁ__init____mutmut_1": "send_launch_s's default: the step always passes it",
+    "sim.training.runner.xǁGroupRunnerǁ__init____mutmut_49":
+        "faults without jitter as the jitter source: their jitter() "
                                                         "is None, so each part is scaled by its factor (or 1.0)",
-    "sim.moe.runner.xǁGroupRunnerǁrun__mutmut_85": "outputs_of does not use num_stages",
-    "sim.moe.runner.xǁGroupRunnerǁrun__mutmut_127": "an op that ends now also waits 0 s: one more event, the same "
+    "sim.training.runner.xǁGroupRunnerǁrun__mutmut_85": "outputs_of does not use num_stages",
+    "sim.training.runner.xǁGroupRunnerǁrun__mutmut_127": "an op that ends now also waits 0 s: one more event, the same "
                                                     "times",
-    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_4": "the plan cache's key for an F&B unit only has to differ from "
+    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_4": "the plan cache's key for an F&B unit only has to differ from "
                                                     "a single op's (kind, stage): any first word does",
-    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_5": "same as mutmut_4",
-    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_6": "without the plan cache every op's plan is built again: the "
+    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_5": "same as mutmut_4",
+    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_6": "without the plan cache every op's plan is built again: the "
                                                     "same plans, slower",
-    "sim.moe.runner.xǁGroupRunnerǁ_plan__mutmut_7": "same as mutmut_6 (a cache that never hits)",
-    "sim.moe.live.xǁLiveCommǁ_bundle__mutmut_2": "the representative's runner always asks for group 0: its cache "
+    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_7": "same as mutmut_6 (a cache that never hits)",
+    "sim.training.comm.live.xǁLiveCommǁ_bundle__mutmut_2":
+        "the representative's runner always asks for group 0: its cache "
                                                  "key (shape, stage, 0) stands for the stage as -1 does",
-    "sim.moe.live.xǁLiveCommǁ_bundle__mutmut_4": "-1 -> +1: a cache key only; a LiveComm is representative or not "
+    "sim.training.comm.live.xǁLiveCommǁ_bundle__mutmut_4":
+        "-1 -> +1: a cache key only; a LiveComm is representative or not "
                                                  "for its life, so its keys never meet a group's",
-    "sim.moe.live.xǁLiveCommǁ_bundle__mutmut_5": "same as mutmut_4 (-2)",
-    "sim.moe.live.xǁLiveCommǁall_to_all__mutmut_29": "with no message the data phase takes 0 s alone (nothing on the "
+    "sim.training.comm.live.xǁLiveCommǁ_bundle__mutmut_5": "same as mutmut_4 (-2)",
+    "sim.training.comm.live.xǁLiveCommǁall_to_all__mutmut_29":
+        "with no message the data phase takes 0 s alone (nothing on the "
                                                      "wire, no byte for the SMs): overhead - 0 = overhead + 0",
-    "sim.moe.live.xǁLiveCommǁsend_all__mutmut_1": "without the route sets' cache each send builds its set again: "
+    "sim.training.comm.live.xǁLiveCommǁsend_all__mutmut_1":
+        "without the route sets' cache each send builds its set again: "
                                                   "the same routes, slower",
-    "sim.moe.live.xǁLiveCommǁsend_all__mutmut_2": "same as mutmut_1 (a cache that never hits)",
+    "sim.training.comm.live.xǁLiveCommǁsend_all__mutmut_2": "same as mutmut_1 (a cache that never hits)",
     "sim.network.collectives.x__dispatch_unit__mutmut_10": "_Join's default event=True makes an event nobody "
                                                             "waits for: one more SimPy event, the same times",
     "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",

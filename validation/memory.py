@@ -1,5 +1,5 @@
 """The memory validation suite: published peak memory per GPU (``validation/memory.csv``) against
-the simulator's memory model (:mod:`sim.moe.memory`), run by ``python -m experiments.validate``.
+the simulator's memory model (:mod:`sim.training.model.memory`), run by ``python -m experiments.validate``.
 
 A row names its model, GPU, layout and recipe; the prediction is the largest per-GPU total over the
 pipeline ranks (what the sources report: the maximum across GPUs), in GB (1e9 bytes), against the
@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number
-from sim.moe.scenario import Scenario
-from sim.moe.specs import MEMORY_POLICIES, RunSpec
+from sim.training.model.specs import MEMORY_POLICIES, RunSpec
+from sim.training.scenario import Scenario
 
 from .suite import ROOT, ValidationDataError, load_sources, resolve, row_gpu_as_stated
 

@@ -14,7 +14,7 @@ Figures (the step time ``t`` in seconds, ``G`` GPUs, ``B`` sequences of ``s`` to
 * samples/s per GPU = B / t / G; tokens/s per GPU = B s / t / G;
 * model TFLOP/s per GPU (Llama 3's Table 4): the simulator's useful FLOPs of the step (GEMMs, the
   causal attention core counted once for the scores it computes, i.e. half of s x s, the output
-  head; no recomputation: :meth:`~sim.moe.chunk.ChunkModel.model_flops_per_microbatch`) / t / G / 1e12;
+  head; no recomputation: :meth:`~sim.training.costs.chunk.ChunkModel.model_flops_per_microbatch`) / t / G / 1e12;
 * TFLOP/s per GPU, Megatron's equation 3: 96 B s l h^2 (1 + s/6h + V/16lh) / t / G / 1e12 (l layers,
   h hidden, V vocabulary; it counts the recomputed forward);
 * GPU hours per trillion tokens = G t / 3600 x 1e12 / (B s);
@@ -30,21 +30,13 @@ import functools
 from pathlib import Path
 
 from sim.io import write_csv_atomic
-from sim.moe.calibrate import Collectives, Measurement, fit
-from sim.moe.comm_kernels import KernelSpec, load_kernels
-from sim.moe.scenario import Scenario, named_topology
-from sim.moe.specs import RunSpec, load_model
-from sim.moe.step import MoEStep
+from sim.training.comm.calibrate import Collectives, Measurement, fit
+from sim.training.comm.kernels import KernelSpec, load_kernels
+from sim.training.model.specs import RunSpec, load_model
+from sim.training.scenario import Scenario, named_topology
+from sim.training.step import MoEStep
 
-from .suite import (
-    CALIBRATION_PROFILE,
-    METRICS,
-    Run,
-    load_runs,
-    load_zero_bubble_profiles,
-    resolve,
-    row_gpu_as_stated,
-)
+from .suite import CALIBRATION_PROFILE, METRICS, Run, load_runs, load_zero_bubble_profiles, resolve, row_gpu_as_stated
 
 MODES = ("first_principles", "profile_fed")
 GPUS_PER_NODE = 8            # DeepEP's tests: EP 8 is one node, larger EP 8 GPUs on each node
@@ -109,7 +101,7 @@ def profiled_stage_layers(profile: str) -> int:
 
 def write_compute_profile(run: Run, folder: Path) -> Path:
     """The Zero Bubble profile of ``run`` as a compute-profile CSV named after the run
-    (:func:`sim.moe.chunk.read_profile`):
+    (:func:`sim.training.costs.chunk.read_profile`):
     each of T_F, T_B, T_W over the layers of the stage it was measured on, as one layer's f, i and w
     (whatever the run's own layout: an interleaved run's chunks hold fewer layers)."""
     entry = load_zero_bubble_profiles()[run.profile]

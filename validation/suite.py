@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
 from sim.compute.ops import ATTENTION_KERNELS, FUSIONS
-from sim.moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC
+from sim.training.model.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC
 
 ROOT = Path(__file__).resolve().parent
 RUNS = ROOT / "runs.csv"

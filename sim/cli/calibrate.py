@@ -1,7 +1,7 @@
 """``python -m sim calibrate``: fit the simulator's kernels to measurements.
 
 * ``calibrate PROFILE.csv``: the communication kernels of a topology and GPU, fitted to measured
-  collectives (:mod:`sim.moe.calibrate`), written as a kernels preset a scenario can name;
+  collectives (:mod:`sim.training.comm.calibrate`), written as a kernels preset a scenario can name;
 * ``calibrate --kernels``: the compute kernel model fitted to its declared calibration set
   (:mod:`sim.compute.fit`), each table's fit error printed; ``--write`` rewrites the shipped fit;
 * ``calibrate --kernels TABLE.csv ... --family NAME --out FILE``: a family of one's own fitted to
@@ -18,10 +18,10 @@ def cmd_calibrate(args) -> int:
     if args.profile is None:
         raise InputError("calibrate: give a communication profile CSV, or --kernels for the compute kernels")
     from ..io import check_output, overwriting
-    from ..moe.calibrate import Collectives, fit, read_profile, write_preset
-    from ..moe.comm_kernels import load_kernels
-    from ..moe.scenario import named_topology
-    from ..moe.specs import load_model, load_scenario
+    from ..training.comm.calibrate import Collectives, fit, read_profile, write_preset
+    from ..training.comm.kernels import load_kernels
+    from ..training.model.specs import load_model, load_scenario
+    from ..training.scenario import named_topology
     run = load_scenario(args.scenario, topology=args.topology)
     model = load_model(run.model)
     if not model.is_moe:
@@ -53,7 +53,7 @@ def _compute_kernels(args) -> int:
     from ..compute.fit import FITTED, calibrate, calibrate_tables, fitted_text
     from ..compute.kernels import load_families
     from ..io import check_output, overwriting, write_text_atomic
-    from ..moe.specs import gpu_names, load_gpu
+    from ..training.model.specs import gpu_names, load_gpu
     gpus = {n: load_gpu(n).figures() for n in gpu_names()}
     if args.out:
         with overwriting(args.force):

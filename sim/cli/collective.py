@@ -30,7 +30,6 @@ def run_collective(args) -> dict:
 
     from topologies import load_topology
 
-    from ..moe.specs import topology_gpu
     from ..network import (
         MoERouting,
         all_to_all,
@@ -44,6 +43,7 @@ def run_collective(args) -> dict:
         token_bytes,
     )
     from ..network.nccl import ring_protocol
+    from ..training.model.specs import topology_gpu
     graph = load_topology(args.topology)
     topology_gpu(graph, args.topology)          # a GPU the topology names must exist, though unused here
     env = simpy.Environment()

@@ -24,7 +24,7 @@ def is_jobs_file(name: str) -> bool:
 
 def cmd_jobs(args) -> int:
     from ..jobs import StepJob, job_names, jobs_text, load_jobs_file, parse_gpus, plot_jobs, run_jobs
-    from ..moe.specs import load_scenario
+    from ..training.model.specs import load_scenario
     if len(args.scenarios) == 1 and is_jobs_file(args.scenarios[0]):
         if args.gpus:
             raise InputError("--gpus: a jobs file gives each job's gpus itself")

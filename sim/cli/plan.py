@@ -7,12 +7,12 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..checks import arg
-from ..moe.recipe import idle_warning, layout_label, mfu_warning
-from ..moe.trust import band_from_columns, generation, ranking_agreement
-from ..moe.specs import GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, load_gpu, model_names, spec_label
 from ..plan_recipes import recipe_text as recipe_of
 from ..plan_search import TOP_LAYOUTS
 from ..planner import PLAN_SCHEDULES, VIRTUAL_STAGES, PlanRequest
+from ..training.model.recipe import idle_warning, layout_label, mfu_warning
+from ..training.model.specs import GEMM_PRECISIONS, MEMORY_POLICIES, gpu_names, load_gpu, model_names, spec_label
+from ..training.trust import band_from_columns, generation, ranking_agreement
 
 # the recipe's columns in the candidates table, by the short names it prints
 RECIPE_COLUMNS = {"microbatch_size": "mbs", "gemm_precision": "gemm", "memory_policy": "recompute", "zero_stage": "zero",
@@ -62,16 +62,16 @@ def recipe_text(req: PlanRequest, gpu: str) -> str:
 
 def plan_agreement(req: PlanRequest, gpu: str):
     """How often the model ordered published runs of one job as measured, for runs like this plan's
-    (:func:`sim.moe.trust.ranking_agreement`: its GPU generation and kind of model)."""
-    from ..moe.specs import load_model
+    (:func:`sim.training.trust.ranking_agreement`: its GPU generation and kind of model)."""
+    from ..training.model.specs import load_model
     figures = load_gpu(gpu).figures()
     return ranking_agreement(generation(figures.name, figures.family or None), load_model(req.model).is_moe)
 
 
 def pick_fields(best: dict) -> dict:
-    """The pick's :class:`~sim.moe.specs.RunSpec` fields that are not defaults (a scenario)."""
-    from ..moe.specs import scenario_fields
+    """The pick's :class:`~sim.training.model.specs.RunSpec` fields that are not defaults (a scenario)."""
     from ..planner import run_spec
+    from ..training.model.specs import scenario_fields
     return scenario_fields(run_spec(best))
 
 
@@ -206,7 +206,7 @@ def _plan(args, req: PlanRequest) -> int:
         write_scenario(best.to_dict(), args.write_scenario, args.force)
         print(f"Wrote {args.write_scenario}.")
     print(f"Run it: {pick_command(best.to_dict(), args.write_scenario)}")
-    from ..moe.specs import load_model
+    from ..training.model.specs import load_model
     for phrase in load_model(req.model).not_costed:
         print(f"not costed: {phrase}")
     return 0

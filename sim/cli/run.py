@@ -15,12 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..checks import InputError, arg
-from ..moe.faults import MAX_SEND_GRID_S
-from ..moe.specs import (COMMUNICATION, COMPARED_SCHEDULES, DP_SYNC, MEMORY_POLICIES, MODES, OPTIMIZER_SYNC,
-                         load_scenario)
+from ..training.model.faults import MAX_SEND_GRID_S
+from ..training.model.specs import (
+    COMMUNICATION,
+    COMPARED_SCHEDULES,
+    DP_SYNC,
+    MEMORY_POLICIES,
+    MODES,
+    OPTIMIZER_SYNC,
+    load_scenario,
+)
 
 if TYPE_CHECKING:
-    from ..moe.step import StepResult
+    from ..training.step import StepResult
 
 
 def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: str = "auto", scope: str = "stage",
@@ -33,9 +40,9 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
     schedule's, and under faults each one's again without them: minutes at scale); default: when
     stderr is a terminal."""
     from ..io import check_output
-    from ..moe.report import planned_outputs, write_outputs
-    from ..moe.scenario import Scenario
-    from ..moe.step import simulate_schedules
+    from ..training.reports.report import planned_outputs, write_outputs
+    from ..training.scenario import Scenario
+    from ..training.step import simulate_schedules
     stem = Path(scenario).stem.replace("-", "_")
     pages = [Path(out) / "index.html"] if out else []
     for path in (planned_outputs(stem, out, schedules) if out else []) + pages + ([Path(trace)] if trace else []):
@@ -60,8 +67,8 @@ def run_scenario(scenario: str, schedules, overrides: dict | None = None, mode: 
         if bar is not None:
             bar.close()
     if out:
-        from ..moe.recipe import recipe_line
-        from ..moe.runpage import write_run_page
+        from ..training.model.recipe import recipe_line
+        from ..training.reports.runpage import write_run_page
         write_outputs(results, stem, Path(out), title=scenario)
         write_run_page(out, stem, f"{Path(scenario).stem}: one training step", recipe_line(results[0].recipe),
                        results[0].hbm_gb, skipped)
@@ -83,8 +90,8 @@ def _steps_bar(total: int, progress: bool | None):
 
 def cmd_run(args) -> int:
     if args.example:
-        from ..moe.example import example_yaml
-        from ..moe.specs import scenario_mapping
+        from ..training.model.example import example_yaml
+        from ..training.model.specs import scenario_mapping
         base = scenario_mapping(args.scenario) if args.scenario else None
         print(example_yaml(base, args.scenario), end="")
         return 0
@@ -126,7 +133,7 @@ def cmd_run(args) -> int:
         out["notes"] = notes
         print(json_text(out))
     else:
-        from ..moe.report import comparison_text
+        from ..training.reports.report import comparison_text
         print(comparison_text(results))
         for name, reason in skipped.items():
             print(f"not run: {name}: {reason}")
@@ -141,8 +148,8 @@ def runnable_schedules(scenario: str, schedules: list[str], overrides: dict) -> 
     """(the ``schedules`` that can run ``scenario``, {schedule: why not} for the others): a schedule
     whose shape the run does not allow (DualPipe's even micro-batches, DualPipeV's 2P stages) is
     left out of a comparison, not allowed to end it. One schedule asked for alone fails as before."""
-    from ..moe.scenario import Scenario
     from ..schedules import SCHEDULE_NAMES
+    from ..training.scenario import Scenario
     if len(schedules) == 1:
         return schedules, {}
     ok, skipped = [], {}
@@ -182,10 +189,10 @@ def _pair(text: str, sep: str, what: str) -> tuple[str, float]:
 
 
 def fault_overrides(args) -> dict | None:
-    """The ``faults`` mapping (:mod:`sim.moe.faults`) the fault flags give, or ``None`` for none."""
+    """The ``faults`` mapping (:mod:`sim.training.model.faults`) the fault flags give, or ``None`` for none."""
     faults: dict = {}
     if args.slow_gpu:
-        from ..moe.faults import FaultError, slow_gpu_key
+        from ..training.model.faults import FaultError, slow_gpu_key
         slow = [_pair(t, ":", "--slow-gpu") for t in args.slow_gpu]
         try:
             faults["slow_gpus"] = {slow_gpu_key(g): f for g, f in slow}

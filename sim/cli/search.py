@@ -1,5 +1,5 @@
 """``python -m sim search-schedule SCENARIO --memory-limit-gb GB``: search orders better than the
-named schedules for one scenario under an HBM limit (the search itself: :mod:`sim.moe.search`).
+named schedules for one scenario under an HBM limit (the search itself: :mod:`sim.training.search`).
 
 Prints one row per start (the named schedule's step time and memory, the best order's, the gain,
 the bound no order of that placement beats) and the best order overall; ``--out DIR`` writes
@@ -30,9 +30,9 @@ def cmd_search(args) -> int:
     import pandas as pd
 
     from ..io import check_output, json_text, overwriting, write_csv_atomic, write_json_atomic
-    from ..moe.scenario import Scenario
-    from ..moe.search import search_schedules
-    from ..moe.specs import load_scenario
+    from ..training.model.specs import load_scenario
+    from ..training.scenario import Scenario
+    from ..training.search import search_schedules
     out = Path(args.out) if args.out else None
     with overwriting(args.force):
         if out is not None:                          # before the search, not after it
@@ -72,7 +72,7 @@ def cmd_search(args) -> int:
     return 0
 
 
-# The search's defaults, as :mod:`sim.moe.search` sets them (a test holds them equal); written out
+# The search's defaults, as :mod:`sim.training.search` sets them (a test holds them equal); written out
 # here so that building the parser imports no simulator module.
 DEFAULT_BUDGET, MAX_BUDGET, STARTS = 10_000, 10_000_000, ("zb", "dualpipe", "dualpipev")
 

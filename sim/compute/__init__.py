@@ -2,7 +2,7 @@
 (:mod:`.gemm`), fused attention by sequence length and head size (:mod:`.attention`), memory-bound
 kernels and launches (:mod:`.kernels`), and the fit of their parameters to declared measured
 tables (:mod:`.fit`, :mod:`.tables`). It knows nothing of schedules, networks or scenarios: the
-chunk model (:mod:`sim.moe.chunk`) describes a layer with a :class:`LayerShape` and sums the costs."""
+chunk model (:mod:`sim.training.costs.chunk`) describes a layer with a :class:`LayerShape` and sums the costs."""
 from .attention import AttentionFit, AttentionModel
 from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures
 from .gemm import GemmFit, gemm_bound, gemm_seconds

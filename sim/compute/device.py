@@ -1,7 +1,7 @@
 """What the kernel model reads of a GPU: its SMs, dense peaks, HBM bandwidth and kernel family.
 
 :class:`GpuFigures` is a plain record so that the compute model does not depend on where GPU specs
-come from (``sim.moe.specs.GPUSpec.figures()`` builds one from a preset or a user's YAML).
+come from (``sim.training.model.specs.GPUSpec.figures()`` builds one from a preset or a user's YAML).
 """
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ class _Block:
         scale-mask-softmax (read and write the scores), attention dropout if the model has it (and its
         one-byte mask), the batched GEMM with the values; backward: the value and score gradients,
         dropout's and softmax's backward, the query and key gradients. The scores are stored for the
-        backward (:mod:`sim.moe.activations`). Useful FLOPs: the causal half, as the fused core's."""
+        backward (:mod:`sim.training.model.activations`). Useful FLOPs: the causal half, as the fused core's."""
         L, b = self.L, self.block
         s = L.seq_len
         rows = s / L.cp                                # a GPU's query rows of each sequence (CP: its share)

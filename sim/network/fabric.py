@@ -66,7 +66,7 @@ class Fabric(FlowLoop, GpuTotals):
         ``False`` recomputes every rate each time.
 
         ``gpu_rate`` (bytes/s): the most a GPU's communication kernels move per direction, however
-        fast its links (the SMs they run on: :mod:`sim.moe.comm_kernels`). Each GPU then has an outgoing
+        fast its links (the SMs they run on: :mod:`sim.training.comm.kernels`). Each GPU then has an outgoing
         and an incoming engine, two more links of that capacity that every :meth:`transfer` from
         or to it crosses (a forwarded message counts for its forwarder). ``None``: no limit."""
         number(completion_window, "completion_window", low=0, high=1, high_open=True)

@@ -72,7 +72,7 @@ class LinkLoad:
     def renamed(self, old: np.ndarray, new: np.ndarray) -> "LinkLoad":
         """This load with link ``old[i]`` renamed ``new[i]`` (a one-to-one renaming, repeats
         allowed): the same collective on a twin set of links, e.g. another stage's EP groups whose
-        routes are the same up to renaming links (:func:`~sim.moe.comm.same_routes`). Its bytes
+        routes are the same up to renaming links (:func:`~sim.training.comm.alltoall.same_routes`). Its bytes
         per link are those computed afresh would be, bit for bit (the same messages, summed in the
         same order); a link the renaming does not name is refused."""
         if not self.links.size:

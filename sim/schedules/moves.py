@@ -1,4 +1,4 @@
-"""Local moves on a schedule's order, for searches (:mod:`sim.moe.search`): each changes one rank's
+"""Local moves on a schedule's order, for searches (:mod:`sim.training.search`): each changes one rank's
 op list and keeps every (micro-batch, stage)'s single F and single backward, so the result is
 complete by construction; whether it can run (no deadlock) the timing or :func:`validate` says.
 

@@ -1,6 +1,6 @@
 """How long a schedule takes when each op has a fixed duration and each hand-over between ranks a
 fixed delay: the engine's rules (:mod:`sim.engine`) without SimPy, for searches that time
-thousands of orders (:mod:`sim.moe.search`).
+thousands of orders (:mod:`sim.training.search`).
 
 Rules (those of the engine): each rank runs its list in order; an op starts when its rank is free
 and every input it waits for has arrived: ``F(mb, s)`` the activation of ``F(mb, s-1)``;

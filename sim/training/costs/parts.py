@@ -1,0 +1,321 @@
+"""An op of the schedule as parts on a GPU's compute and communication streams.
+
+A plain op runs its parts one after the other, so its all-to-alls are exposed:
+
+* ``F``: EMBED(F) on the first stage; per layer ATTN(F), DISPATCH(F), MLP(F), COMBINE(F) (dense
+  layers: no all-to-all); HEAD(F) (output heads and loss) on the last stage;
+* ``I`` / ``B``: HEAD(B) [and HEAD(W)] on the last stage; per layer, last first: COMBINE(B),
+  MLP(R), MLP(B) [, MLP(W)], DISPATCH(B), ATTN(R), ATTN(B) [, ATTN(W)]; EMBED(W) for a ``B`` on the
+  first stage. ``(R)`` parts are the memory policy's recomputation (absent when it costs nothing);
+* ``W``: HEAD(W), every layer's MLP(W) and ATTN(W), EMBED(W).
+
+An overlapped ``FB`` unit runs two streams at once, in the order of the DeepSeek-V3 report's
+Figure 4, pairing forward layer j with backward layer j (counted from the end):
+compute: ATTN(F) MLP(B) MLP(W) MLP(F) ATTN(B) ATTN(W); communication: COMBINE(B) DISPATCH(F)
+DISPATCH(B) COMBINE(F). Each transfer waits for the compute part that produces its data and each
+compute part for the transfer it consumes; each stream runs its parts in order. A recomputation
+part needs only stored activations, so it waits for nothing: MLP(R) sits before MLP(B) and
+ATTN(R) before ATTN(B) in the compute stream and can run while the gradient they need is still
+in flight. Whatever overlap results comes out of the streams as :mod:`sim.training.costs.streams` runs them.
+
+Under ZeRO-3 (``zero3``) each layer's weights are sharded: GATHER (an all-gather of the layer's
+parameters over their data-parallel groups) precedes the layer's forward and its input gradient,
+and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. They are parts of the
+communication stream (a GPU has one here: they take turns with the all-to-alls); in an ``FB`` unit
+a layer's gathers sit at the start of its turn and wait for nothing, so they can run while the
+previous layer computes, and a layer's scatter follows the next layer's gathers.
+
+Tensor and context parallelism (``mp``, a :class:`ModelParallelParts`) add communication parts
+to a plain op, each exposed (the compute stream waits for it: Megatron's TP collectives block
+the next GEMM unless TP-communication overlap is on, below). Per layer, forward:
+CP-KV(F) before ATTN(F); without sequence parallelism TP-AR(F) (an all-reduce) after ATTN(F) and
+after MLP(F); with it TP-AG(F) (all-gather) before each and TP-RS(F) (reduce-scatter) after each.
+Backward, the conjugates: TP-AR(B) after MLP(B) and after ATTN(B) (their input gradients), or
+TP-AG(B) before and TP-RS(B) after each; CP-KV(B) (keys and values again, and their gradients)
+before ATTN(B). An MoE layer's MLP block has TP parts only if it has shared experts (the routed
+experts are not split by TP: :mod:`sim.training.model.layout`); with expert TP an MoE layer's MLP block also
+has ETP-AG (the dispatched tokens gathered over the expert-TP group) before it and ETP-RS after it,
+in the forward and the backward (not in a recomputation, which, like the all-to-alls, is not
+sent again). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
+collectives again. A ``W`` issues none (sequence parallelism's second all-gather of the input
+for the weight gradient is not costed). With TP-communication overlap (``RunSpec.tp_comm_overlap``,
+Megatron's userbuffers, which needs sequence parallelism) each all-gather and reduce-scatter runs
+beside the block it feeds or drains, which holds ``tp_comm_sms`` of the GPU's SMs meanwhile.
+In an ``FB`` unit the same parts join the communication stream, in the order the two chunks need
+them, each after the compute part producing its data and before the one consuming it
+(:func:`overlapped_parts`), so one chunk's collectives can run while the other chunk computes.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+from ..comm.collective_shapes import ETP_SHAPES
+from .chunk import LayerCost, StageEnds
+from .streams import COMM, COMPUTE, Part
+
+
+class ModelParallelParts(NamedTuple):
+    """Which TP and CP parts an op's layers carry: ``tp`` ``""`` (none), ``"ar"`` (all-reduces) or
+    ``"sp"`` (sequence parallelism's all-gathers and reduce-scatters); ``cp``: the key/value ring;
+    ``full_recompute``: the recomputed forward issues its collectives again; ``overlap``: the TP
+    parts run beside the block they feed or drain (:func:`~sim.training.costs.streams.as_streams`);
+    ``moe_mlp_tp``: an MoE layer's MLP block has TP parts (it has shared experts, TP-split MLPs that
+    gather their input and reduce-scatter their output; the routed experts, not split by TP, take
+    each GPU's sequence shard as it is, so a layer without shared experts has none); ``etp``: an
+    MoE layer's MLP block gathers the dispatched tokens over the expert-TP group before it and
+    reduce-scatters its output after it (``expert_tp`` > 1)."""
+
+    tp: str = ""
+    cp: bool = False
+    full_recompute: bool = False
+    overlap: bool = False            # TP-communication overlap: TP parts run beside their GEMMs
+    moe_mlp_tp: bool = True          # an MoE layer's MLP issues TP collectives (its shared experts')
+    etp: bool = False                # expert TP: an MoE layer's routed experts gather and scatter their tokens
+
+
+NO_MODEL_PARALLEL = ModelParallelParts()
+TP_PARTS = {"ar": ((), (("TP-AR", "tp_all_reduce"),)),           # (before a block, after it)
+            "sp": ((("TP-AG", "tp_all_gather"),), (("TP-RS", "tp_reduce_scatter"),))}
+
+
+def _tp(mp: ModelParallelParts, where: int, phase: str) -> list[Part]:
+    """The TP parts before (``where`` 0) or after (1) a block in ``phase`` (F, B or R)."""
+    if not mp.tp:
+        return []
+    side = ("next", "prev")[where] if mp.overlap else ""
+    return [Part(COMM, f"{name}({phase})", 0.0, shape, overlap=side) for name, shape in TP_PARTS[mp.tp][where]]
+
+
+def _mlp_tp(mp: ModelParallelParts, c: LayerCost, where: int, phase: str) -> list[Part]:
+    """The TP parts before or after a layer's MLP block: none for an MoE layer without shared
+    experts (``mp.moe_mlp_tp``); an MoE layer's expert-TP gather (before, outside the TP parts)
+    or reduce-scatter (after) with ``mp.etp``."""
+    tp = _tp(mp, where, phase) if mp.moe_mlp_tp or not c.moe else []
+    if not (mp.etp and c.moe) or phase == "R":        # a recomputed MLP reuses its gathered tokens
+        return tp
+    etp = [Part(COMM, f"ETP-{('AG', 'RS')[where]}({phase})", 0.0, ETP_SHAPES[where])]
+    return etp + tp if where == 0 else tp + etp
+
+
+def _cp(mp: ModelParallelParts, phase: str) -> list[Part]:
+    """The CP key/value ring before an attention block: ``cp_kv:f`` in a forward (or its
+    recomputation), ``cp_kv:b`` in a backward."""
+    return [Part(COMM, f"CP-KV({phase})", 0.0, "cp_kv:b" if phase == "B" else "cp_kv:f")] if mp.cp else []
+
+
+def _around(mp: ModelParallelParts, c: LayerCost, attention: bool, phase: str) -> tuple[list[Part], list[Part]]:
+    """(the TP, CP and expert-TP parts before a layer's attention or MLP block in ``phase``, those
+    after it): the attention's CP ring and TP gather (the backward gathers before its CP ring), its
+    reduce-scatter or all-reduce after; the MLP's as :func:`_mlp_tp` says."""
+    if attention:
+        before = _tp(mp, 0, phase) + _cp(mp, phase) if phase == "B" else _cp(mp, phase) + _tp(mp, 0, phase)
+        return before, _tp(mp, 1, phase)
+    return _mlp_tp(mp, c, 0, phase), _mlp_tp(mp, c, 1, phase)
+
+
+def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attention: bool,
+                      c: LayerCost) -> list[Part]:
+    """A recomputation part of layer ``c``'s attention or MLP block, with the collectives its
+    forward issues under ``full`` recomputation."""
+    parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
+    if not parts or not mp.full_recompute:
+        return parts
+    before, after = _around(mp, c, attention, "R")
+    return before + parts + after
+
+
+def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Part]:
+    return [Part(COMPUTE, name, seconds, routed_share=routed_share, recompute=True)] if seconds else []
+
+
+def layer_kind(c: LayerCost) -> str:
+    return "moe" if c.moe else "dense"
+
+
+def _gather(c: LayerCost, name: str, zero3: bool) -> list[Part]:
+    return [Part(COMM, name, 0.0, f"gather:{layer_kind(c)}")] if zero3 else []
+
+
+def _scatter(c: LayerCost, zero3: bool, after=None) -> list[Part]:
+    return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", after=after or [])] if zero3 else []
+
+
+def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
+                  mp: ModelParallelParts = NO_MODEL_PARALLEL, prefetch: bool = False) -> list[Part]:
+    """``prefetch``: under ZeRO-3 only the first layer's GATHER is a part: each later layer's is
+    fetched while the layer before it computes (taken as hidden, not costed)."""
+    parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
+    for j, c in enumerate(layers):
+        parts += _gather(c, "GATHER(F)", zero3 and not (prefetch and j))
+        before, after = _around(mp, c, True, "F")
+        parts += before + [Part(COMPUTE, "ATTN(F)", c.attn_f)] + after
+        if c.moe:
+            parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
+        before, after = _around(mp, c, False, "F")
+        parts += before + [Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share)] + after
+        if c.moe:
+            parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
+    if ends.head_f:
+        parts.append(Part(COMPUTE, "HEAD(F)", ends.head_f))
+    return parts
+
+
+def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3: bool = False,
+                   mp: ModelParallelParts = NO_MODEL_PARALLEL, regather: bool = True) -> list[Part]:
+    """``regather``: under ZeRO-3, gather each layer's weights again before its input gradient
+    (False: they were kept from the forward, ``RunSpec.reshard_after_forward`` off)."""
+    parts: list[Part] = []
+    if ends.head_i:
+        parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
+        if with_w:
+            parts.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
+    for c in reversed(layers):
+        parts += _gather(c, "GATHER(B)", zero3 and regather)
+        if c.moe:
+            parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
+        parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
+        before, after = _around(mp, c, False, "B")
+        parts += before + [Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share)] + after
+        if with_w:
+            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
+        if c.moe:
+            parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
+        parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
+        before, after = _around(mp, c, True, "B")
+        parts += before + [Part(COMPUTE, "ATTN(B)", c.attn_i)] + after
+        if with_w:
+            parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+            parts += _scatter(c, zero3)
+    if with_w and ends.embed_w:
+        parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
+    return parts
+
+
+def weight_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) -> list[Part]:
+    parts = [Part(COMPUTE, "HEAD(W)", ends.head_w)] if ends.head_w else []
+    for c in reversed(layers):
+        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
+        parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+        parts += _scatter(c, zero3)
+    if ends.embed_w:
+        parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
+    return parts
+
+
+def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_ends: StageEnds,
+                     b_ends: StageEnds, zero3: bool = False,
+                     mp: ModelParallelParts = NO_MODEL_PARALLEL) -> tuple[list[Part], list[Part]]:
+    """(compute stream, communication stream) of an F&B unit, Figure 4 order, with dependencies
+    as (stream, index) pairs in ``after``. TP and CP parts (``mp``) join the communication stream
+    in the order their chunk needs them, each after the compute part that produces its data, with
+    the compute part that consumes it waiting for it: so a chunk's collectives can run while the
+    other chunk computes."""
+    comp: list[Part] = []
+    comm: list[Part] = []
+
+    def compute(part: Part) -> tuple[int, int]:
+        comp.append(part)
+        return COMPUTE, len(comp) - 1
+
+    def send(parts: list[Part], after) -> list[tuple[int, int]]:
+        """Append communication ``parts``, each waiting for the ``after`` references (none: free)."""
+        deps = [d for d in after if d]
+        refs = []
+        for part in parts:
+            comm.append(replace(part, after=deps))
+            refs.append((COMM, len(comm) - 1))
+        return refs
+
+    def drained(block, parts: list[Part]):
+        """The reference the next part waits for: the collectives after ``block``, or ``block``."""
+        refs = send(parts, [block])
+        return refs[-1] if refs else block
+
+    def recomputed(name: str, seconds: float, c: LayerCost, attention: bool) -> list[tuple[int, int]]:
+        """A recomputation part (its forward's collectives under ``full``: before it, waiting for
+        nothing, and after it); the references the block's input gradient waits for."""
+        parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
+        if not parts:
+            return []
+        if not mp.full_recompute:
+            compute(parts[0])
+            return []
+        before, after = _around(mp, c, attention, "R")
+        refs = send(plain(before), [])
+        ref = compute(replace(parts[0], after=refs))
+        return [drained(ref, plain(after))]
+
+    def plain(parts: list[Part]) -> list[Part]:
+        return [replace(p, overlap="") for p in parts]
+
+    last_f = None   # (stream, index) the next forward layer waits for
+    last_b = None
+    if f_ends.embed_f:
+        last_f = compute(Part(COMPUTE, "EMBED(F)", f_ends.embed_f))
+    if b_ends.head_i:
+        last_b = compute(Part(COMPUTE, "HEAD(B)", b_ends.head_i))
+        compute(Part(COMPUTE, "HEAD(W)", b_ends.head_w))
+    b_rev = list(reversed(b_layers))
+    pending_scatter: list[Part] = []
+    for j in range(max(len(f_layers), len(b_rev))):
+        f = f_layers[j] if j < len(f_layers) else None
+        b = b_rev[j] if j < len(b_rev) else None
+        attn_f = disp_f = mlp_f = comb_b = mlp_b = disp_b = gather_f = gather_b = None
+        if f and zero3:
+            comm += _gather(f, "GATHER(F)", zero3)
+            gather_f = (COMM, len(comm) - 1)
+        if b and zero3:
+            comm += _gather(b, "GATHER(B)", zero3)
+            gather_b = (COMM, len(comm) - 1)
+        comm += pending_scatter             # the previous layer's, behind this layer's gathers
+        pending_scatter = []
+        if f:
+            f_attn, f_mlp = _around(mp, f, True, "F"), _around(mp, f, False, "F")
+            inputs = send(plain(f_attn[0]), [last_f])
+            deps = [d for d in (last_f, gather_f) if d] + inputs
+            attn_f = compute(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps))
+        if b and b.moe:
+            comb_b = send([Part(COMM, "COMBINE(B)", 0.0, "dispatch")], [last_b])[0]
+        if b:
+            redone = recomputed("MLP(R)", b.mlp_r, b, attention=False)
+            grad = comb_b or last_b
+            b_attn, b_mlp = _around(mp, b, True, "B"), _around(mp, b, False, "B")
+            inputs = send(plain(b_mlp[0]), [grad])
+            deps = [d for d in (grad, gather_b) if d] + inputs + redone
+            mlp_b = compute(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps))
+            compute(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
+        if f:
+            attn_f = drained(attn_f, plain(f_attn[1]))
+            if f.moe:
+                disp_f = send([Part(COMM, "DISPATCH(F)", 0.0, "dispatch")], [attn_f])[0]
+        if b:
+            mlp_b = drained(mlp_b, plain(b_mlp[1]))
+            if b.moe:
+                disp_b = send([Part(COMM, "DISPATCH(B)", 0.0, "combine")], [mlp_b])[0]
+        if f:
+            ready = disp_f or attn_f
+            inputs = send(plain(f_mlp[0]), [ready])
+            mlp_f = compute(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[ready] + inputs))
+        if b:
+            redone = recomputed("ATTN(R)", b.attn_r, b, attention=True)
+            grad = disp_b or mlp_b
+            inputs = send(plain(b_attn[0]), [grad])
+            attn_b = compute(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[grad] + inputs + redone))
+            w = compute(Part(COMPUTE, "ATTN(W)", b.attn_w))
+        if f:
+            mlp_f = drained(mlp_f, plain(f_mlp[1]))
+            last_f = send([Part(COMM, "COMBINE(F)", 0.0, "combine")], [mlp_f])[0] if f.moe else mlp_f
+        if b:
+            last_b = drained(attn_b, plain(b_attn[1]))
+            pending_scatter = _scatter(b, zero3, after=[w])
+    comm += pending_scatter
+    if b_ends.embed_w:
+        compute(Part(COMPUTE, "EMBED(W)", b_ends.embed_w))
+    if f_ends.head_f:
+        compute(Part(COMPUTE, "HEAD(F)", f_ends.head_f, after=[last_f] if last_f else []))
+    return comp, comm
+
+
+__all__ = ["NO_MODEL_PARALLEL", "ModelParallelParts", "backward_parts", "forward_parts", "layer_kind",
+           "overlapped_parts", "weight_parts"]

@@ -1,0 +1,294 @@
+"""HBM per pipeline rank: parameters, gradients and optimizer states by precision and ZeRO stage,
+activations at the schedule's peak, and itemized fixed terms, against the GPU's HBM.
+
+Model states (bytes per GPU), for ``Psi`` parameters replicated over a data-parallel group of
+``N`` GPUs (dense parameters: the rank's ``dp`` replicas times ``cp``; routed experts:
+``tp x cp x dp / (ep x expert_tp)``, see :mod:`sim.training.model.layout`), with ``w``, ``g``, ``o`` bytes per parameter of weights, gradients and
+optimizer states (ZeRO, Rajbhandari et al. SC'20):
+
+=========  =========  =========  =========
+ZeRO       weights    gradients  optimizer
+=========  =========  =========  =========
+0          w Psi      g Psi      o Psi
+1          w Psi      g Psi      o Psi / N
+2          w Psi      g Psi / N  o Psi / N
+3 (FSDP)   w Psi / N  g Psi / N  o Psi / N
+=========  =========  =========  =========
+
+(the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB); ZeRO-3
+without ``reshard_after_forward`` holds the rank's whole weights (gathered once per step) in BF16
+besides its shard of the stored weights (FSDP2's all-gather buffers are apart from the shards). Under
+tensor parallelism a GPU holds 1/tp of every parameter (:meth:`~sim.training.model.params.ParamCount.split`);
+under context parallelism ``N`` is DP x CP (:func:`sharding_groups`). ZeRO-3
+adds the whole weights of two layers in BF16 (the one running and the one prefetched). The
+parameters a rank holds come from :mod:`sim.training.model.params` (two stages under DualPipe, DualPipeV,
+ZB-V and Chimera; the embedding and head shared once per rank).
+
+FP8 GEMMs outside DeepSeek's recipe keep Transformer Engine's FP8 copies of the weights, row-wise
+and column-wise (the transpose Hopper's FP8 GEMMs need; MXFP8 on Blackwell keeps both too): 2 bytes
+per parameter of the rank's Linears, cached across micro-batches (``fp8_weights_gb``); under ZeRO-3
+the FP8 weights are gathered as the BF16 ones are, and kept by nobody.
+
+Activations: each stage's saved tensors per micro-batch (:mod:`sim.training.model.activations`, under the
+run's recomputation, :mod:`sim.training.model.recompute`) times its tokens; walking the rank's ops in order,
+an ``F`` adds its stage's bytes, an ``I`` swaps them for what the deferred ``W`` needs, the ``W``
+frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. Transient
+working memory inside an op (gradients being computed) is not counted; the layers a full
+recomputation rematerialises are a fixed term (below).
+
+Fixed terms (:func:`fixed_terms`, our assumptions, each in the per-rank breakdown): the CUDA
+context with the libraries' workspaces (:data:`CUDA_CONTEXT_GB`); NCCL's buffers, per communicator
+the rank joins (:data:`NCCL_GB`: 4 MiB x 2 directions x 16 channels; DP, expert DP, TP, CP, EP and
+the two pipeline neighbours); an MoE layer's all-to-all buffers (one micro-batch's dispatched
+copies received and combined, BF16); on the last stage the head's BF16 logits of one micro-batch;
+under full recomputation the layer (or group) it rematerialises for a backward; allocator
+fragmentation, :data:`FRAGMENTATION` of the rest
+(PyTorch's caching allocator with expandable segments, which Megatron-Bridge and torchtitan set).
+``RunSpec.memory_reserve_gb``, when set, replaces them with one flat reserve.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...schedules.base import Schedule
+from ...schedules.ops import parts
+from .activations import (
+    ActivationRecipe,
+    bytes_per_token,
+    embedding_tensors,
+    head_tensors,
+    head_weight_grad_bytes,
+    layer_tensors,
+    mtp_extra_tensors,
+    mtp_weight_grad_bytes,
+    weight_grad_bytes,
+)
+from .params import ParamCount, layer_params, rank_params
+from .recompute import check_layers, recompute_of
+from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
+
+CUDA_CONTEXT_GB = 0.8        # CUDA context, cuBLAS/cuDNN workspaces, loaded kernels: our assumption
+NCCL_GB = 0.134              # per communicator: 4 MiB buffers x 2 directions x 16 channels (NCCL_BUFFSIZE default)
+FRAGMENTATION = 0.02         # caching allocator's reserved beyond allocated, with expandable segments: our assumption
+FP8_WEIGHT_BYTES = 2.0       # Transformer Engine's FP8 weight copies, row-wise and column-wise
+GATHERED_WEIGHT_BYTES = 2.0  # ZeRO-3 / FSDP gathers weights in the compute precision, BF16
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """GB (1e9 bytes) per GPU of one pipeline rank."""
+
+    rank: int
+    params_gb: float
+    grads_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    reserve_gb: float             # the fixed terms together (or the flat memory_reserve_gb)
+    hbm_gb: float
+    peak_microbatches: int        # stage-forwards held at the activation peak
+    fp8_weights_gb: float = 0.0   # Transformer Engine's FP8 weight copies
+    fixed: tuple = ()             # (name, GB) of each fixed term (fixed_terms)
+
+    @property
+    def total_gb(self) -> float:
+        return (self.params_gb + self.grads_gb + self.optimizer_gb + self.activations_gb + self.reserve_gb
+                + self.fp8_weights_gb)
+
+    @property
+    def breakdown(self) -> str:
+        """``params 3.3, grads 6.5, ...`` as the warnings and the report print it."""
+        fixed = ", ".join(f"{name} {gb:.1f}" for name, gb in self.fixed)
+        fp8 = f", FP8 weights {self.fp8_weights_gb:.1f}" if self.fp8_weights_gb else ""
+        return (f"params {self.params_gb:.1f}{fp8}, grads {self.grads_gb:.1f}, optimizer {self.optimizer_gb:.1f}, "
+                f"activations {self.activations_gb:.1f}, fixed {self.reserve_gb:.1f}" + (f" ({fixed})" if fixed else ""))
+
+    @property
+    def headroom_gb(self) -> float:
+        """HBM left over (negative: does not fit)."""
+        return self.hbm_gb - self.total_gb
+
+    @property
+    def fits(self) -> bool:
+        return self.total_gb <= self.hbm_gb
+
+
+def model_state_bytes(count: ParamCount, dense_dp: int, expert_dp: int, zero_stage: int, weight_bytes: float,
+                      grad_bytes: float, optimizer_bytes: float) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) in bytes on one GPU under ZeRO ``zero_stage``."""
+    def sharded(per_param: float, from_stage: int) -> float:
+        if zero_stage >= from_stage:
+            return per_param * (count.dense / dense_dp + count.expert / expert_dp)
+        return per_param * count.total
+    return sharded(weight_bytes, 3), sharded(grad_bytes, 2), sharded(optimizer_bytes, 1)
+
+
+def sharding_groups(run: RunSpec) -> tuple[int, int]:
+    """(GPUs a dense parameter's ZeRO shards spread over, GPUs an expert parameter's do): the
+    data-parallel replicas times the CP GPUs (which hold the same weights: Megatron-Core shards
+    its distributed optimizer over DP x CP), and the GPUs holding the same routed experts for them:
+    ``tp x cp x dp / (ep x expert_tp)`` (Megatron-Core's expert data-parallel group; ``ep`` counts
+    GPUs)."""
+    return run.dp * run.cp, max(1, run.tp * run.cp * run.dp // (run.ep * run.expert_tp))
+
+
+def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
+    """Per stage, bytes of one micro-batch on one GPU: (kept from ``F`` to the backward, kept from
+    ``I`` to a deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced
+    routing). A GPU holds ``T / cp`` tokens, each tensor's TP share (:mod:`sim.training.model.activations`).
+    Under uniform full recomputation in groups of ``n`` a stage keeps one layer input per group."""
+    T, pairs = run.tokens_per_microbatch // run.cp, float(m.topk)
+    tp, sp, etp = run.tp, run.sequence_parallel, run.expert_tp
+    rc = recompute_of(run)
+    check_layers(rc, layers_per_stage)
+    fp8, ds = run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3"
+
+    def recipe(full: bool) -> ActivationRecipe:
+        return ActivationRecipe.of(rc, full, run.attention_kernel, fp8, ds)
+
+    def per_token(tensors) -> float:
+        return bytes_per_token(tensors, tp, sp)
+    layer_bytes: dict[tuple[bool, bool], tuple[float, float]] = {}
+
+    def one_layer(moe: bool, full: bool) -> tuple[float, float]:
+        """(held per token, kept for W) of one layer: the same for every layer of its kind."""
+        if (moe, full) not in layer_bytes:
+            layer_bytes[moe, full] = (per_token(layer_tensors(m, moe, recipe(full), run.seq_len, pairs, etp)),
+                                      weight_grad_bytes(m, moe, recipe(full), pairs, tp, sp, etp))
+        return layer_bytes[moe, full]
+    out, first = [], 0
+    last = len(layers_per_stage) - 1
+    for s, count in enumerate(layers_per_stage):
+        held = wkeep = 0.0
+        full = rc.full_layers(count)
+        group = rc.stored_inputs(count) / count if all(full) and count else 1.0   # uniform groups: inputs kept
+        for j, i in enumerate(range(first, first + count)):
+            layer_held, layer_w = one_layer(i >= m.dense_layers, full[j])
+            held += layer_held * (group if full[j] else 1.0)
+            wkeep += layer_w
+        if s == 0:
+            held += per_token(embedding_tensors())
+        if s == last:
+            mtp = recipe(rc.granularity == "full")
+            for _ in range(m.mtp_modules):
+                held += per_token(layer_tensors(m, m.is_moe, mtp, run.seq_len, pairs, etp))
+                held += per_token(mtp_extra_tensors(m, mtp))
+                wkeep += weight_grad_bytes(m, m.is_moe, mtp, pairs, tp, sp, etp) + mtp_weight_grad_bytes(m, mtp)
+            heads = 1 + m.mtp_modules
+            held += heads * per_token(head_tensors(m, mtp))
+            wkeep += heads * head_weight_grad_bytes(m, tp, sp)
+        first += count
+        out.append((held * T, wkeep * T))
+    return out
+
+
+def communicators(model: ModelSpec, run: RunSpec) -> int:
+    """NCCL communicators a GPU joins: its dense parameters' data-parallel group, its experts' (MoE),
+    the TP, CP and EP groups it belongs to, and one per pipeline neighbour."""
+    dense_dp, expert_dp = sharding_groups(run)
+    groups = [dense_dp > 1, model.is_moe and expert_dp > 1, run.tp > 1, run.cp > 1, model.is_moe and run.ep > 1]
+    return sum(groups) + (2 if run.pp > 1 else 0)
+
+
+def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], stages: set[int]) -> float:
+    """Bytes a fully recomputed layer rematerialises for its backward, one micro-batch (the group of
+    ``recompute_num_layers`` under the uniform method): its activations as if nothing were recomputed."""
+    rc = recompute_of(run)
+    if rc.granularity != "full":
+        return 0.0
+    recipe = ActivationRecipe.of(rc._replace(granularity=None), False, run.attention_kernel,
+                                 run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3")
+    T = run.tokens_per_microbatch // run.cp
+    per_layer = max(bytes_per_token(layer_tensors(model, moe, recipe, run.seq_len, float(model.topk), run.expert_tp),
+                                    run.tp, run.sequence_parallel) for moe in ({False, True} if model.is_moe and
+                                                                              model.dense_layers else {model.is_moe}))
+    group = rc.num_layers if rc.method == "uniform" else 1
+    return per_layer * T * min(group, min(layers_per_stage[s] for s in stages))
+
+
+def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
+                working_bytes: float = 0.0) -> tuple[tuple[str, float], ...]:
+    """(name, GB) of each fixed term (see the module) for a GPU that allocates ``allocated_gb``
+    besides them: ``last_stage`` adds the loss's buffer (the head's BF16 logits of one micro-batch,
+    before the loss turns them into the FP32 softmax the activations hold), ``working_bytes`` a full
+    recomputation's working set (:func:`working_set`)."""
+    terms = [("CUDA context", CUDA_CONTEXT_GB), ("NCCL", NCCL_GB * communicators(model, run))]
+    T = run.tokens_per_microbatch // run.cp
+    if model.is_moe:
+        shard = T / (run.tp if run.sequence_parallel else 1)
+        terms.append(("all-to-all buffers", 2 * shard * model.topk * model.hidden * 2 * run.expert_tp / 1e9))
+    if last_stage:
+        terms.append(("logits", T * model.vocab / run.tp * 2 / 1e9))
+    if working_bytes:
+        terms.append(("recompute working set", working_bytes / 1e9))
+    terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
+    return tuple((name, gb) for name, gb in terms if gb > 0)
+
+
+def activation_peak(ops: list, stage_bytes: list[tuple[float, float]]) -> tuple[float, int]:
+    """(peak bytes, stage-forwards held at that peak) of one rank's op list."""
+    live = peak = 0.0
+    held = at_peak = 0
+    for op in ops:
+        for part in parts(op):
+            full, wkeep = stage_bytes[part.stage]
+            if part.kind == "F":
+                live += full
+                held += 1
+            elif part.kind == "I":
+                live += wkeep - full
+                held -= 1
+            elif part.kind == "W":
+                live -= wkeep
+            else:                                   # B
+                live -= full
+                held -= 1
+            if live > peak:
+                peak, at_peak = live, held
+    return peak, at_peak
+
+
+def stages_held(schedule: Schedule) -> dict[int, set[int]]:
+    """The stages whose weights each rank holds."""
+    held: dict[int, set[int]] = {r: set() for r in schedule.ranks}
+    for rank, ops in schedule.ranks.items():
+        for op in ops:
+            for part in parts(op):
+                held[rank].add(part.stage)
+    return held
+
+
+def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_stage: list[int],
+                    schedule: Schedule) -> list[RankMemory]:
+    if run.memory_reserve_gb is not None and run.memory_reserve_gb >= gpu.hbm_gb:
+        raise SpecError(f"RunSpec.memory_reserve_gb ({run.memory_reserve_gb:g}) must be below the "
+                        f"{gpu.hbm_gb:g} GB of HBM of {gpu.name}")
+    stage_bytes = stage_activation_bytes(model, run, layers_per_stage)
+    dense_dp, expert_dp = sharding_groups(run)
+    out = []
+    for rank, stages in sorted(stages_held(schedule).items()):
+        count = rank_params(model, layers_per_stage, stages, run.ep).on_gpu(run)
+        w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
+                                    run.optimizer_bytes)
+        if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
+            w += GATHERED_WEIGHT_BYTES * count.total
+        elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
+            w += 2 * GATHERED_WEIGHT_BYTES * max(layer_params(model, moe, run.ep).on_gpu(run).total
+                                                 for moe in (False, True))
+        act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
+        fp8_w = FP8_WEIGHT_BYTES * count.total if run.gemm_precision in ("fp8", "mxfp8") and \
+            run.memory_policy != "deepseek-v3" and run.zero_stage < 3 else 0.0
+        allocated = (w + g + o + act + fp8_w) / 1e9
+        if run.memory_reserve_gb is not None:
+            fixed, reserve = (), run.memory_reserve_gb
+        else:
+            last = len(layers_per_stage) - 1 in stages
+            fixed = fixed_terms(model, run, allocated, last, working_set(model, run, layers_per_stage, stages))
+            reserve = sum(gb for _, gb in fixed)
+        out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, reserve, gpu.hbm_gb, peak_mb,
+                              fp8_w / 1e9, fixed))
+    return out
+
+
+__all__ = ["CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak", "communicators",
+           "fixed_terms", "memory_per_rank", "model_state_bytes", "sharding_groups", "stage_activation_bytes",
+           "stages_held"]

@@ -1,0 +1,109 @@
+"""Parameter counts of a model's pieces and of the stages a pipeline rank holds (counts, not bytes).
+
+Per layer: attention (``gqa``: q, k, v, o; ``mla``: the query and KV down- and up-projections and
+o), and a dense FFN (SwiGLU: 3 h I; GELU: 2 h I) or an MoE block (shared experts 3 h I_e each, a
+router h E, and the GPU's share of the routed experts, ``E / ep`` of them). The first stage adds the
+embedding (V h); the last stage the output head (V h) and each multi-token-prediction (MTP) module:
+a 2h x h projection and one more layer. The MTP modules share the embedding and the head with the
+main model (DeepSeek-V3 report, section 2.2), so a rank holding the last stage needs the embedding
+too; under DualPipe (stage 0 and stage P-1 on rank 0) the rank holds each shared tensor once.
+
+Dense parameters are replicated over the whole data-parallel group of their rank; routed-expert
+parameters only over the GPUs holding the same experts (``tp x cp x dp / ep``; ``ep`` counts GPUs):
+:mod:`sim.training.model.layout`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .specs import ModelSpec, RunSpec
+
+
+def attention_params(m: ModelSpec) -> float:
+    h, H, d = m.hidden, m.heads, m.head_dim
+    if m.attention == "gqa":
+        kvh = m.kv_heads or H
+        return h * H * d + 2 * h * kvh * d + H * d * h
+    q = (h * m.q_lora_rank + m.q_lora_rank * H * (d + m.rope_dim)) if m.q_lora_rank else h * H * (d + m.rope_dim)
+    kv = h * (m.kv_lora_rank + m.rope_dim) + m.kv_lora_rank * H * 2 * d
+    return q + kv + H * d * h
+
+
+def dense_mlp_params(m: ModelSpec) -> float:
+    return (3 if m.mlp_activation == "swiglu" else 2) * m.hidden * m.dense_intermediate
+
+
+def expert_params(m: ModelSpec) -> float:
+    return 3 * m.hidden * m.expert_intermediate
+
+
+def mtp_projection_params(m: ModelSpec) -> float:
+    return 2 * m.hidden * m.hidden
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters on one GPU: ``dense`` (replicated over the rank's DP group) and ``expert``
+    (routed experts, replicated over ``dp / ep`` GPUs)."""
+
+    dense: float
+    expert: float
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+    def __add__(self, other: "ParamCount") -> "ParamCount":
+        return ParamCount(self.dense + other.dense, self.expert + other.expert)
+
+    def split(self, tp: int, expert_tp: int = 1) -> "ParamCount":
+        """One GPU's share under tensor parallelism over ``tp`` GPUs: 1/tp of the dense parameters
+        (Megatron splits every Linear and the vocabulary; the router and the normalisations'
+        weights, which it replicates, are counted as split: under 0.1% of a layer) and 1/expert_tp
+        of its ``E / ep`` routed experts (whole experts with expert TP 1, :mod:`sim.training.model.layout`)."""
+        if tp == 1 and expert_tp == 1:
+            return self
+        return ParamCount(self.dense / tp, self.expert / expert_tp)
+
+    def on_gpu(self, run: RunSpec) -> "ParamCount":
+        """:meth:`split` by ``run``'s TP and expert TP: one GPU's share."""
+        return self.split(run.tp, run.expert_tp)
+
+
+def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:
+    """One transformer layer on one GPU of an EP group of ``ep``."""
+    if not moe:
+        return ParamCount(attention_params(m) + dense_mlp_params(m), 0.0)
+    dense = attention_params(m) + m.shared_experts * expert_params(m) + m.hidden * m.routed_experts
+    return ParamCount(dense, m.routed_experts / ep * expert_params(m))
+
+
+def stage_params(m: ModelSpec, layers_per_stage: list[int], stage: int, ep: int) -> tuple[ParamCount, set[str]]:
+    """(parameters of ``stage``'s own layers and MTP modules, names of the shared tensors it needs:
+    ``embedding``, ``head``)."""
+    first = sum(layers_per_stage[:stage])
+    count = ParamCount(0.0, 0.0)
+    for i in range(first, first + layers_per_stage[stage]):
+        count = count + layer_params(m, i >= m.dense_layers, ep)
+    shared = set()
+    if stage == 0:
+        shared.add("embedding")
+    if stage == len(layers_per_stage) - 1:
+        shared.add("head")
+        for _ in range(m.mtp_modules):
+            count = count + layer_params(m, m.is_moe, ep) + ParamCount(mtp_projection_params(m), 0.0)
+            shared.add("embedding")
+    return count, shared
+
+
+def rank_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int], ep: int) -> ParamCount:
+    """Parameters on a GPU holding ``stages``: their layers, and each shared tensor once."""
+    total, shared = ParamCount(0.0, 0.0), set()
+    for s in sorted(stages):
+        count, needs = stage_params(m, layers_per_stage, s, ep)
+        total, shared = total + count, shared | needs
+    return total + ParamCount(len(shared) * m.vocab * m.hidden, 0.0)
+
+
+__all__ = ["ParamCount", "attention_params", "dense_mlp_params", "expert_params", "layer_params",
+           "mtp_projection_params", "rank_params", "stage_params"]
