@@ -1,12 +1,15 @@
 """The main job of ``make run``: every result the project produces by default, under results/.
 
-1. the DeepSeek-V3 scenario (2,048 H800) under 1f1b, zb-h1, dualpipe, dualpipev;
-2. every schedule side by side at P=8, M=16 without communication;
-3. bubble against micro-batches for every schedule at P = 8 and 16 (a sweep on a local Dask cluster);
-4. the DualPipe lesson's claims checked by simulation (experiments/lesson_check.py);
-5. the validation suite: every published measured run of validation/runs.csv against the simulator
+1. the validation suite: every published measured run of validation/runs.csv against the simulator
    (experiments/validate.py, a sweep on a local Dask cluster), started first in its own process so
-   that its workers run beside steps 1-4;
+   that its workers run beside steps 2-5; it compiles the fabric's numba kernels once, before its
+   workers start, and says so;
+2. every schedule side by side at P=8, M=16 without communication, and
+3. bubble against micro-batches for every schedule at P = 8 and 16: neither needs the fabric, so
+   they run while step 1 compiles;
+4. the DeepSeek-V3 scenario (2,048 H800) under 1f1b, zb-h1, dualpipe, dualpipev, once the kernels
+   are compiled (loaded from numba's cache, not compiled a second time here);
+5. the DualPipe lesson's claims checked by simulation (experiments/lesson_check.py);
 6. the figures that read those CSVs (experiments/plots.py) and the page that shows them all,
    results/index.html (experiments/results_page.py).
 The slower sweeps (sweep_ep, sweep_topology) and the lesson exercises run with ``make sweeps``.
@@ -24,37 +27,57 @@ from experiments import (
     plots,
     results_page,
     schedule_comparison,
+    validate,
 )
 from experiments.common import sweep_main
 
 
 def start_validation(extra: list[str]) -> subprocess.Popen:
-    """The validation suite (step 5) in its own process, started first: its sweep's workers use the
-    cores while this process runs steps 1-4; its output is printed when it is done. Its figure is
-    drawn by step 6."""
-    return subprocess.Popen([sys.executable, "-m", "experiments.validate", "--no-progress", "--no-figure", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """The validation suite (step 1) in its own process, started first: its sweep's workers use the
+    cores while this process runs the other steps; its output is printed when it is done. Its
+    figure is drawn by step 6."""
+    return subprocess.Popen([sys.executable, "-m", "experiments.validate", "--no-progress", "--no-figure",
+                             "--announce-ready", *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def finish_validation(proc: subprocess.Popen) -> int:
-    """Wait for the validation process; print what it printed; its exit status."""
+def wait_for_kernels(proc: subprocess.Popen) -> list[str]:
+    """The validation process's lines up to its ``kernels ready`` line (all of them if it ends
+    first, having failed before): the fabric's kernels are then in numba's cache, so this process
+    loads them instead of compiling them too. The lines are printed with the rest of its output."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(validate.READY):
+            break
+    return lines
+
+
+def finish_validation(proc: subprocess.Popen, first: list[str]) -> int:
+    """Wait for the validation process; print what it printed (``first``: the lines already read);
+    its exit status."""
     output, _ = proc.communicate()
-    print(output, end="")
+    print("".join(first) + output, end="")
     return proc.returncode
 
 
 def main(argv=None) -> int:
-    """Each step in turn (the validation suite beside steps 1-4, in its own process); the first that
+    """Each step in turn (the validation suite beside steps 2-5, in its own process); the first that
     fails stops the job with its exit status. ``argv`` (e.g. ``["--force"]``) is passed to every
     step."""
     t0 = time.perf_counter()
     extra = list(argv or [])
     validation = start_validation(extra)
-    steps = [lambda: deepseek_v3.main(extra), lambda: schedule_comparison.main(extra),
+    first: list[str] = []
+
+    def kernels_ready() -> int:
+        first.extend(wait_for_kernels(validation))
+        return 0
+
+    steps = [lambda: schedule_comparison.main(extra),
              lambda: sweep_main("bubble_vs_microbatches", bubble_vs_microbatches.point, bubble_vs_microbatches.points,
                                 bubble_vs_microbatches.__doc__, ["--no-progress", "--serial", *extra]),
-             lambda: lesson_check.main(extra), lambda: finish_validation(validation),
-             lambda: plots.main(extra), lambda: results_page.main(extra)]
+             lambda: kernels_ready() or deepseek_v3.main(extra), lambda: lesson_check.main(extra),
+             lambda: finish_validation(validation, first), lambda: plots.main(extra), lambda: results_page.main(extra)]
     try:
         for step in steps:
             status = step()

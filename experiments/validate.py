@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.common import sweep_parser
+from experiments.common import compile_kernels, sweep_parser
 from experiments.ranking_pairs import pairs_text, ranking_pairs
 from sim.checks import InputError
 from sim.cli import guarded
@@ -42,6 +42,7 @@ from validation.predict import MODES, calibrated_kernels, predict, speed_error
 from validation.suite import KERNEL_METRICS, ROOT, RUNS, Run, load_runs, resolve
 
 NAME = "validation"
+READY = "kernels ready"                   # --announce-ready's line
 PROFILES = "validation_profiles"          # compute profiles written from the Zero Bubble paper's Table 9
 
 
@@ -201,6 +202,10 @@ def run(args) -> int:
     if any(r.is_kernel and r.profile is not None for r in runs):      # fitted here while the sweep runs
         fit = threading.Thread(target=calibrated_kernels, daemon=True)
         fit.start()
+    if args.announce_ready or not args.serial:      # once here, not once per worker (each would compile them)
+        seconds = compile_kernels()
+        if args.announce_ready:
+            print(f"{READY} ({seconds:.1f} s)", flush=True)
     order = sorted(range(len(runs)), key=lambda i: -expected_cost(runs[i]))     # dearest first
     points = [{**as_point(runs[i]), "_profiles": str(out / PROFILES), "_kernels_fit": "parent"} for i in order]
     df = run_sweep(point, points, paths[0], scheduler="serial" if args.serial else args.scheduler,
@@ -320,6 +325,9 @@ def parser():
                                                              "experiments.plots draws it from the CSV)")
     p.add_argument("--only", nargs="+", metavar="TEXT",
                    help="run only the runs whose id contains one of these (e.g. zb-t4-6.2b deepep-ll)")
+    p.add_argument("--announce-ready", action="store_true",
+                   help=f"print '{READY}' once the fabric's kernels are compiled here, before the sweep's workers "
+                        "start (make run waits for it before its own steps that need them)")
     return p
 
 
