@@ -121,17 +121,26 @@ class EngineResult:
         return cls(schedule, records, max((rec.end for rec in records), default=0.0))
 
 
-def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Environment] = None) -> EngineResult:
-    """Run every rank's op list on ``runner``; raise :class:`DeadlockError` if any rank gets stuck."""
+def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Environment] = None,
+                 blocking_sends: bool = False) -> EngineResult:
+    """Run every rank's op list on ``runner``; raise :class:`DeadlockError` if any rank gets stuck.
+    ``blocking_sends`` as :func:`start_schedule`'s."""
     env = env or simpy.Environment()
-    finish = start_schedule(schedule, runner, env)
+    finish = start_schedule(schedule, runner, env, blocking_sends)
     env.run()
     return finish()
 
 
-def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment):
+def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment, blocking_sends: bool = False):
     """Start the rank processes of ``schedule`` in ``env`` (several pipelines can share one env);
-    returns ``finish()``, to call after ``env.run()``, which gives the :class:`EngineResult`."""
+    returns ``finish()``, to call after ``env.run()``, which gives the :class:`EngineResult`.
+
+    ``blocking_sends``: pipeline sends as Megatron-LM exchanges them without ``overlap_p2p_comm``
+    (``p2p_communication``: a batch of ``isend``/``irecv`` waited on before the next op): a rank
+    starts its next op only once the sends of its last op have landed (its last sends land before
+    it is done). Off (the default), a send leaves and the sender goes on at once. Either way a send
+    leaves when its op ends: that its receiver must have posted the matching receive (NCCL's
+    rendezvous, which Megatron's schedules pair up step by step) is not modelled."""
     S = schedule.num_stages
     rank_of = schedule.placement.rank
     events: dict[Key, simpy.Event] = {}
@@ -151,18 +160,27 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
         else:
             env.process(_deliver_then(transfer, event(key)))
 
-    def publish(rank: int, op: Op) -> None:
+    def publish(rank: int, op: Op, sending: Optional[list]) -> None:
         for key in outputs_of(op, S):
             kind, mb, s = key
             if kind == "I" or (kind == "F" and s == S - 1):
                 event(key).succeed()               # consumed on this rank only
             else:
-                handover(rank, rank_of(mb, s + 1 if kind == "F" else s - 1), key)
+                dst = rank_of(mb, s + 1 if kind == "F" else s - 1)
+                handover(rank, dst, key)
+                if sending is not None and dst != rank:
+                    sending.append(event(key))
 
     def rank_process(rank: int, ops: list[AnyOp]):
+        sending: list[simpy.Event] = []         # blocking sends: the previous op's, to wait for
         for i, op in enumerate(ops):
             check_deadline()
             position[rank] = i
+            if sending:                         # blocking sends: the last op's have landed
+                for ev in sending:
+                    if not ev.processed:
+                        yield ev
+                sending = []
             for part in parts(op):
                 for key in inputs_of(part, S):
                     ev = event(key)
@@ -172,7 +190,10 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
             yield from runner.run(env, rank, op)
             records.append(OpRecord.of(rank, op, start, env.now))
             for part in parts(op):
-                publish(rank, part)
+                publish(rank, part, sending if blocking_sends else None)
+        for ev in sending:                      # its last sends land before the rank is done
+            if not ev.processed:
+                yield ev
         position[rank] = len(ops)
 
     for rank, ops in sorted(schedule.ranks.items()):
@@ -190,3 +211,4 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment)
 def _deliver_then(transfer: Generator, done: simpy.Event):
     yield from transfer
     done.succeed()
+

@@ -186,3 +186,31 @@ def test_an_empty_schedule_has_makespan_zero():
     sched = Schedule("empty", 2, 2, 1, {0: [], 1: []}, Placement("linear", 2, 2, 1))
     result = run_schedule(sched, ZeroCommRunner(2))
     assert result.makespan == 0.0 and isinstance(result.makespan, float) and result.records == []
+
+
+def test_blocking_sends_worked_example():
+    """1F1B P=2, M=2, F=1, B=2 (I=W=1), sends of d: async 9 + 2d; blocking (a rank waits for its
+    sends) 9 + 3d: rank 0 waits d after F0, so F1's activation lands d later, and rank 1 waits for
+    B1's gradient to land before it is done (worked by hand)."""
+    sched = make_schedule("1f1b", 2, 2)
+    d = 0.5
+    assert run_schedule(sched, DelayRunner(2, d)).makespan == pytest.approx(9 + 2 * d)
+    assert run_schedule(sched, DelayRunner(2, d), blocking_sends=True).makespan == pytest.approx(9 + 3 * d)
+
+
+def test_blocking_sends_cost_nothing_without_a_transfer():
+    for name, kw in (("1f1b", {}), ("interleaved-1f1b", {"chunks": 2}), ("dualpipe", {}), ("zb-h1", {})):
+        sched = make_schedule(name, 4, 8, **kw)
+        assert (run_schedule(sched, ZeroCommRunner(sched.num_stages), blocking_sends=True).makespan
+                == run_schedule(sched, ZeroCommRunner(sched.num_stages)).makespan)
+
+
+@given(st.sampled_from(["1f1b", "interleaved-1f1b", "zb-h1", "zb-1p", "dualpipe", "dualpipev"]),
+       st.sampled_from([2, 4]), st.integers(1, 3), st.floats(0.01, 2.0))
+def test_blocking_sends_never_shorten_a_step(name, P, k, d):
+    chunks = {"chunks": 2} if name == "interleaved-1f1b" else {}
+    M = 2 * P * k
+    sched = make_schedule(name, P, M, **chunks)
+    free = run_schedule(sched, DelayRunner(sched.num_stages, d)).makespan
+    held = run_schedule(sched, DelayRunner(sched.num_stages, d), blocking_sends=True)
+    assert held.makespan >= free - 1e-9

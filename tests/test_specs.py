@@ -38,6 +38,7 @@ def test_presets_exist():
     (dict(pp=True), "RunSpec.pp must be an integer"),
     (dict(seq_len=4096.5), "RunSpec.seq_len must be an integer"),
     (dict(model=3), "RunSpec.model must be a preset name, a file path or a mapping of fields"),
+    (dict(pipeline_sends="sync"), "RunSpec.pipeline_sends must be one of async, blocking"),
 ])
 def test_bad_run_fields(overrides, pattern):
     with pytest.raises(SpecError, match=pattern):

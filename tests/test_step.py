@@ -124,3 +124,13 @@ def test_bound_names_the_largest_loss_and_what_the_communication_is(tiny_runs):
     assert replace(comm, run=replace(res.run, tp=2)).bound == "exposed communication"
     bubble = replace(res, ranks=[replace(r, bubble_s=0.3, exposed_comm_s=0.2) for r in res.ranks])
     assert bubble.bound == "bubble"
+
+
+def test_blocking_pipeline_sends_hold_each_rank_for_its_sends():
+    """Megatron's exchange without overlap_p2p_comm: every rank waits for its activations and
+    gradients to land, so the step is longer by at least one send, never shorter; compute unchanged."""
+    free = simulate_step(load_scenario("tiny", schedule="1f1b", pipeline_sends="async"))
+    held = simulate_step(load_scenario("tiny", schedule="1f1b", pipeline_sends="blocking"))
+    assert held.step_time_s > free.step_time_s
+    assert [r.compute_s for r in held.ranks] == [r.compute_s for r in free.ranks]
+    assert free.step_time_s == simulate_step(load_scenario("tiny", schedule="1f1b")).step_time_s   # the default

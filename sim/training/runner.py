@@ -93,7 +93,9 @@ class StepContext:
     :mod:`sim.training.comm.kernels`). ``compute_factors`` (per GPU) and ``faults``
     (:class:`~sim.training.model.faults.FaultSpec`: its jitter) make compute parts of slow GPUs longer and
     every compute part noisy. ``model_parallel``: the TP and CP collectives' seconds, or ``None``;
-    ``mp_parts``: which TP and CP parts the ops carry."""
+    ``mp_parts``: which TP and CP parts the ops carry. ``blocking_sends``: a rank's next op starts
+    no earlier than its last op's sends landed (the engine holds the rank until they have:
+    :func:`~sim.engine.start_schedule`); each replica's clock moves to its own send's landing."""
 
     schedule: Schedule
     chunk: ChunkModel
@@ -109,6 +111,7 @@ class StepContext:
     faults: object = None
     model_parallel: ModelParallelComm | None = None
     mp_parts: ModelParallelParts = NO_MODEL_PARALLEL
+    blocking_sends: bool = False
 
 
 class GroupRunner:
@@ -140,6 +143,7 @@ class GroupRunner:
         self._plans: dict[tuple, tuple] = {}
         self._seq = {r: 0 for r in range(pp)}
         self._slowdown = context.sm_slowdown
+        self._blocking = context.blocking_sends
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
         self._first_forwards = {r: first_forwards(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
@@ -291,6 +295,8 @@ class GroupRunner:
                 fabric.transfer(srcs[i], dsts[i], nbytes, on_done=lambda i=i: landed(i))
         yield done
         self.arrivals[key] = arrived
+        if self._blocking:                      # the sender waited for it (see StepContext)
+            self.clock[src] = np.maximum(self.clock[src], arrived)
 
     def _gpus(self, rank: int) -> list[int]:
         """The GPUs of ``rank`` in this group's replicas, as a list

@@ -264,6 +264,11 @@ class MoEStep:
         self.model_parallel = ModelParallelComm(sc) if sc.layout.model_parallel > 1 else None
         self._live: LiveComm | None = None
 
+    @property
+    def blocking_sends(self) -> bool:
+        """Whether a rank waits for its pipeline sends (``RunSpec.pipeline_sends``)."""
+        return self.scenario.run.pipeline_sends == "blocking"
+
     def runners(self, fabric: Network, trace: list | None = None, sync: GradientSync | None = None
                 ) -> list[GroupRunner]:
         """One lockstep runner per EP group of pipelines (full) or one for replica 0; the runner
@@ -277,7 +282,7 @@ class MoEStep:
                               sm_slowdown=sc.sm_slowdown, sync=sync, layer_collectives=self.layer_collectives,
                               live=live, send_launch_s=sc.kernels.nccl_launch_s, compute_factors=factors,
                               faults=sc.run.faults, model_parallel=self.model_parallel,
-                              mp_parts=sc.model_parallel_parts)
+                              mp_parts=sc.model_parallel_parts, blocking_sends=self.blocking_sends)
         return [GroupRunner(context, g, sc.layout.group_replicas(g) if self.full else [0], trace if g == 0 else None)
                 for g in groups]
 
@@ -302,7 +307,7 @@ class MoEStep:
         timeline = LinkTimeline(network, bin_s=1e-6, max_bins=128) if link_timeline else None
         sync = GradientSync(self.scenario, network, self.scenario.layout.groups_per_rank if self.full else 1)
         runners = self.runners(network, trace, sync)
-        finishers = [start_schedule(self.scenario.schedule, r, network.env) for r in runners]
+        finishers = [start_schedule(self.scenario.schedule, r, network.env, self.blocking_sends) for r in runners]
 
         def finish() -> StepResult:
             for done in finishers:

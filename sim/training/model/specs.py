@@ -20,6 +20,7 @@ MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
 DP_SYNC = ("overlap", "end")
 OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.training.dpsync)
 COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (comm.live)
+PIPELINE_SENDS = ("async", "blocking")                            # does a rank wait for its sends (sim.engine)
 MODES = ("auto", "representative", "full")                       # how a step is simulated (sim.training.step)
 COMPUTE_MODELS = ("kernels", "flops")                             # how compute is costed (sim.training.costs.chunk)
 FLOPS_MODEL_EFFICIENCY = {"gemm": 0.6, "attention": 0.4}          # the flops model's defaults (our assumptions)
@@ -240,7 +241,10 @@ class RunSpec:
     data-parallel and ZeRO-3) run (:mod:`sim.network.nccl`): ``auto`` (the protocol NCCL's own cost
     model picks by size), ``LL``, ``LL128`` or ``Simple`` (forced, as ``NCCL_PROTO`` does), each
     with NCCL's latency and bandwidth share; ``none``: the fabric alone (each ring step its route's
-    latency).
+    latency). ``pipeline_sends``: ``async`` (a stage's output leaves on the network while its GPU
+    goes on, as DualPipe, Zero Bubble's runtime and PyTorch's pipelining send) or ``blocking`` (a
+    rank starts its next op only once its last op's sends have landed: Megatron-LM's schedules
+    without ``overlap_p2p_comm``, :func:`sim.engine.start_schedule`).
 
     Model parallelism inside a pipeline stage (Megatron-Core's names; :mod:`sim.training.model.layout`):
     ``tp`` tensor-parallel GPUs split each layer's GEMMs and attention heads (Shoeybi et al. 2019),
@@ -321,6 +325,7 @@ class RunSpec:
     communication: str = "measured"              # all-to-alls measured once per shape, or live (sim.training.comm.live)
     network: str = "maxmin"                      # network backend: maxmin (flows share links) or analytical
     nccl_protocol: str = "auto"                  # NCCL's ring protocol: auto (NCCL's pick), LL, LL128, Simple, none
+    pipeline_sends: str = "async"                # async, or blocking (Megatron-LM without overlap_p2p_comm)
     kernels: str = "deepep"                      # communication kernels: preset or YAML (comm.kernels)
     faults: Optional[object] = None              # slow GPUs, jitter, degraded/failed links (sim.training.model.faults)
     profile: Optional[str] = None                # CSV of measured part durations replacing the FLOPs model
@@ -422,6 +427,7 @@ class RunSpec:
                 number(self.zb_memory_limit, "RunSpec.zb_memory_limit (micro-batches of activations per stage)",
                        low=1, high=1e9)
             choice(self.communication, "RunSpec.communication", COMMUNICATION)
+            choice(self.pipeline_sends, "RunSpec.pipeline_sends", PIPELINE_SENDS)
             number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
