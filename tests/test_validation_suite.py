@@ -90,6 +90,19 @@ def test_a_torchtitan_row_runs_as_the_page_states(runs):
     assert (pp.schedule, pp.chunks, pp.reshard_after_forward, pp.gemm_precision) == ("interleaved-1f1b", 2, False, "fp8")
 
 
+def test_pipeline_sends_follow_each_runtime(runs):
+    """Megatron-LM's own schedules wait for their sends (the Zero Bubble paper's 1F1B baselines,
+    Megatron-LM 2021, Megatron-Bridge's 1F1B without virtual stages); Zero Bubble's runtime,
+    Megatron-Bridge's interleaved 1F1B (overlap_p2p_comm) and PyTorch's pipelining send asynchronously."""
+    sends = {rid: run_spec(runs[rid]).pipeline_sends for rid in (
+        "zb-t4-1.5b-m24-1f1b", "zb-t4-1.5b-m24-interleaved-1f1b", "zb-t4-1.5b-m24-zb-1p", "mt-t1-39.1b",
+        "tt-t5-interleaved")}
+    assert sends == {"zb-t4-1.5b-m24-1f1b": "blocking", "zb-t4-1.5b-m24-interleaved-1f1b": "blocking",
+                     "zb-t4-1.5b-m24-zb-1p": "async", "mt-t1-39.1b": "blocking", "tt-t5-interleaved": "async"}
+    bridge = [r for r in runs.values() if r.source == "nvidia-megatron-bridge" and r.pp > 1 and r.simulated]
+    assert bridge and all((r.pipeline_sends == "blocking") == (r.vp is None) for r in bridge)
+
+
 def test_speed_error_is_positive_when_the_simulator_is_optimistic(runs):
     assert speed_error(runs["zb-t4-1.5b-m24-1f1b"], 11.8 * 1.1) == pytest.approx(0.1)     # a throughput
     assert speed_error(runs["deepep-ll-dispatch-ep8"], 70.0) == pytest.approx(77 / 70 - 1)  # a time
@@ -178,6 +191,7 @@ def _write(tmp_path, **change):
     ({"fusion": "compiled"}, "fusion must be one of fused, unfused, got 'compiled'"),
     ({"tp_comm_overlap": "1"}, "tp_comm_overlap 1 needs sequence_parallel 1"),
     ({"tp_comm_overlap": "yes"}, "tp_comm_overlap must be a whole number, got 'yes'"),
+    ({"pipeline_sends": "eager"}, "pipeline_sends must be one of async, blocking, got 'eager'"),
 ])
 def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
     with pytest.raises(ValidationDataError, match=pattern) as info:

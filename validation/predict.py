@@ -84,7 +84,7 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
                    optimizer_sync=run.optimizer_sync or "global", attention_kernel=run.attention_kernel or "flash",
                    fusion=run.fusion or "fused", tp_comm_overlap=bool(run.tp_comm_overlap),
-                   profile=profile, description=run.id)
+                   pipeline_sends=run.pipeline_sends or "async", profile=profile, description=run.id)
 
 
 def profiled_stage_layers(profile: str) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
 from sim.compute.ops import ATTENTION_KERNELS, FUSIONS
-from sim.training.model.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC
+from sim.training.model.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC, PIPELINE_SENDS
 
 ROOT = Path(__file__).resolve().parent
 RUNS = ROOT / "runs.csv"
@@ -90,6 +90,7 @@ class Run:
     loss_stage: int = 0                   # 1: the loss counted likewise
     fusion: str | None = None             # "unfused": eager PyTorch (each op its own kernels); None: fused
     tp_comm_overlap: int = 0              # 1: TP collectives overlapped with their GEMMs (torchtitan's AsyncTP)
+    pipeline_sends: str | None = None     # "blocking": the pipeline waited for its sends (None: asynchronous)
 
     @property
     def is_kernel(self) -> bool:
@@ -182,6 +183,8 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         choice(run.attention_kernel, f"{where}: attention_kernel", ATTENTION_KERNELS, error=ValidationDataError)
     if run.fusion is not None:
         choice(run.fusion, f"{where}: fusion", FUSIONS, error=ValidationDataError)
+    if run.pipeline_sends is not None:
+        choice(run.pipeline_sends, f"{where}: pipeline_sends", PIPELINE_SENDS, error=ValidationDataError)
     if run.tp_comm_overlap and not run.sequence_parallel:
         raise ValidationDataError(f"{where}: tp_comm_overlap 1 needs sequence_parallel 1 (the overlapped TP "
                                   "collectives are sequence parallelism's all-gathers and reduce-scatters)")
