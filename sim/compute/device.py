@@ -23,7 +23,8 @@ class GpuFigures(NamedTuple):
     family: str = ""
 
     def peak(self, precision: str) -> float:
-        return float(self.peak_tflops.get(precision, 0.0) or 0.0)
+        """Dense peak TFLOPS at ``precision``; 0 where the GPU lists none (or lists 0 or nothing)."""
+        return float(self.peak_tflops.get(precision) or 0.0)
 
 
 def peaks_of(gpus: dict[str, GpuFigures]) -> dict[str, dict[str, float]]:

@@ -71,7 +71,7 @@ def gemm_seconds(fit: GemmFit, m, n, k, groups=1, *, sms: int, gpu_sms: int, in_
     operands and of the output; ``hbm_bytes_per_s``: the memory-bound rate."""
     m, n, k, g = (np.asarray(v, dtype=float) for v in (m, n, k, groups))
     per_sm = fit.rate_tflops * 1e12 / gpu_sms                 # FLOP/s of one SM
-    compute = np.full(np.broadcast(m, n, k, g).shape, np.inf)
+    compute = np.inf                                          # the best candidate so far
     for tm, tn in TILES:
         tiles = g * np.ceil(m / tm) * np.ceil(n / tn)
         for s in SPLITS:

@@ -135,7 +135,7 @@ def read_gemm_table(name: str | Path, peaks: Peaks) -> list[GemmRow]:
         precision = _choice(path, line, row, "precision", GEMM_PRECISIONS)
         sizes = [_field(path, line, row, c, integer=True, low=1, high=10 ** 9) for c in ("groups", "m", "n", "k")]
         tflops = _field(path, line, row, "tflops", low=0, low_open=True, high=1e6)
-        peak = peaks[gpu].get(precision, 0)
+        peak = peaks[gpu].get(precision)
         if not peak:
             raise KernelTableError(f"kernel table {path} line {line}: GPU {gpu} has no {precision} tensor cores")
         if tflops > peak:
