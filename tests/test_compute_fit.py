@@ -204,3 +204,20 @@ def test_a_family_fits_its_other_kernels_only_from_its_own_table(gpus, tmp_path)
     path.write_text(yaml.safe_dump({"families": sm90}))
     with pytest.raises(InputError, match="family sm90: attention_flash_h100.csv has no rows of kernel 'flash9'"):
         calibrate(gpus, path)
+
+
+def test_a_gemm_fit_reports_its_own_rms_and_worst_error(gpus):
+    """Rows made by a known fit and then moved by +-8%: the fit's record names its source and row
+    count, and its rms and worst |error| are what its own parameters give on those rows."""
+    from sim.compute.fit import fit_gemm
+    from sim.compute.tables import GemmRow
+    truth = GemmFit(rate_tflops=700.0, k0=200.0, fixed_us=6.0)
+    shapes = [(1, m, n, k) for m in (256, 2048, 8192) for n in (1024, 8192) for k in (512, 4096)]
+    rows = [GemmRow("h100", "bf16", *s, 1.0, i) for i, s in enumerate(shapes, start=1)]
+    seconds = gemm_row_seconds(truth, rows, gpus) * np.array([1.08 if i % 2 else 0.92 for i in range(len(rows))])
+    rows = [r._replace(tflops=r.flops / t / 1e12) for r, t in zip(rows, seconds)]
+    fit = fit_gemm(rows, gpus, "synthetic")
+    err = np.abs(gemm_row_seconds(fit, rows, gpus) / np.array([r.seconds for r in rows]) - 1) * 100
+    assert (fit.source, fit.rows) == ("synthetic", len(rows))
+    assert fit.max_pct == pytest.approx(err.max(), abs=0.05) and fit.max_pct > 5
+    assert fit.rms_pct == pytest.approx(np.sqrt(np.mean(err ** 2)), abs=0.05) and fit.rms_pct < fit.max_pct

@@ -160,3 +160,13 @@ def test_named_policies_are_recipes_of_the_knobs():
     assert recompute_of(run_of(memory_policy="deepseek-v3")).modules == ("layernorm", "mla_up_proj", "moe_act")
     own = recompute_of(run_of(memory_policy="full", recompute_modules=("mlp",)))     # explicit knobs win
     assert own == Recompute("selective", ("mlp",)) and own.label == "selective recomputation of mlp"
+
+
+def test_stored_inputs_per_group_round_up_and_block_stores_one_per_recomputed_layer():
+    """Uniform full recomputation of 7 layers in groups of 3 keeps 3 inputs (ceil(7 / 3)), a whole
+    number; block of 2 keeps the 2 recomputed layers' inputs; none keeps none."""
+    uniform = Recompute("full", method="uniform", num_layers=3)
+    assert uniform.stored_inputs(7) == 3 and isinstance(uniform.stored_inputs(7), int)
+    assert uniform.stored_inputs(6) == 2
+    assert Recompute("full", method="block", num_layers=2).stored_inputs(7) == 2
+    assert Recompute(None).stored_inputs(7) == 0
