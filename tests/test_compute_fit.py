@@ -221,3 +221,19 @@ def test_a_gemm_fit_reports_its_own_rms_and_worst_error(gpus):
     assert (fit.source, fit.rows) == ("synthetic", len(rows))
     assert fit.max_pct == pytest.approx(err.max(), abs=0.05) and fit.max_pct > 5
     assert fit.rms_pct == pytest.approx(np.sqrt(np.mean(err ** 2)), abs=0.05) and fit.rms_pct < fit.max_pct
+
+
+def test_a_tables_kind_is_read_from_its_columns(tmp_path):
+    from sim.compute.fit import table_kind
+    gemm, att, other = tmp_path / "g.csv", tmp_path / "a.csv", tmp_path / "o.csv"
+    gemm.write_text("# mine\ngpu,precision,groups,m,n,k,tflops\n")
+    att.write_text("gpu,kernel,direction,causal,head_dim,seq_len,tflops\n")
+    other.write_text("gpu,tflops\nh100,1\n")
+    assert (table_kind(gemm), table_kind(att)) == ("gemm", "attention")
+    with pytest.raises(KernelTableError) as info:
+        table_kind(other)
+    assert str(info.value) == (f"kernel table {other}: neither a GEMM table (columns gpu, precision, groups, m, n, k, "
+                               "tflops) nor an attention table (columns gpu, kernel, direction, causal, head_dim, "
+                               "seq_len, tflops)")
+    with pytest.raises(KernelTableError, match="no such file"):
+        table_kind(tmp_path / "none.csv")
