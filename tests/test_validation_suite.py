@@ -101,6 +101,11 @@ def test_pipeline_sends_follow_each_runtime(runs):
                      "zb-t4-1.5b-m24-zb-1p": "async", "mt-t1-39.1b": "blocking", "tt-t5-interleaved": "async"}
     bridge = [r for r in runs.values() if r.source == "nvidia-megatron-bridge" and r.pp > 1 and r.simulated]
     assert bridge and all((r.pipeline_sends == "blocking") == (r.vp is None) for r in bridge)
+    megatron = [r for r in runs.values() if r.pp > 1 and (r.source == "megatron-2021" or (
+        r.source == "zero-bubble" and r.sim_schedule in ("1f1b", "interleaved-1f1b")))]
+    assert len(megatron) == 45 and all(r.pipeline_sends == "blocking" for r in megatron)
+    blocking = {r.id for r in runs.values() if r.pipeline_sends == "blocking"}
+    assert blocking == {r.id for r in megatron} | {r.id for r in bridge if r.vp is None}          # and no other row
 
 
 def test_speed_error_is_positive_when_the_simulator_is_optimistic(runs):
