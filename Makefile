@@ -31,6 +31,7 @@ sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_comm_sms
 	$(PY) -m experiments.sweep_faults
 	$(PY) -m experiments.lesson_exercises
+	$(PY) -m experiments.jobs_sharing
 	$(PY) -m experiments.plots
 
 mutation: $(STAMP)

@@ -9,6 +9,7 @@
 * ``timeline_deepseek_v3_dualpipe.png`` (one step) from deepseek_v3_events_dualpipe.csv
 * ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
 * ``validation.png`` (predicted against measured, every scored run of the validation suite) from validation.csv
+* ``jobs.png`` (two jobs on one cluster, each alone and shared, per placement) from jobs.csv
 Missing CSVs are skipped with a note.
 """
 from __future__ import annotations
@@ -243,6 +244,15 @@ def validation_figure(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "validation.png")
 
 
+def jobs_figure(df: pd.DataFrame, out: Path) -> None:
+    """Each job's mean step alone and beside the other, per placement (experiments/jobs_sharing.py)."""
+    from sim.jobs import plot_jobs
+    first = df.iloc[0]
+    title = (f"2 jobs on {Path(str(first.topology)).stem}, {first.steps} steps each, B from {first.arrive_b_s:g} s")
+    frame = df.assign(job=df["job"] + ", " + df["policy"])
+    print(f"wrote {plot_jobs(frame, title, out / 'jobs.png')}")
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--results", default="results", help="folder of the CSVs; figures go to its figures/")
 
@@ -258,7 +268,8 @@ def run(args) -> int:
             ("sweep_tp.csv", sweep_tp),
             ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
             ("sweep_faults.csv", sweep_faults),
-            ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure)]
+            ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure),
+            ("jobs.csv", jobs_figure)]
     for name, fn in jobs:
         path = res / name
         if path.exists():

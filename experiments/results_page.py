@@ -3,7 +3,7 @@
 Self-contained: plain HTML with its style inline and the figures beside it (``figures/*.png``,
 linked relatively), so it opens from disk in any browser, no server needed. Sections appear for the
 CSVs and figures that exist: the validation suite, the DeepSeek-V3 summary, per-rank utilization and memory, timelines,
-the F&B unit, the schedule comparison, the lesson check and every sweep. Each figure has one
+the F&B unit, the schedule comparison, the lesson check, two jobs sharing a cluster and every sweep. Each figure has one
 sentence saying what to look at.
 """
 from __future__ import annotations
@@ -82,6 +82,13 @@ SECTIONS = [
     ("lesson", "The DualPipe lesson's claims, checked",
      [], [("lesson_check.csv", ["id", "claim", "verdict", "explanation", "figures"], "claims L1-L15 and the "
                                                                                      "exercises")]),
+    ("jobs", "Two jobs on one cluster",
+     [("jobs.png", "Each job's mean step alone and beside the other, packed and interleaved (the title gives the "
+                   "cluster, the steps and B's arrival): the percentage is what sharing the network cost it.")],
+     [("jobs.csv", ["policy", "job", "placement", "arrive_s", "steps_shared", "alone_s", "shared_s", "slowdown_pct",
+                    "exposed_comm_alone_s", "exposed_comm_shared_s", "end_s"],
+       "per placement and job: mean step alone and shared (s), slowdown (%), arrival and end (s)"),
+      ("jobs_shared_links.csv", None, "per placement, the links both jobs loaded, the busiest first", FOLD)]),
     ("sweeps", "Sweeps",
      [("bubble_vs_microbatches.png", "Bubble fraction against micro-batches M at P=8 and 16, equal op costs, no "
                                      "communication: every schedule's bubble falls as M grows."),

@@ -131,9 +131,12 @@ def run_schedule(schedule: Schedule, runner: OpRunner, env: Optional[simpy.Envir
     return finish()
 
 
-def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment, blocking_sends: bool = False):
+def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment, blocking_sends: bool = False,
+                   processes: Optional[list] = None):
     """Start the rank processes of ``schedule`` in ``env`` (several pipelines can share one env);
     returns ``finish()``, to call after ``env.run()``, which gives the :class:`EngineResult`.
+    ``processes``: a list that receives the rank processes (SimPy events that fire when each rank
+    has run its last op), for a caller that waits for the schedule inside the simulation.
 
     ``blocking_sends``: pipeline sends as Megatron-LM exchanges them without ``overlap_p2p_comm``
     (``p2p_communication``: a batch of ``isend``/``irecv`` waited on before the next op): a rank
@@ -197,7 +200,9 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
         position[rank] = len(ops)
 
     for rank, ops in sorted(schedule.ranks.items()):
-        env.process(rank_process(rank, ops))
+        proc = env.process(rank_process(rank, ops))
+        if processes is not None:
+            processes.append(proc)
 
     def finish() -> EngineResult:
         stuck = {r: i for r, i in position.items() if i < len(schedule.ranks[r])}

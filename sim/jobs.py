@@ -1,30 +1,36 @@
 """Several training jobs on one cluster: each alone, then all together on one network, and what
 each loses to the others.
 
-A :class:`StepJob` is one training step of a run (:class:`~sim.training.model.specs.RunSpec`) as a job of a
+A :class:`StepJob` runs training steps of a run (:class:`~sim.training.model.specs.RunSpec`) as a job of a
 :class:`~sim.cluster.Cluster`: it builds its scenario on the GPUs it was given (numbered 0, 1, ...
 in their order, :meth:`~sim.network.LinkTable.view`) and starts the step's ranks on its view of the
 shared network (:meth:`~sim.training.step.MoEStep.start`). :func:`run_jobs` places the jobs once
 (:data:`~sim.cluster.PLACEMENTS`), runs each alone on a fresh cluster with that placement (the
-same GPUs, the same routes, no other traffic) and then every job at once from time 0 on one
+same GPUs, the same routes, no other traffic) and then every job at once on one
 cluster, and reports per job:
 
-* ``alone_s`` and ``shared_s``: its step time alone and beside the others; ``slowdown_pct``:
+* ``alone_s`` and ``shared_s``: its mean step time alone and beside the others; ``slowdown_pct``:
   ``100 (shared / alone - 1)``;
 * ``exposed_comm_alone_s`` and ``exposed_comm_shared_s``: the communication its ranks waited for
-  (mean over ranks), where sharing the network shows first;
+  (mean over ranks and steps), where sharing the network shows first;
+* ``steps_alone``, ``steps_shared``, ``arrive_s`` and ``end_s``: how many steps it ran, when it
+  arrived and when its last shared step ended (seconds on the cluster's clock);
 
 and per link that two or more jobs loaded (:func:`shared_links`): each job's bytes on it (what its
 own transfers, collectives and bundles put there) and their mean utilisation over the shared run.
 
-Traffic meets on the network only where it runs there: pipeline sends, data-parallel
-synchronisation and, with ``communication: live`` (the ``jobs`` command's default), the
-all-to-alls; measured all-to-alls are timed alone on their own fabric and do not meet the other
-jobs. Each job runs one step; both start together at time 0, so a shorter job's last part and
-the longer job's tail run without the other (steps repeated back to back are not modelled).
+A job runs :class:`JobLength`: one step (the default), ``steps`` steps back to back, or steps back
+to back within a time window; a step starts when the job's previous one has ended on every rank
+(its optimizer step and weight gather included), so a job's steps do not overlap (nor does
+``optimizer_sync: bypass`` carry one step's optimizer into the next). In the shared run a job
+starts at its ``arrive_s`` (default 0); alone, at 0. Traffic meets on the network only where it
+runs there: pipeline sends, data-parallel synchronisation and, with ``communication: live`` (the
+``jobs`` command's default), the all-to-alls; measured all-to-alls are timed alone on their own
+fabric and do not meet the other jobs. A job that ends first leaves the network to the others.
 """
 from __future__ import annotations
 
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +38,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .checks import InputError, gpu_ranges
+from .checks import InputError, gpu_ranges, number
 from .cluster import Allocation, Cluster
 from .training.model.specs import RunSpec
 from .training.scenario import Scenario
 from .training.step import MoEStep, StepResult
+
+MAX_STEPS = 10_000          # steps a job may run back to back (a guard against a typo)
 
 
 @dataclass
@@ -48,8 +56,12 @@ class StepJob:
     run: RunSpec
     mode: str = "auto"
     label: str = ""                         # what the job runs, as the user named it (a preset or a file)
+    arrive_s: float = 0.0                   # when it starts in the shared run (seconds on the cluster's clock)
     _steps: dict = field(default_factory=dict, repr=False)     # allocation's GPUs -> MoEStep (reused)
     own_link_bytes: np.ndarray | None = field(default=None, repr=False)   # of its last start
+
+    def __post_init__(self):
+        number(self.arrive_s, f"job {self.name!r}: arrive_s", low=0.0)
 
     @property
     def gpus_needed(self) -> int:
@@ -62,22 +74,65 @@ class StepJob:
             self._steps[key] = MoEStep(Scenario(self.run, gpus=list(allocation.gpus)), self.mode)
         return self._steps[key]
 
-    def start(self, cluster: Cluster, allocation: Allocation, link_timeline: bool = False):
-        """Start the step on ``cluster``'s network, on ``allocation``'s GPUs; returns the call that
-        gives its :class:`~sim.training.step.StepResult` (and keeps the bytes it put on each link);
-        ``link_timeline`` as :meth:`~sim.training.step.MoEStep.start`'s."""
+    def start(self, cluster: Cluster, allocation: Allocation, link_timeline: bool = False,
+              length: "JobLength | None" = None, arrive_s: float = 0.0):
+        """Run steps on ``cluster``'s network, on ``allocation``'s GPUs, back to back: the first at
+        ``arrive_s`` (seconds on the cluster's clock), each next one when the last has ended (every
+        rank's optimizer step and weight gather), as many as ``length`` says (default: one).
+        Returns the call that, once the cluster has run, gives the steps'
+        :class:`~sim.training.step.StepResult` in order (each ``start_s`` when it started; it
+        raises the first step's error, a rank stuck included) and keeps the bytes the job put on
+        each link over all of them; ``link_timeline``: the first step records the network's
+        busiest links from its start to the end of the run (:meth:`~sim.training.step.MoEStep.start`)."""
         step = self.step(allocation)
         if not np.array_equal(step.scenario.links.capacity, cluster.links.capacity):
             raise InputError(f"job {self.name!r}: its communication kernels ({self.run.kernels}) scale the links' "
                              "bandwidths otherwise than the cluster's; give every job the same kernels")
+        length = length or JobLength()
         view = cluster.view(allocation)
-        finish = step.start(view, link_timeline)
+        env = cluster.env
+        started = []
 
-        def result() -> StepResult:
-            out = finish()
+        def steps():
+            if arrive_s > 0:
+                yield env.timeout(arrive_s)
+            while True:
+                started.append(step.start(view, link_timeline and not started))
+                yield started[-1].done
+                if not length.more(len(started), env.now):
+                    return
+        env.process(steps())
+
+        def results() -> list[StepResult]:
+            out = [begun() for begun in started]
             self.own_link_bytes = view.own_link_bytes.copy()
             return out
-        return result
+        return results
+
+
+@dataclass(frozen=True)
+class JobLength:
+    """How long each job runs: ``steps`` steps back to back (default 1), or, with ``window_s``,
+    steps back to back as long as the last one ended before ``window_s`` seconds of the cluster's
+    clock (at least one: the step that crosses the window's end runs to its end, the others'
+    traffic beside it)."""
+
+    steps: int = 1
+    window_s: float | None = None
+
+    def __post_init__(self):
+        if self.window_s is None:
+            number(self.steps, "steps", integer=True, low=1, high=MAX_STEPS)
+        else:
+            number(self.window_s, "window_s", low=0.0, low_open=True)
+
+    def more(self, done: int, now: float) -> bool:
+        """Whether a job that has run ``done`` steps, the last ending at ``now``, starts another."""
+        return now < self.window_s if self.window_s is not None else done < self.steps
+
+    def label(self) -> str:
+        return (f"steps back to back until {self.window_s:g} s" if self.window_s is not None else
+                "one step" if self.steps == 1 else f"{self.steps} steps back to back")
 
 
 @dataclass
@@ -92,7 +147,8 @@ class JobsResult:
     placement: str
     backend: str
     wall_s: float
-    results: dict = field(default_factory=dict, repr=False)    # job name -> StepResult of the shared run
+    results: dict = field(default_factory=dict, repr=False)    # job name -> its StepResults of the shared run
+    length: str = "one step"                                   # how long each job ran (JobLength.label)
 
 
 def cluster_for(jobs: list[StepJob]):
@@ -137,14 +193,17 @@ def place(jobs: list[StepJob], placement: str | dict, fresh=None) -> dict[str, A
     return out
 
 
-def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timeline: bool = False) -> JobsResult:
-    """Place ``jobs``, run each alone, then all together (see the module). Every job's step is
-    built first (bad input: one line, before anything runs). A job whose run fails gets its error
-    in its row (``error``) and the others keep their results; ``link_timeline``: the shared run
-    records its busiest links over time (for :func:`~sim.trace.write_jobs_trace`)."""
+def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timeline: bool = False,
+             length: JobLength | None = None) -> JobsResult:
+    """Place ``jobs``, run each alone, then all together (see the module), each for ``length``
+    (default one step; alone as shared). Every job's step is built first (bad input: one line,
+    before anything runs). A job whose run fails gets its error in its row (``error``) and the
+    others keep their results; ``link_timeline``: the shared run records its busiest links over
+    time (for :func:`~sim.trace.write_jobs_trace`)."""
     if not jobs:
         raise InputError("jobs: give at least one job")
     t0 = time.perf_counter()
+    length = length or JobLength()
     fresh = cluster_for(jobs)
     allocations = place(jobs, placement, fresh)
     for job in jobs:
@@ -153,7 +212,7 @@ def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timelin
     for job in jobs:
         try:
             cluster = fresh()
-            finish = job.start(cluster, allocations[job.name])
+            finish = job.start(cluster, allocations[job.name], length=length)
             cluster.run()
             alone[job.name] = finish()
         except InputError:
@@ -164,7 +223,7 @@ def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timelin
     cluster = fresh()
     shared = {}
     try:
-        finishes = {job.name: job.start(cluster, allocations[job.name], link_timeline and k == 0)
+        finishes = {job.name: job.start(cluster, allocations[job.name], link_timeline and k == 0, length, job.arrive_s)
                     for k, job in enumerate(running)}
         cluster.run()
         for name, finish in finishes.items():
@@ -177,59 +236,78 @@ def run_jobs(jobs: list[StepJob], placement: str | dict = "packed", link_timelin
     except Exception as exc:                        # noqa: BLE001 (the shared run as a whole)
         for job in running:
             errors.setdefault(job.name, f"shared run: {type(exc).__name__}: {exc}")
-    rows = []
-    for job in jobs:
-        a, s = alone.get(job.name), shared.get(job.name)
-        rows.append({"job": job.name, "scenario": job.label or job.run.description, "gpus": job.gpus_needed, "placement": allocations[job.name].label(),
-                     "node_runs": allocations[job.name].runs, "schedule": job.run.schedule,
-                     "alone_s": a.step_time_s if a else float("nan"), "shared_s": s.step_time_s if s else float("nan"),
-                     "slowdown_pct": 100 * (s.step_time_s / a.step_time_s - 1) if a and s else float("nan"),
-                     "exposed_comm_alone_s": a.exposed_comm_s if a else float("nan"),
-                     "exposed_comm_shared_s": s.exposed_comm_s if s else float("nan"),
-                     **({"error": errors.get(job.name, "")} if errors else {})})
-    window = max((r.step_time_s for r in shared.values()), default=0.0)
+    rows = [job_row(job, allocations[job.name], alone.get(job.name), shared.get(job.name), errors) for job in jobs]
+    end = max((r.start_s + r.step_time_s for steps in shared.values() for r in steps), default=0.0)
     own = {job.name: job.own_link_bytes for job in running if job.own_link_bytes is not None}
-    links = shared_links(cluster, own, window) if len(own) > 1 else shared_links(cluster, {}, window)
+    links = shared_links(cluster, own, end) if len(own) > 1 else shared_links(cluster, {}, end)
     label = placement if isinstance(placement, str) else "explicit"
     return JobsResult(pd.DataFrame(rows), links, jobs[0].run.topology, cluster.num_gpus, label, cluster.backend,
-                      time.perf_counter() - t0, shared)
+                      time.perf_counter() - t0, shared, length.label())
+
+
+def job_row(job: StepJob, allocation: Allocation, alone: list[StepResult] | None, shared: list[StepResult] | None,
+            errors: dict) -> dict:
+    """A job's row of :func:`run_jobs`: its steps alone and shared, their mean times (NaN where it
+    did not run) and the slowdown of the shared mean over the alone one."""
+    nan = float("nan")
+
+    def mean(steps, field):
+        return float(np.mean([getattr(r, field) for r in steps])) if steps else nan
+    a, s = mean(alone, "step_time_s"), mean(shared, "step_time_s")
+    return {"job": job.name, "scenario": job.label or job.run.description, "gpus": job.gpus_needed,
+            "placement": allocation.label(), "node_runs": allocation.runs, "schedule": job.run.schedule,
+            "arrive_s": job.arrive_s, "steps_alone": len(alone or ()), "steps_shared": len(shared or ()),
+            "alone_s": a, "shared_s": s, "slowdown_pct": 100 * (s / a - 1) if alone and shared else nan,
+            "exposed_comm_alone_s": mean(alone, "exposed_comm_s"),
+            "exposed_comm_shared_s": mean(shared, "exposed_comm_s"),
+            "end_s": shared[-1].start_s + shared[-1].step_time_s if shared else nan,
+            **({"error": errors.get(job.name, "")} if errors else {})}
 
 
 GPU_NUMBERS = 10 ** 7          # GPU numbers a list may name (the cluster checks its own)
-def plot_jobs(result: JobsResult, path: str | Path) -> Path:
-    """Each job's step alone and shared (bars, seconds), its slowdown written above: where people
-    would rather look than read."""
+def plot_jobs(jobs: pd.DataFrame, title: str, path: str | Path) -> Path:
+    """Each job's mean step alone and shared (bars, seconds; ``jobs``: :func:`run_jobs`'s rows, or
+    those of ``jobs.csv``), its slowdown written above: where people would rather look than read."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from .plots import FIGURE_WIDTH_IN, save_figure
-    jobs = result.jobs
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4.0))
     x = np.arange(len(jobs))
     ax.bar(x - 0.2, jobs.alone_s, 0.4, label="alone", color="#6baed6")
     ax.bar(x + 0.2, jobs.shared_s, 0.4, label="with the other jobs", color="#e6550d")
     for i, row in enumerate(jobs.itertuples()):
         if np.isfinite(row.slowdown_pct):
-            ax.annotate(f"{row.slowdown_pct:+.1f}%", (i + 0.2, row.shared_s), ha="center", va="bottom")
-    ax.set_xticks(x, [f"{row.job}: {row.gpus:,} GPUs, {row.placement}" for row in jobs.itertuples()], fontsize=8)
-    ax.set_ylabel("step time (s)")
+            shown = round(row.slowdown_pct, 1) + 0.0            # a rounding's -1e-13 % as +0.0 %
+            ax.annotate(f"{shown:+.1f}%", (i + 0.2, row.shared_s), ha="center", va="bottom")
+    labels = [f"{row.job}\n" + textwrap.fill(f"{row.gpus:,} GPUs, {row.placement}", 30) for row in jobs.itertuples()]
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("mean step time (s)")
     ax.margins(y=0.12)
-    ax.set_title(f"{len(jobs)} jobs on {result.topology} ({result.gpus:,} GPUs), {result.placement} placement, "
-                 f"{result.backend} network")
+    ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right")
     return save_figure(fig, path)
 
 
-JOBS_FILE_KEYS = ("topology", "placement", "communication", "network", "mode", "jobs")
-JOB_KEYS = ("scenario", "name", "gpus")
+def jobs_title(result: JobsResult) -> str:
+    """The figure's title: the jobs, the cluster, the placement, the network and their length."""
+    return (f"{len(result.jobs)} jobs on {result.topology} ({result.gpus:,} GPUs), {result.placement} placement, "
+            f"{result.backend} network, {result.length}")
 
 
-def load_jobs_file(path: str, **overrides) -> tuple[list[StepJob], str | dict]:
-    """The jobs of a YAML file (``jobs:``, a list of ``scenario`` with an optional ``name`` and
-    explicit ``gpus``; ``topology``, ``placement``, ``communication``, ``network`` and ``mode``
-    for all of them; paths relative to the file) and their placement. ``overrides`` (not None)
-    replace the file's values. Bad keys or values: one line naming the file and the entry."""
+JOBS_FILE_KEYS = ("topology", "placement", "communication", "network", "mode", "steps", "window_s", "jobs")
+JOB_KEYS = ("scenario", "name", "gpus", "arrive_s")
+
+
+def load_jobs_file(path: str, length: JobLength | None = None, **overrides
+                   ) -> tuple[list[StepJob], str | dict, JobLength]:
+    """The jobs of a YAML file (``jobs:``, a list of ``scenario`` with an optional ``name``,
+    explicit ``gpus`` and ``arrive_s``; ``topology``, ``placement``, ``communication``,
+    ``network``, ``mode`` and how long each job runs, ``steps`` or ``window_s``, for all of them;
+    paths relative to the file), their placement and length. ``length`` (not None) replaces the
+    file's steps or window, ``overrides`` (not None) its other values. Bad keys or values: one line
+    naming the file and the entry."""
     from .checks import read_yaml
     from .training.model.specs import load_scenario
     doc = read_yaml(path)
@@ -245,9 +323,11 @@ def load_jobs_file(path: str, **overrides) -> tuple[list[StepJob], str | dict]:
         if isinstance(value, str) and value.endswith((".yaml", ".yml")) and (folder / value).exists():
             return str(folder / value)
         return value
-    settings = {k: doc.get(k) for k in ("topology", "placement", "communication", "network", "mode")}
+    settings = {k: doc.get(k) for k in ("topology", "placement", "communication", "network", "mode", "steps",
+                                        "window_s")}
     settings["topology"] = local(settings["topology"])
     settings.update({k: v for k, v in overrides.items() if v is not None})
+    length = length or job_length(settings["steps"], settings["window_s"], path)
     names = job_names(len(doc["jobs"]))
     jobs, explicit = [], {}
     for k, entry in enumerate(doc["jobs"]):
@@ -260,12 +340,23 @@ def load_jobs_file(path: str, **overrides) -> tuple[list[StepJob], str | dict]:
         name = str(entry.get("name", names[k]))
         run = load_scenario(local(entry["scenario"]), topology=settings["topology"],
                             communication=settings["communication"] or "live", network=settings["network"])
-        jobs.append(StepJob(name, run, settings["mode"] or "auto", str(entry["scenario"])))
+        arrive = number(entry.get("arrive_s", 0.0), f"{where}: arrive_s", low=0.0)
+        jobs.append(StepJob(name, run, settings["mode"] or "auto", str(entry["scenario"]), float(arrive)))
         if "gpus" in entry:
             explicit[name] = parse_gpus(str(entry["gpus"]), f"{where}: gpus")
     if explicit and len(explicit) != len(jobs):
         raise InputError(f"{path}: give gpus for every job or for none ({len(explicit)} of {len(jobs)} have them)")
-    return jobs, explicit or settings["placement"] or "packed"
+    return jobs, explicit or settings["placement"] or "packed", length
+
+
+def job_length(steps, window_s, where: str = "jobs") -> JobLength:
+    """:class:`JobLength` of ``steps`` (default 1) or ``window_s``; both given: one line."""
+    if steps is not None and window_s is not None:
+        raise InputError(f"{where}: give steps or window_s, not both (got steps {steps!r}, window_s {window_s!r})")
+    try:
+        return JobLength(window_s=window_s) if window_s is not None else JobLength(1 if steps is None else steps)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def job_names(count: int) -> list[str]:
@@ -303,8 +394,10 @@ def shared_links(cluster: Cluster, own: dict[str, np.ndarray], window_s: float) 
 
 def jobs_text(result: JobsResult, top: int = 10) -> str:
     """The jobs' table and the most loaded shared links, as ``python -m sim jobs`` prints them."""
+    late = result.jobs["arrive_s"].gt(0).any() if "arrive_s" in result.jobs else False
     lines = [f"cluster {result.topology} ({result.gpus:,} GPUs), network {result.backend}, placement "
-             f"{result.placement}; each job alone, then all at once from time 0",
+             f"{result.placement}; {result.length} per job, each alone, then all at once from "
+             f"{'its arrival (arrive_s)' if late else 'time 0'}; alone_s and shared_s: mean step time",
              result.jobs.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
     links = result.links
     if links.empty:
@@ -320,5 +413,6 @@ def jobs_text(result: JobsResult, top: int = 10) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["JOBS_FILE_KEYS", "JOB_KEYS", "JobsResult", "StepJob", "cluster_for", "job_names", "jobs_text", "load_jobs_file",
+__all__ = ["JOBS_FILE_KEYS", "JOB_KEYS", "JobLength", "JobsResult", "StepJob", "cluster_for", "job_length", "job_names",
+           "job_row", "jobs_text", "jobs_title", "load_jobs_file",
            "parse_gpus", "place", "plot_jobs", "run_jobs", "shared_links"]

@@ -14,14 +14,15 @@ from .engine import EngineResult
 from .io import write_json_atomic
 
 
-def engine_events(result: EngineResult, time_scale: float = 1e6) -> list[dict]:
+def engine_events(result: EngineResult, time_scale: float = 1e6, offset_s: float = 0.0) -> list[dict]:
     events = []
     for rank in sorted(result.schedule.ranks):
         events.append({"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": "ops"}})
     for rank, kind, mb, stage, b_mb, b_stage, start, end in result.records:
         name = f"{kind}{mb}@{stage}" if kind != "FB" else f"F{mb}@{stage}&B{b_mb}@{b_stage}"
-        events.append({"name": name, "cat": kind, "ph": "X", "pid": rank, "tid": 0, "ts": start * time_scale,
+        events.append({"name": name, "cat": kind, "ph": "X", "pid": rank, "tid": 0,
+                       "ts": (start + offset_s) * time_scale,
                        "dur": (end - start) * time_scale, "args": {"mb": mb, "stage": stage}})
     return events
 
@@ -32,32 +33,41 @@ def write_chrome_trace(result, path: str | Path, busiest: int = 8) -> Path:
 
 
 def write_jobs_trace(results: dict, path: str | Path, busiest: int = 8) -> Path:
-    """Several jobs' steps on one cluster (``results``: job name -> StepResult of the shared run) in
-    one trace: a group of processes per job, ``<job>: rank r`` (process ids ``1000 x (k + 1) + r``
-    for the k-th job, sorted job by job), and the first job's link counters (the shared network's)."""
+    """Several jobs' steps on one cluster (``results``: job name -> the StepResults of its steps in
+    the shared run, each placed at its ``start_s``) in one trace: a group of processes per job,
+    ``<job>: rank r`` (process ids ``1000 x (k + 1) + r`` for the k-th job, sorted job by job), and
+    the link counters of the first job's first step (the shared network's, from then to the end)."""
     events = []
-    for k, (name, result) in enumerate(results.items()):
+    for k, (name, steps) in enumerate(results.items()):
         base = 1000 * (k + 1)
-        for event in trace_events(result, busiest):
-            pid = event.get("pid")
-            if pid == -1:
-                if k == 0:
-                    events.append(event)
-                continue
-            event = dict(event, pid=base + pid)
-            if event["name"] == "process_name":
-                event["args"] = {"name": f"{name}: {event['args']['name']}"}
-                events.append({"name": "process_sort_index", "ph": "M", "pid": base + pid,
-                               "args": {"sort_index": base + pid}})
-            events.append(event)
+        named: set[int] = set()
+        for n, result in enumerate(steps):
+            for event in trace_events(result, busiest, getattr(result, "start_s", 0.0)):
+                pid = event.get("pid")
+                if pid == -1:
+                    if k == 0 and n == 0:
+                        events.append(event)
+                    continue
+                event = dict(event, pid=base + pid)
+                if event["ph"] == "M":
+                    if (pid, event["name"], event.get("tid")) in named:
+                        continue                # each step names the same processes and threads
+                    named.add((pid, event["name"], event.get("tid")))
+                if event["name"] == "process_name":
+                    event["args"] = {"name": f"{name}: {event['args']['name']}"}
+                    events.append({"name": "process_sort_index", "ph": "M", "pid": base + pid,
+                                   "args": {"sort_index": base + pid}})
+                events.append(event)
     return write_json_atomic({"traceEvents": events, "displayTimeUnit": "ms"}, path)
 
 
-def trace_events(result, busiest: int = 8) -> list[dict]:
-    """The trace's events of one EngineResult or MoE StepResult (see the module)."""
+def trace_events(result, busiest: int = 8, offset_s: float = 0.0) -> list[dict]:
+    """The trace's events of one EngineResult or MoE StepResult (see the module); its ops and parts
+    ``offset_s`` later (a job's later step: :func:`write_jobs_trace`), the link counters as
+    recorded."""
     engine = getattr(result, "engine", result)
     scale = 1e6
-    events = engine_events(engine, scale)
+    events = engine_events(engine, scale, offset_s)
     parts = getattr(result, "part_trace", None) or []
     if parts:
         pid = result.traced_rank           # the rank whose parts a MoE step records
@@ -65,7 +75,7 @@ def trace_events(result, busiest: int = 8) -> list[dict]:
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 2, "args": {"name": "communication"}})
         for e in parts:
             events.append({"name": e.name, "cat": "compute" if e.stream == 0 else "comm", "ph": "X", "pid": pid,
-                           "tid": 1 + e.stream, "ts": e.start * scale, "dur": (e.end - e.start) * scale,
+                           "tid": 1 + e.stream, "ts": (e.start + offset_s) * scale, "dur": (e.end - e.start) * scale,
                            "args": {"op": e.op}})
     timeline = getattr(result, "link_timeline", None)
     if timeline is not None and len(timeline):

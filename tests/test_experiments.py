@@ -1,4 +1,6 @@
 """experiments/: sweep scripts, plots from CSV and the lesson table, end to end on small inputs."""
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -233,3 +235,33 @@ def test_the_tp_sweep_runs_an_moe_scenario_with_sequence_parallelism():
     assert sweep_tp.layout(base, 2, 2)["sequence_parallel"] and not sweep_tp.layout(base, 1, 2)["sequence_parallel"]
     row = sweep_tp.point({"scenario": "tiny", "tp": 2, "pp": 2})
     assert row["mean_tp_comm_s"] > 0
+
+
+def test_two_jobs_sharing_a_cluster_resume_draw_and_reach_the_page(tmp_path, capsys):
+    """experiments/jobs_sharing.py on tiny jobs and the thin spine: a row per placement and job,
+    the shared links, a second run keeps both placements, other settings run again; the figure
+    and the results page's jobs section read the CSVs."""
+    from experiments import jobs_sharing, plots, results_page
+    args = ["--scenario", "tiny", "--topology", str(Path(__file__).parent / "data" / "thin-8x8.yaml"),
+            "--arrive", "0.0003", "--out", str(tmp_path)]
+    assert jobs_sharing.main(args) == 0
+    rows = pd.read_csv(tmp_path / "jobs.csv")
+    assert list(zip(rows.policy, rows.job)) == [("packed", "A"), ("packed", "B"), ("interleaved", "A"),
+                                                ("interleaved", "B")]
+    assert (rows.steps_shared == 2).all() and list(rows.arrive_s) == [0.0, 0.0003, 0.0, 0.0003]
+    inter = rows[rows.policy == "interleaved"]
+    assert (inter.slowdown_pct > 0).all()                     # the thin spine, shared
+    links = pd.read_csv(tmp_path / "jobs_shared_links.csv")
+    assert set(links.policy) == {"interleaved"} and {"bytes_A", "bytes_B", "mean_util"} <= set(links.columns)
+    capsys.readouterr()
+    assert jobs_sharing.main(args) == 0
+    assert capsys.readouterr().out.count("kept from") == 2
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "jobs.csv"), rows)
+    assert jobs_sharing.main([*args, "--steps", "1"]) == 0
+    assert "kept from" not in capsys.readouterr().out
+    assert (pd.read_csv(tmp_path / "jobs.csv").steps_shared == 1).all()
+    plots.main(["--results", str(tmp_path)])
+    assert (tmp_path / "figures" / "jobs.png").is_file()
+    results_page.main(["--results", str(tmp_path)])
+    page = (tmp_path / "index.html").read_text()
+    assert '<section id="jobs">' in page and "jobs.png" in page and "jobs_shared_links.csv" in page

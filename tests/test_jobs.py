@@ -83,7 +83,7 @@ def test_the_jobs_command(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "nodes 2-3" in text and "nodes 0-1" in text and "met on no link" in text
     assert main(["jobs", "tiny", "--gpus", "0-15", "--gpus", "0-15"]) == 2
-    assert "--gpus: give one list per job (1), got 2" in capsys.readouterr().err
+    assert "--gpus: give one per job (1), got 2" in capsys.readouterr().err
 
 
 def test_a_jobs_file_names_its_jobs_their_gpus_and_the_cluster(tmp_path, capsys):
@@ -93,7 +93,7 @@ def test_a_jobs_file_names_its_jobs_their_gpus_and_the_cluster(tmp_path, capsys)
     spec.write_text("topology: thin.yaml\njobs:\n  - scenario: tiny\n    name: left\n    gpus: 0-15\n"
                     "  - scenario: tiny\n    name: right\n    gpus: 32-39,40-47\n")
     from sim.jobs import load_jobs_file
-    jobs, placement = load_jobs_file(str(spec))
+    jobs, placement, _ = load_jobs_file(str(spec))
     assert [j.name for j in jobs] == ["left", "right"] and placement == {"left": list(range(16)),
                                                                       "right": list(range(32, 48))}
     assert jobs[0].run.topology == str(tmp_path / "thin.yaml") and jobs[0].run.communication == "live"
@@ -131,10 +131,10 @@ def test_a_job_that_fails_keeps_the_others_results(monkeypatch):
     jobs = [StepJob("A", tiny(topology="h800-64")), StepJob("B", tiny(topology="h800-64"))]
     original = StepJob.start
 
-    def start(self, cluster, allocation, link_timeline=False):
+    def start(self, cluster, allocation, link_timeline=False, length=None, arrive_s=0.0):
         if self.name == "B":
             raise RuntimeError("a broken job")
-        return original(self, cluster, allocation, link_timeline)
+        return original(self, cluster, allocation, link_timeline, length, arrive_s)
     monkeypatch.setattr(StepJob, "start", start)
     result = run_jobs(jobs)
     a, b = result.jobs.iloc[0], result.jobs.iloc[1]
@@ -146,7 +146,8 @@ def test_the_example_jobs_file_reads_as_two_half_clusters():
     """examples/jobs/two-deepseek-v3.yaml (docs/model.md): two DeepSeek-V3 jobs of 1,024 GPUs on
     h800-2048, interleaved, live all-to-alls; placed, they take the even and the odd nodes."""
     from sim.jobs import load_jobs_file, place
-    jobs, placement = load_jobs_file(str(Path(__file__).parent.parent / "examples" / "jobs" / "two-deepseek-v3.yaml"))
+    example = Path(__file__).parent.parent / "examples" / "jobs" / "two-deepseek-v3.yaml"
+    jobs, placement, _ = load_jobs_file(str(example))
     assert placement == "interleaved" and [j.gpus_needed for j in jobs] == [1024, 1024]
     assert all(j.run.topology == "h800-2048" and j.run.communication == "live" for j in jobs)
     allocations = place(jobs, placement)
@@ -161,10 +162,10 @@ def test_the_text_the_timeline_and_the_mode_reach_the_jobs():
     result = run_jobs(jobs, "interleaved", link_timeline=True)
     text = jobs_text(result, top=2)
     assert "GB_A" in text and "GB_B" in text and result.links.iloc[0]["link"] in text
-    assert result.results["A"].link_timeline is not None and result.results["B"].link_timeline is None
-    assert result.results["A"].mode == "full" and result.results["B"].mode == "representative"
+    assert result.results["A"][0].link_timeline is not None and result.results["B"][0].link_timeline is None
+    assert result.results["A"][0].mode == "full" and result.results["B"][0].mode == "representative"
     plain = run_jobs([StepJob("A", tiny(topology=THIN)), StepJob("B", tiny(topology=THIN))], "interleaved")
-    assert plain.results["A"].link_timeline is None
+    assert plain.results["A"][0].link_timeline is None
 
 
 def test_a_job_whose_kernels_scale_the_links_otherwise_is_refused():
@@ -178,3 +179,102 @@ def test_a_job_whose_kernels_scale_the_links_otherwise_is_refused():
     with pytest.raises(InputError, match=r"^job 'A': its communication kernels \(ideal\) scale the links' "
                                          r"bandwidths otherwise than the cluster's; give every job the same kernels$"):
         job.start(cluster, cluster.allocate("A", 16))
+
+
+def test_steps_back_to_back_each_start_when_the_last_ended():
+    """Three steps of one job alone: each starts when the last ended and takes the one-step time
+    (nothing else on the network: the steps repeat, up to the rounding of the later clock)."""
+    from sim.jobs import JobLength
+    one = run_jobs([StepJob("A", tiny())]).results["A"]
+    three = run_jobs([StepJob("A", tiny())], length=JobLength(3))
+    steps = three.results["A"]
+    assert len(one) == 1 and len(steps) == 3 and steps[0].start_s == 0.0
+    assert steps[0].step_time_s == one[0].step_time_s
+    for before, after in zip(steps, steps[1:]):
+        assert after.start_s == pytest.approx(before.start_s + before.step_time_s, rel=1e-12)
+        assert after.step_time_s == pytest.approx(one[0].step_time_s, rel=1e-9)
+        assert after.ranks[0].sync_end_s == pytest.approx(one[0].ranks[0].sync_end_s, rel=1e-9)
+        assert after.engine.makespan == pytest.approx(one[0].engine.makespan, rel=1e-9)
+    row = three.jobs.iloc[0]
+    assert (row.steps_alone, row.steps_shared) == (3, 3)
+    assert row.end_s == pytest.approx(steps[-1].start_s + steps[-1].step_time_s)
+    assert row.alone_s == pytest.approx(one[0].step_time_s, rel=1e-9)
+
+
+def test_a_job_arriving_after_the_other_ended_runs_as_alone():
+    """On the thin spine two jobs at once slow each other; B arriving once A's step has ended runs
+    as it runs alone (only its own traffic left), and its steps are placed at its arrival."""
+    jobs = [StepJob("A", tiny(topology=THIN)), StepJob("B", tiny(topology=THIN))]
+    together = run_jobs(jobs, "interleaved").jobs
+    assert (together.slowdown_pct > 0).all()
+    later = StepJob("B", tiny(topology=THIN), arrive_s=0.01)
+    result = run_jobs([StepJob("A", tiny(topology=THIN)), later], "interleaved")
+    a, b = result.jobs.iloc[0], result.jobs.iloc[1]
+    assert a.shared_s == a.alone_s and b.shared_s == pytest.approx(b.alone_s, rel=1e-9)
+    assert result.results["B"][0].start_s == 0.01 and b.arrive_s == 0.01
+    assert b.end_s == pytest.approx(0.01 + b.alone_s)
+    assert "from its arrival (arrive_s)" in __import__("sim.jobs", fromlist=["jobs_text"]).jobs_text(result)
+
+
+def test_a_window_runs_steps_until_one_ends_past_it():
+    """window_s: every step but each job's last ended before the window closed, the last after it;
+    beside each other the jobs fit fewer steps than alone."""
+    from sim.jobs import JobLength
+    window = 0.004
+    result = run_jobs([StepJob("A", tiny(topology=THIN)), StepJob("B", tiny(topology=THIN))], "interleaved",
+                      length=JobLength(window_s=window))
+    for name, steps in result.results.items():
+        ends = [s.start_s + s.step_time_s for s in steps]
+        assert all(e < window for e in ends[:-1]) and ends[-1] >= window, name
+    rows = result.jobs.set_index("job")
+    assert (rows.steps_shared == [len(result.results[n]) for n in rows.index]).all()
+    assert (rows.steps_alone >= rows.steps_shared).all() and (rows.steps_shared > 1).all()
+    assert "steps back to back until 0.004 s per job" in __import__("sim.jobs", fromlist=["x"]).jobs_text(result)
+
+
+@pytest.mark.parametrize("steps,window,pattern", [
+    (0, None, r"^--steps/--window: steps must be an integer in \[1, 10,000\], got 0$"),
+    (1.5, None, r"^--steps/--window: steps must be an integer"),
+    (None, 0.0, r"^--steps/--window: window_s must be a finite number > 0, got 0.0$"),
+    (2, 1.0, r"^--steps/--window: give steps or window_s, not both \(got steps 2, window_s 1.0\)$"),
+])
+def test_a_bad_length_is_one_line(steps, window, pattern):
+    from sim.jobs import job_length
+    with pytest.raises(InputError, match=pattern):
+        job_length(steps, window, "--steps/--window")
+
+
+def test_a_bad_arrival_is_one_line(capsys):
+    with pytest.raises(InputError, match=r"^job 'A': arrive_s must be a finite number >= 0, got -1$"):
+        StepJob("A", tiny(), arrive_s=-1)
+    assert main(["jobs", "tiny", "tiny", "--topology", THIN, "--arrive", "0"]) == 2
+    assert "--arrive: give one per job (2), got 1" in capsys.readouterr().err
+
+
+def test_steps_and_arrivals_from_a_jobs_file_and_the_command(tmp_path, capsys):
+    """A jobs file's steps and arrive_s reach the run; --steps on the command line replaces them;
+    --arrive with a jobs file is refused; the trace holds every step at its own time, each
+    process named once."""
+    (tmp_path / "thin.yaml").write_text(Path(THIN).read_text())
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text("topology: thin.yaml\nplacement: interleaved\nsteps: 2\njobs:\n  - scenario: tiny\n"
+                    "  - scenario: tiny\n    arrive_s: 0.0005\n")
+    from sim.jobs import JobLength, load_jobs_file
+    jobs, placement, length = load_jobs_file(str(spec))
+    assert length == JobLength(2) and [j.arrive_s for j in jobs] == [0.0, 0.0005] and placement == "interleaved"
+    assert load_jobs_file(str(spec), JobLength(window_s=1.0))[2] == JobLength(window_s=1.0)
+    trace = tmp_path / "jobs.json"
+    assert main(["jobs", str(spec), "--json", "--trace", str(trace)]) == 0
+    rows = json.loads(capsys.readouterr().out)["jobs"]
+    assert [(r["steps_shared"], r["arrive_s"]) for r in rows] == [(2, 0.0), (2, 0.0005)]
+    events = json.loads(trace.read_text())["traceEvents"]
+    named = [(e["pid"], e.get("tid")) for e in events if e["name"] in ("process_name", "thread_name")]
+    assert len(named) == len(set(named))
+    b_ops = sorted(e["ts"] for e in events if e.get("ph") == "X" and e["pid"] // 1000 == 2)
+    assert b_ops[0] >= 500.0                            # B's first op after its arrival, 0.5 ms
+    a_first = [e for e in events if e.get("ph") == "X" and e["pid"] == 1000 and e["name"] == "F0@0"]
+    assert len(a_first) == 2 and a_first[1]["ts"] > a_first[0]["ts"]     # A's two steps, one after the other
+    assert main(["jobs", str(spec), "--steps", "1", "--json"]) == 0
+    assert [r["steps_shared"] for r in json.loads(capsys.readouterr().out)["jobs"]] == [1, 1]
+    assert main(["jobs", str(spec), "--arrive", "0", "--arrive", "1"]) == 2
+    assert "--arrive: a jobs file gives each job's arrive_s itself" in capsys.readouterr().err

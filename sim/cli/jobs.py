@@ -23,23 +23,38 @@ def is_jobs_file(name: str) -> bool:
 
 
 def cmd_jobs(args) -> int:
-    from ..jobs import StepJob, job_names, jobs_text, load_jobs_file, parse_gpus, plot_jobs, run_jobs
+    from ..jobs import (
+        StepJob,
+        job_length,
+        job_names,
+        jobs_text,
+        jobs_title,
+        load_jobs_file,
+        parse_gpus,
+        plot_jobs,
+        run_jobs,
+    )
     from ..training.model.specs import load_scenario
     if len(args.scenarios) == 1 and is_jobs_file(args.scenarios[0]):
-        if args.gpus:
-            raise InputError("--gpus: a jobs file gives each job's gpus itself")
-        jobs, placement = load_jobs_file(args.scenarios[0], topology=args.topology, placement=args.placement,
-                                         communication=args.communication, network=args.network, mode=args.mode)
+        for flag, key, value in (("--gpus", "gpus", args.gpus), ("--arrive", "arrive_s", args.arrive)):
+            if value:
+                raise InputError(f"{flag}: a jobs file gives each job's {key} itself")
+        given = None if args.steps is None and args.window is None else \
+            job_length(args.steps, args.window, "--steps/--window")       # replaces the file's steps or window
+        jobs, placement, length = load_jobs_file(
+            args.scenarios[0], given, topology=args.topology, placement=args.placement,
+            communication=args.communication, network=args.network, mode=args.mode)
     else:
         overrides = {"topology": args.topology, "communication": args.communication or "live", "network": args.network}
-        jobs = [StepJob(name, load_scenario(scenario, **overrides), args.mode or "auto", scenario) for name, scenario in
-                zip(job_names(len(args.scenarios)), args.scenarios)]
+        arrivals = per_job(args.arrive, len(args.scenarios), "--arrive") or [0.0] * len(args.scenarios)
+        jobs = [StepJob(name, load_scenario(scenario, **overrides), args.mode or "auto", scenario, arrive)
+                for name, scenario, arrive in zip(job_names(len(args.scenarios)), args.scenarios, arrivals)]
         placement = args.placement or "packed"
         if args.gpus:
-            if len(args.gpus) != len(jobs):
-                raise InputError(f"--gpus: give one list per job ({len(jobs)}), got {len(args.gpus)}")
-            placement = {job.name: parse_gpus(text, "--gpus") for job, text in zip(jobs, args.gpus)}
-    result = run_jobs(jobs, placement, link_timeline=bool(args.trace))
+            placement = {job.name: parse_gpus(text, "--gpus")
+                         for job, text in zip(jobs, per_job(args.gpus, len(jobs), "--gpus"))}
+        length = job_length(args.steps, args.window, "--steps/--window")
+    result = run_jobs(jobs, placement, link_timeline=bool(args.trace), length=length)
     if args.out:
         from pathlib import Path
 
@@ -49,7 +64,7 @@ def cmd_jobs(args) -> int:
         with overwriting(args.force):
             write_csv_atomic(result.jobs, out / "jobs.csv")
             write_csv_atomic(result.links, out / "jobs_shared_links.csv")
-            plot_jobs(result, out / "jobs.png")
+            plot_jobs(result.jobs, jobs_title(result), out / "jobs.png")
     if args.trace:
         from ..io import overwriting
         from ..trace import write_jobs_trace
@@ -66,6 +81,13 @@ def cmd_jobs(args) -> int:
     return 0
 
 
+def per_job(values: list | None, count: int, flag: str) -> list | None:
+    """A flag given once per job (``--gpus``, ``--arrive``): its values, one per job, or one line."""
+    if values and len(values) != count:
+        raise InputError(f"{flag}: give one per job ({count}), got {len(values)}")
+    return values
+
+
 def add_arguments(p) -> None:
     p.add_argument("scenarios", nargs="+", metavar="SCENARIO",
                    help="a job: a scenario preset or YAML (one step of it), jobs named A, B, ... in this order; or one "
@@ -77,6 +99,13 @@ def add_arguments(p) -> None:
                         "over the free ones (interleaved)")
     p.add_argument("--gpus", action="append",
                    help="explicit GPUs of a job, whole nodes (e.g. 0-1023); once per job, in order")
+    p.add_argument("--steps", type=int,
+                   help="steps each job runs back to back, each when its previous one ended (default 1)")
+    p.add_argument("--window", type=float, metavar="SECONDS",
+                   help="instead of --steps: each job runs steps back to back until one ends after this many "
+                        "seconds of the cluster's clock")
+    p.add_argument("--arrive", type=float, action="append", metavar="SECONDS",
+                   help="when a job starts in the shared run (seconds; default 0); once per job, in order")
     p.add_argument("--communication", choices=("live", "measured"),
                    help="all-to-alls on the shared network among the other jobs' traffic (live, default) or "
                         "measured alone (then only pipeline sends and data-parallel traffic meet)")

@@ -43,7 +43,8 @@ from .scenario import Scenario
 
 @dataclass
 class RankSync:
-    """When a pipeline rank's data-parallel work happened (seconds since the step began)."""
+    """When a pipeline rank's data-parallel work happened (seconds on the network's clock; the step's
+    start until it happens)."""
 
     launched: float = 0.0          # its last gradient reduce-scatter (or all-reduce) started
     reduced: float = 0.0           # its last gradient reduce-scatter (or all-reduce) ended
@@ -127,11 +128,14 @@ class GradientSync:
         self.reports = reports
         self._stage_ends: dict[tuple[int, int], list[float]] = {}
         self._rank_pending = {r: len(stages) for r, stages in self.counts.items()}
-        self._rank_last_op = {r: 0.0 for r in self.counts}
+        start = self.env.now                # the step's start on the network's clock
+        self._rank_last_op = {r: start for r in self.counts}
         self._all_pending = sum(len(stages) for stages in self.counts.values())
         self._deferred: list[tuple[int, int]] = []
         self._reduced_ranks = 0
-        self.ranks = {r: RankSync() for r in self.counts}
+        self.ranks = {r: RankSync(start, start, start, start, start) for r in self.counts}
+        self.ended = self.env.event()       # fires when every rank's optimizer step and weight gather ended
+        self._ended_ranks = 0
 
     def stage_done(self, rank: int, stage: int, ends: np.ndarray) -> None:
         """The last backward of ``stage`` on ``rank`` ended at ``ends`` (one runner's replicas)."""
@@ -242,6 +246,9 @@ class GradientSync:
 
     def _finish(self, rank: int) -> None:
         self.ranks[rank].end = self.env.now
+        self._ended_ranks += 1
+        if self._ended_ranks == len(self.ranks):
+            self.ended.succeed()
 
 
 __all__ = ["GradientSync", "LayerCollectives", "RankSync", "optimizer_seconds", "stage_layer_params",

@@ -95,7 +95,9 @@ class StepContext:
     every compute part noisy. ``model_parallel``: the TP and CP collectives' seconds, or ``None``;
     ``mp_parts``: which TP and CP parts the ops carry. ``blocking_sends``: a rank's next op starts
     no earlier than its last op's sends landed (the engine holds the rank until they have:
-    :func:`~sim.engine.start_schedule`); each replica's clock moves to its own send's landing."""
+    :func:`~sim.engine.start_schedule`); each replica's clock moves to its own send's landing.
+    ``start_s``: where the ranks' clocks start (the network's time when the step starts: 0 on a fresh
+    network, later for a job's later steps)."""
 
     schedule: Schedule
     chunk: ChunkModel
@@ -112,6 +114,7 @@ class StepContext:
     model_parallel: ModelParallelComm | None = None
     mp_parts: ModelParallelParts = NO_MODEL_PARALLEL
     blocking_sends: bool = False
+    start_s: float = 0.0            # the step's start on the network's clock (later steps of a job: :mod:`sim.jobs`)
 
 
 class GroupRunner:
@@ -132,7 +135,7 @@ class GroupRunner:
         self.replicas = np.asarray(replicas)
         pp, n = schedule.pp, len(replicas)
         self.num_stages = schedule.num_stages
-        self.clock = {r: np.zeros(n) for r in range(pp)}
+        self.clock = {r: np.full(n, context.start_s) for r in range(pp)}
         self.stats = {r: GroupStats.zeros(n) for r in range(pp)}
         self.load = {r: np.array([comm.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
         self.arrivals: dict[tuple, np.ndarray] = {}   # key -> when each replica has it

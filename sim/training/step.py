@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import simpy
@@ -132,6 +133,7 @@ class StepResult:
     fault_free_s: float | None = None   # the same run's step without its faults (set by `run`), for their cost
     kernels: object = field(repr=False, default=None)   # DataFrame: every kernel of a layer (kernel_report)
     trust: object = None        # TrustBand: the validated runs like this one and their errors (sim.training.trust)
+    start_s: float = 0.0        # when it started on its network's clock (its times count from there: sim.jobs)
 
     @property
     def mean_utilization(self) -> float:
@@ -226,6 +228,22 @@ class StepResult:
                 "trust": self.trust.to_json() if self.trust is not None else None}
 
 
+@dataclass(frozen=True)
+class StartedStep:
+    """A step started on a network (:meth:`MoEStep.start`). Call it, once the environment has run,
+    for its :class:`StepResult` (it raises :class:`~sim.engine.DeadlockError` if a rank got
+    stuck); ``done``: the SimPy event that fires when the step has ended (every rank's last op,
+    gradient synchronisation and optimizer step), for a job that starts its next step then;
+    ``start_s``: when it started, on the network's clock."""
+
+    finish: Callable[[], StepResult]
+    done: simpy.Event
+    start_s: float
+
+    def __call__(self) -> StepResult:
+        return self.finish()
+
+
 class MoEStep:
     """One training step of a :class:`~sim.training.scenario.Scenario`: its all-to-all times (the comm
     model) and, in :meth:`simulate`, SimPy ranks and streams on a fresh fabric."""
@@ -282,7 +300,8 @@ class MoEStep:
                               sm_slowdown=sc.sm_slowdown, sync=sync, layer_collectives=self.layer_collectives,
                               live=live, send_launch_s=sc.kernels.nccl_launch_s, compute_factors=factors,
                               faults=sc.run.faults, model_parallel=self.model_parallel,
-                              mp_parts=sc.model_parallel_parts, blocking_sends=self.blocking_sends)
+                              mp_parts=sc.model_parallel_parts, blocking_sends=self.blocking_sends,
+                              start_s=fabric.env.now)
         return [GroupRunner(context, g, sc.layout.group_replicas(g) if self.full else [0], trace if g == 0 else None)
                 for g in groups]
 
@@ -297,65 +316,79 @@ class MoEStep:
             env.run()
             return finish()
 
-    def start(self, network: Network, link_timeline: bool = False):
-        """Start the step's ranks on ``network`` (whose clock is at 0: the step's times are from
-        there), beside whatever else runs on it (:mod:`sim.cluster`: other jobs), and return the
-        call that, once its environment has run, checks every rank finished and gives the
-        :class:`StepResult`."""
+    def start(self, network: Network, link_timeline: bool = False) -> "StartedStep":
+        """Start the step's ranks on ``network`` now (the step's times are counted from the
+        network's clock at this call: 0 on a fresh network), beside whatever else runs on it
+        (:mod:`sim.cluster`: other jobs), and return a :class:`StartedStep`: the call that, once
+        the environment has run, checks every rank finished and gives the :class:`StepResult`, and
+        its ``done`` event (every rank's last op and optimizer step ended)."""
         t0 = time.perf_counter()
+        start_s = network.env.now
         trace: list[PartEvent] = []
         timeline = LinkTimeline(network, bin_s=1e-6, max_bins=128) if link_timeline else None
         sync = GradientSync(self.scenario, network, self.scenario.layout.groups_per_rank if self.full else 1)
         runners = self.runners(network, trace, sync)
-        finishers = [start_schedule(self.scenario.schedule, r, network.env, self.blocking_sends) for r in runners]
+        processes: list = []
+        finishers = [start_schedule(self.scenario.schedule, r, network.env, self.blocking_sends, processes)
+                     for r in runners]
 
         def finish() -> StepResult:
             for done in finishers:
                 done()                      # raises DeadlockError if a rank got stuck
-            result = self._summarize(runners, sync, trace, time.perf_counter() - t0)
+            if not sync.ended.triggered:
+                raise RuntimeError("the step's data-parallel synchronisation did not finish")
+            result = self._summarize(runners, sync, trace, time.perf_counter() - t0, start_s)
+            result.start_s = start_s
             if timeline is not None:
                 timeline.finish()
                 result.link_timeline = timeline.utilization(k=16)
             return result
-        return finish
+        return StartedStep(finish, simpy.AllOf(network.env, [*processes, sync.ended]), start_s)
 
-    def _summarize(self, runners: list[GroupRunner], sync: GradientSync, trace: list, wall: float) -> StepResult:
+    def _summarize(self, runners: list[GroupRunner], sync: GradientSync, trace: list, wall: float,
+                   start_s: float = 0.0) -> StepResult:
+        """The step's figures; times on the network's clock less ``start_s`` (the step's start)."""
         sc = self.scenario
         run, P, memory = sc.run, sc.run.pp, sc.memory
-        pipeline_end = max(float(c.max()) for rn in runners for c in rn.clock.values())
-        step = max(pipeline_end, max(s.end for s in sync.ranks.values()))
+        pipeline_end = max(float(c.max()) for rn in runners for c in rn.clock.values()) - start_s
+        step = max(pipeline_end, max(s.end for s in sync.ranks.values()) - start_s)
         if run.optimizer_sync == "bypass":          # successive steps overlap: the longest rank's own span
             first = {}
             for rn in runners:
                 for rec in rn.records:
                     first[rec.rank] = min(first.get(rec.rank, rec.start), rec.start)
-            step = max(max(max(float(rn.clock[r].max()) for rn in runners), sync.ranks[r].end) - first.get(r, 0.0)
-                       for r in range(P))
+            step = max(max(max(float(rn.clock[r].max()) for rn in runners), sync.ranks[r].end)
+                       - first.get(r, start_s) for r in range(P))
         # Per rank: the slowest replica's figures (identical replicas in representative mode).
         ranks = []
         for rank in range(P):
             stats = {name: np.concatenate([getattr(rn.stats[rank], name) for rn in runners])
                      for name in ("op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s", "tp_comm_s",
                                   "cp_comm_s")}
-            last_end = np.concatenate([rn.clock[rank] for rn in runners])
+            last_end = np.concatenate([rn.clock[rank] for rn in runners]) - start_s
             worst = int(np.argmax(stats["op_s"]))
             op_s, busy, comm_s, recompute_s, wait_s = (float(stats[k][worst]) for k in (
                 "op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s"))
             s = sync.ranks[rank]
             # Its own gradient reduction left exposed, then the weight all-gather; a wait for the other
             # ranks at the optimizer's global barrier is bubble (the pipeline's imbalance), not sync.
-            reduced = max(s.reduced, sync.last_op_end(rank))
-            dp_s = max(0.0, reduced - max(float(last_end[worst]), s.launched)) + (s.end - s.optimizer_end)
+            launched, reduced_at, end = s.launched - start_s, s.reduced - start_s, s.end - start_s
+            reduced = max(reduced_at, sync.last_op_end(rank) - start_s)
+            dp_s = max(0.0, reduced - max(float(last_end[worst]), launched)) + (s.end - s.optimizer_end)
             opt_s = s.optimizer_end - s.optimizer_start
             bubble = step - op_s - wait_s - dp_s - opt_s
             replica_ids = np.concatenate([rn.replicas for rn in runners])
             ranks.append(RankResult(rank, busy - recompute_s, max(0.0, op_s - busy), comm_s, bubble,
                                     busy / step if step else 0.0, memory[rank], recompute_s, wait_s, dp_s, opt_s,
-                                    s.launched, ReplicaSpread.of(stats["compute_s"], replica_ids),
+                                    launched, ReplicaSpread.of(stats["compute_s"], replica_ids),
                                     ReplicaSpread.of(stats["comm_s"], replica_ids), float(last_end[worst]),
-                                    s.reduced, s.end, float(stats["tp_comm_s"][worst]),
+                                    reduced_at, end, float(stats["tp_comm_s"][worst]),
                                     float(stats["cp_comm_s"][worst])))
-        engine = EngineResult.of(sc.schedule, runners[0].records)
+        records = runners[0].records if not start_s else [
+            rec._replace(start=rec.start - start_s, end=rec.end - start_s) for rec in runners[0].records]
+        if start_s:
+            trace[:] = [e._replace(start=e.start - start_s, end=e.end - start_s) for e in trace]
+        engine = EngineResult.of(sc.schedule, records)
         tokens = run.dp * run.microbatches * run.tokens_per_microbatch
         flops = sc.chunk.model_flops_per_microbatch() * run.microbatches * run.dp
         # against the peak of the GEMMs' own precision (FP8 GEMMs against the FP8 peak)
@@ -421,5 +454,5 @@ def simulate_schedules(scenario: Scenario, schedules: list[str], mode: str = "au
     return results
 
 
-__all__ = ["COMPARED_SCHEDULES", "MODES", "TIME_COLUMNS", "MoEStep", "RankResult", "StepResult", "simulate_schedules",
-           "simulate_step"]
+__all__ = ["COMPARED_SCHEDULES", "MODES", "TIME_COLUMNS", "MoEStep", "RankResult", "StartedStep", "StepResult",
+           "simulate_schedules", "simulate_step"]
