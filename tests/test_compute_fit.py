@@ -237,3 +237,142 @@ def test_a_tables_kind_is_read_from_its_columns(tmp_path):
                                "seq_len, tflops)")
     with pytest.raises(KernelTableError, match="no such file"):
         table_kind(tmp_path / "none.csv")
+
+
+def _same(fresh, shipped, where="kernels.yaml"):
+    """``fresh`` equals ``shipped``: the same keys in the same order, strings and integers exact,
+    floats to 1e-3 (the fits' digits)."""
+    if isinstance(fresh, dict):
+        assert list(fresh) == list(shipped), where
+        for key in fresh:
+            _same(fresh[key], shipped[key], f"{where}/{key}")
+    elif isinstance(fresh, list):
+        assert len(fresh) == len(shipped), where
+        for i, (a, b) in enumerate(zip(fresh, shipped)):
+            _same(a, b, f"{where}[{i}]")
+    elif isinstance(fresh, float) or isinstance(shipped, float):
+        assert fresh == pytest.approx(shipped, rel=1e-3, abs=1e-3), where
+    else:
+        assert fresh == shipped, where
+
+
+def test_the_shipped_file_is_the_fresh_fit_entry_by_entry(fresh):
+    """Every entry of kernels.yaml, not only the fitted rates: each family's GPUs and BF16 peak
+    (989.4 for sm90's H100), each fit's source, rows and errors, and where a borrowed attention
+    comes from (sm80's declared source; sm100's 'family sm90's flash3 fits')."""
+    from sim.compute.fit import FITTED
+    fitted, _ = fresh
+    shipped = yaml.safe_load(FITTED.read_text())
+    _same(fitted, shipped)
+    assert fitted["sm90"]["reference_bf16_tflops"] == load_gpu("h100").figures().peak("bf16") > 900
+    assert fitted["sm100"]["attention"]["source"] == "family sm90's flash3 fits"
+    assert fitted["sm80"]["attention"]["source"].startswith("FlashAttention-2 (Dao 2023, arXiv 2307.08691)")
+
+
+def test_each_report_row_names_its_family_and_two_decimals(fresh):
+    fitted, report = fresh
+    kinds = {r.kind.split()[0] for r in report}
+    assert kinds == {"gemm", "attention"}
+    for r in report:
+        assert r.family in fitted, r
+        assert round(r.rms_pct, 2) == r.rms_pct and round(r.max_pct, 2) == r.max_pct, r
+    assert any(round(r.rms_pct, 1) != r.rms_pct for r in report if r.kind.startswith("gemm"))
+
+
+def test_the_written_yaml_folds_at_120_columns():
+    """kernels.yaml's long sources stay on one line up to 120 columns (as written and shipped)."""
+    from sim.compute.fit import fitted_text
+    text = fitted_text({"f": {"source": ("a source of ninety characters, " * 3).strip()}})
+    assert "\n  source: a source of ninety characters, a source of ninety characters, a source of ninety " \
+           "characters,\n" in text
+
+
+def test_a_family_scaled_from_a_table_without_its_rows_is_one_line(gpus, tmp_path):
+    from sim.checks import InputError
+    base = yaml.safe_load(open("sim/compute/presets/calibration.yaml"))["families"]
+    ratio = tmp_path / "ratio.csv"
+    ratio.write_text("gpu,precision,groups,m,n,k,tflops\nh100,bf16,1,8192,8192,8192,700\n")
+    sm80 = {**base["sm80"], "gemm": {"bf16": {"scale_from": "sm90", "ratio_table": str(ratio)}}}
+    path = tmp_path / "calibration.yaml"
+    path.write_text(yaml.safe_dump({"families": {"sm90": base["sm90"], "sm80": sm80}}))
+    with pytest.raises(InputError) as info:
+        calibrate(gpus, path)
+    assert str(info.value) == (f"calibration.yaml: {ratio} needs one bf16 row of ['a100'] and one of "
+                               f"{base['sm90']['gpus']} to scale from, got 0 and 1")
+
+
+def test_a_gemm_fits_k0_stops_at_4096(gpus):
+    """Rows whose efficiency still climbs at k = 16K (made with k0 = 20,000): the fit's k0 sits on
+    its upper bound, 4,096 elements."""
+    from sim.compute.fit import fit_gemm
+    from sim.compute.tables import GemmRow
+    truth = GemmFit(rate_tflops=700.0, k0=20000.0, fixed_us=2.0)
+    shapes = [(1, m, n, k) for m in (4096, 8192) for n in (4096, 8192) for k in (256, 1024, 4096, 16384)]
+    rows = [GemmRow("h100", "bf16", *s, 1.0, i) for i, s in enumerate(shapes, start=1)]
+    seconds = gemm_row_seconds(truth, rows, gpus)
+    rows = [r._replace(tflops=r.flops / t / 1e12) for r, t in zip(rows, seconds)]
+    assert fit_gemm(rows, gpus, "synthetic").k0 == 4096.0
+
+
+@pytest.fixture(scope="module")
+def user_tables(tmp_path_factory):
+    """A user's GEMM table (XLA's H100 rows) and attention table (FlashAttention-3's rows of the
+    shipped table, renamed kernel 'mine'), as files."""
+    from sim.compute.tables import TABLES
+    folder = tmp_path_factory.mktemp("user")
+    gemm = folder / "gemm.csv"
+    gemm.write_text((TABLES / "gemm_xla_sm90_bf16.csv").read_text())
+    lines = [l for l in (TABLES / "attention_flash_h100.csv").read_text().splitlines() if not l.startswith("#")]
+    header, rows = lines[0], [l for l in lines[1:] if ",flash3," in l]
+    att = folder / "att.csv"
+    att.write_text("\n".join([header] + [r.replace(",flash3,", ",mine,") for r in rows]) + "\n")
+    return gemm, att, header, rows
+
+
+def test_a_users_attention_table_makes_the_familys_attention(gpus, user_tables):
+    """calibrate --kernels with an attention table: the family's attention is that table's kernel,
+    its fits per direction and mask, each reported with its own errors; the GEMM fit names its table."""
+    from sim.compute.fit import calibrate_tables
+    gemm, att, _, rows = user_tables
+    shipped = load_families()
+    own, report = calibrate_tables([gemm, att], gpus, "mine", shipped["sm90"], "sm90")
+    fam = own["mine"]
+    assert fam["gemm"]["bf16"]["source"] == str(gemm)
+    assert fam["attention"]["kernel"] == "mine" and fam["attention"]["table"] == str(att)
+    assert fam["attention"]["source"] == str(att) and fam["attention"]["per_peak"] is None
+    assert set(fam["attention"]["fits"]) == {"fwd_0", "fwd_1", "bwd_0"}
+    for r in report:
+        assert r.family == "mine" and r.rms_pct is not None and r.max_pct is not None
+        if r.kind.startswith("attention"):
+            key = {"attention mine fwd": "fwd_0", "attention mine fwd causal": "fwd_1", "attention mine bwd": "bwd_0"}
+            fit = fam["attention"]["fits"][key[r.kind]]
+            assert (r.rows, r.rms_pct, r.max_pct) == (fit["rows"], fit["rms_pct"], fit["max_pct"])
+            assert r.rms_pct > 0
+
+
+def test_without_an_attention_table_the_base_familys_runs_at_the_peak_ratio(gpus, user_tables):
+    from sim.compute.fit import calibrate_tables
+    shipped = load_families()
+    own, _ = calibrate_tables([user_tables[0]], gpus, "mine", shipped["sm90"], "sm90")
+    att = own["mine"]["attention"]
+    assert att["per_peak"] == 1.0 / shipped["sm90"]["reference_bf16_tflops"]
+    assert att["source"] == "family sm90's flash3 fits" and att["kernel"] == "flash3"
+
+
+def test_a_users_bad_attention_tables_are_one_line(gpus, user_tables, tmp_path):
+    from sim.checks import InputError
+    from sim.compute.fit import calibrate_tables
+    gemm, _, header, rows = user_tables
+    base = load_families()["sm90"]
+    two = tmp_path / "two.csv"
+    two.write_text("\n".join([header, rows[0].replace(",flash3,", ",b,"), rows[1].replace(",flash3,", ",a,")]) + "\n")
+    with pytest.raises(InputError) as info:
+        calibrate_tables([gemm, two], gpus, "mine", base, "sm90")
+    assert str(info.value) == ("calibrate --kernels: the attention tables hold several kernels (a, b); give one "
+                               "kernel's rows")
+    backward = tmp_path / "bwd.csv"
+    backward.write_text("\n".join([header] + [r.replace(",flash3,", ",m,") for r in rows if ",bwd," in r]) + "\n")
+    with pytest.raises(InputError) as info:
+        calibrate_tables([gemm, backward], gpus, "mine", base, "sm90")
+    assert str(info.value) == ("calibrate --kernels: the attention table needs forward rows without the causal mask "
+                               "(direction fwd, causal 0)")

@@ -87,6 +87,33 @@ def test_recheck_runs_only_the_named_survivors_alone_and_records_them(tmp_path, 
         {"sim.engine.x_inputs_of__mutmut_1": 1}
 
 
+def test_recheck_runs_new_test_files_the_map_does_not_list(tmp_path, monkeypatch):
+    """``--tests``: a test file written since mutmut's map (copied into the mutants' tests) runs on
+    every rechecked mutant after the map's own tests; a file that is not there is one line."""
+    pytest.importorskip("mutmut")
+    import subprocess
+
+    import tools.mutation as mutation
+    _meta(tmp_path, "sim.engine", {"sim.engine.x_inputs_of__mutmut_1": 0})
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {
+        "sim.engine.x_inputs_of": ["tests/test_engine.py::b"]}}))
+    (tmp_path / "tests").mkdir()
+    new = tmp_path / "test_new.py"
+    new.write_text("def test_x():\n    assert True\n")
+    calls = []
+
+    def fake_run(cmd, cwd, env, capture_output, timeout):
+        calls.append(cmd[-2:])
+        return subprocess.CompletedProcess(cmd, 1)
+    monkeypatch.setattr(mutation.subprocess, "run", fake_run)
+    done = mutation.recheck(tmp_path, status="survived", extra_tests=[str(new)])
+    assert done == {"sim.engine.x_inputs_of__mutmut_1": 1}
+    assert calls == [["tests/test_engine.py::b", "tests/test_new.py"]]
+    assert (tmp_path / "tests" / "test_new.py").read_text() == new.read_text()
+    with pytest.raises(InputError, match=r"^--tests: .*none.py is not a file$"):
+        mutation.recheck(tmp_path, status="survived", extra_tests=[str(tmp_path / "none.py")])
+
+
 def test_no_results_make_an_empty_table_and_a_clear_line(tmp_path, monkeypatch, capsys):
     """No mutmut results anywhere (a fresh checkout): an empty table with its columns, and
     ``--report`` says to run first instead of a traceback."""

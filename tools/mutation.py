@@ -18,7 +18,9 @@ module. ``--report`` only writes the table.
 generous limit: on a busy machine a surviving mutant's slow run can pass for a timeout (killed).
 ``--recheck-survivors`` does the same for the survivors of the modules named (default: all): mutmut
 runs its workers forked from one process, and a few mutants it recorded as survivors fail their
-tests when run alone, in a fresh interpreter.
+tests when run alone, in a fresh interpreter. A recheck runs the tests mutmut's map lists for the
+mutant's function; ``--tests FILE ...`` adds test files written since that map was built (tests
+added to kill survivors, which the map cannot list yet).
 
 Score = killed / (checked - equivalent). Equivalent mutants (no output can change) are listed in
 :data:`EQUIVALENT` with the reason, instead of a test that cannot exist.
@@ -553,6 +555,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recheck-survivors", action="store_true",
                         help="run every surviving mutant of the modules (or functions, or mutants) named "
                              "(default all) again, alone, in a fresh interpreter, then write the table")
+    parser.add_argument("--tests", nargs="+", default=(), metavar="FILE",
+                        help="with a recheck: also run these test files on every mutant (tests written since "
+                             "mutmut built its map of tests by function)")
     parser.add_argument("--children", type=arg(integer=True, low=1, high=256), default=2,
                         help="parallel mutmut workers (default 2)")
     parser.add_argument("--sample", type=arg(integer=True, low=1), default=None, metavar="N",
@@ -619,16 +624,24 @@ def stale_test_map(modules, root: Path = Path("mutants"), tests: Path = Path("te
 
 
 def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = "timeout",
-            modules=()) -> dict[str, int]:
+            modules=(), extra_tests=()) -> dict[str, int]:
     """Run again, one at a time, every mutant mutmut recorded as ``status`` (of ``modules``: dotted
     modules, mangled functions or mutant names; default all), against the tests that reach its
-    function (as mutmut's stats list them), with ``limit_s`` seconds; record the result (pytest's
-    exit code: 1 killed, 0 survived) in mutmut's meta file. On a busy machine mutmut's timeouts,
-    which count as killed, can be a slow run of a surviving mutant; and a few of its survivors are
-    killed when run alone. Equivalent mutants (:data:`EQUIVALENT`) are not run."""
+    function (as mutmut's stats list them) and the test files ``extra_tests`` (written since mutmut
+    built that map: copied into ``root``'s tests first), with ``limit_s`` seconds; record the
+    result (pytest's exit code: 1 killed, 0 survived) in mutmut's meta file. On a busy machine
+    mutmut's timeouts, which count as killed, can be a slow run of a surviving mutant; and a few of
+    its survivors are killed when run alone. Equivalent mutants (:data:`EQUIVALENT`) are not run."""
     import os
+    import shutil
 
     from mutmut.stats import status_by_exit_code
+    extra = []
+    for path in map(Path, extra_tests):
+        if not path.is_file():
+            raise InputError(f"--tests: {path} is not a file")
+        shutil.copy2(path, root / "tests" / path.name)
+        extra.append(f"tests/{path.name}")
     stats = json.loads((root / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
     selection = _selection_args()                   # pyproject read once, not per test of every mutant
     skip = [a for a in selection if a.startswith("--deselect")]
@@ -642,6 +655,7 @@ def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = 
             if modules and not any(name == m or name.startswith((m + ".", m + "__mutmut_")) for m in modules):
                 continue                                    # a module, a function or one mutant
             tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if t.split("::")[0] not in ignored)
+            tests = [t for t in tests if t.split("::")[0] not in extra] + extra
             try:
                 code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip,
                                        *tests], cwd=root, env={**os.environ, "MUTANT_UNDER_TEST": name},
@@ -740,9 +754,9 @@ def run(args) -> int:
         return run(args)
     if args.recheck_timeouts or args.recheck_survivors:
         if args.recheck_timeouts:
-            recheck()
+            recheck(extra_tests=args.tests)
         if args.recheck_survivors:
-            recheck(status="survived", modules=args.modules)
+            recheck(status="survived", modules=args.modules, extra_tests=args.tests)
     elif not args.report:
         for name in drop_removed():
             print(f"removed mutants/{name} (no longer in this checkout)")
