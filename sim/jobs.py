@@ -22,7 +22,8 @@ own transfers, collectives and bundles put there) and their mean utilisation ove
 A job runs :class:`JobLength`: one step (the default), ``steps`` steps back to back, or steps back
 to back within a time window; a step starts when the job's previous one has ended on every rank
 (its optimizer step and weight gather included), so a job's steps do not overlap (nor does
-``optimizer_sync: bypass`` carry one step's optimizer into the next). In the shared run a job
+``optimizer_sync: bypass`` carry one step's optimizer into the next); under kernel jitter each
+step draws its own (the first step's draws are the one-step run's). In the shared run a job
 starts at its ``arrive_s`` (default 0); alone, at 0. Traffic meets on the network only where it
 runs there: pipeline sends, data-parallel synchronisation and, with ``communication: live`` (the
 ``jobs`` command's default), the all-to-alls; measured all-to-alls are timed alone on their own
@@ -97,7 +98,7 @@ class StepJob:
             if arrive_s > 0:
                 yield env.timeout(arrive_s)
             while True:
-                started.append(step.start(view, link_timeline and not started))
+                started.append(step.start(view, link_timeline and not started, len(started)))
                 yield started[-1].done
                 if not length.more(len(started), env.now):
                     return

@@ -278,3 +278,18 @@ def test_steps_and_arrivals_from_a_jobs_file_and_the_command(tmp_path, capsys):
     assert [r["steps_shared"] for r in json.loads(capsys.readouterr().out)["jobs"]] == [1, 1]
     assert main(["jobs", str(spec), "--arrive", "0", "--arrive", "1"]) == 2
     assert "--arrive: a jobs file gives each job's arrive_s itself" in capsys.readouterr().err
+
+
+def test_each_step_draws_its_own_kernel_jitter():
+    """Under jitter a job's first step is the one-step run's, to the last digit; its later steps
+    draw anew (their times differ), the same on every run."""
+    from sim.jobs import JobLength
+    run = load_scenario("tiny", faults={"jitter_cv": 0.2, "seed": 3})
+    one = MoEStep(Scenario(run)).simulate()
+    steps = run_jobs([StepJob("A", run)], length=JobLength(3)).results["A"]
+    again = run_jobs([StepJob("A", run)], length=JobLength(3)).results["A"]
+    assert steps[0].step_time_s == one.step_time_s
+    times = [s.step_time_s for s in steps]
+    assert times == [s.step_time_s for s in again]
+    for a, b in ((0, 1), (0, 2), (1, 2)):                 # apart by more than the later clock's rounding
+        assert abs(times[a] - times[b]) > 1e-6 * times[a]

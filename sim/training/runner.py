@@ -97,7 +97,8 @@ class StepContext:
     no earlier than its last op's sends landed (the engine holds the rank until they have:
     :func:`~sim.engine.start_schedule`); each replica's clock moves to its own send's landing.
     ``start_s``: where the ranks' clocks start (the network's time when the step starts: 0 on a fresh
-    network, later for a job's later steps)."""
+    network, later for a job's later steps); ``step_index``: which of a job's steps it is (its
+    kernel jitter draws differ from step to step)."""
 
     schedule: Schedule
     chunk: ChunkModel
@@ -115,6 +116,7 @@ class StepContext:
     mp_parts: ModelParallelParts = NO_MODEL_PARALLEL
     blocking_sends: bool = False
     start_s: float = 0.0            # the step's start on the network's clock (later steps of a job: :mod:`sim.jobs`)
+    step_index: int = 0             # which step of a job (0: the first): its kernel jitter is drawn anew
 
 
 class GroupRunner:
@@ -219,7 +221,7 @@ class GroupRunner:
         of ``stacked`` ([part, replica] arrays of the same vectors) for all parts."""
         x = self._factor[rank] if self._factor is not None else 1.0
         if self._jitter is not None:
-            x = x * self._jitter.jitter(rank, seq, self.replicas, len(durations))
+            x = x * self._jitter.jitter(rank, seq, self.replicas, len(durations), self.context.step_index)
         full, shared = stacked
         return list(zip(full * x, shared * x))
 

@@ -287,10 +287,11 @@ class MoEStep:
         """Whether a rank waits for its pipeline sends (``RunSpec.pipeline_sends``)."""
         return self.scenario.run.pipeline_sends == "blocking"
 
-    def runners(self, fabric: Network, trace: list | None = None, sync: GradientSync | None = None
-                ) -> list[GroupRunner]:
+    def runners(self, fabric: Network, trace: list | None = None, sync: GradientSync | None = None,
+                step_index: int = 0) -> list[GroupRunner]:
         """One lockstep runner per EP group of pipelines (full) or one for replica 0; the runner
-        holding replica 0 records the traced rank's parts into ``trace``."""
+        holding replica 0 records the traced rank's parts into ``trace``; ``step_index``: which of
+        a job's steps (:class:`~sim.training.runner.StepContext`)."""
         sc = self.scenario
         groups = range(sc.layout.groups_per_rank) if self.full else [0]
         live = LiveComm(self.comm, sc.layout, fabric, representative=not self.full) if self.live else None
@@ -301,7 +302,7 @@ class MoEStep:
                               live=live, send_launch_s=sc.kernels.nccl_launch_s, compute_factors=factors,
                               faults=sc.run.faults, model_parallel=self.model_parallel,
                               mp_parts=sc.model_parallel_parts, blocking_sends=self.blocking_sends,
-                              start_s=fabric.env.now)
+                              start_s=fabric.env.now, step_index=step_index)
         return [GroupRunner(context, g, sc.layout.group_replicas(g) if self.full else [0], trace if g == 0 else None)
                 for g in groups]
 
@@ -316,18 +317,20 @@ class MoEStep:
             env.run()
             return finish()
 
-    def start(self, network: Network, link_timeline: bool = False) -> "StartedStep":
+    def start(self, network: Network, link_timeline: bool = False, step_index: int = 0) -> "StartedStep":
         """Start the step's ranks on ``network`` now (the step's times are counted from the
         network's clock at this call: 0 on a fresh network), beside whatever else runs on it
         (:mod:`sim.cluster`: other jobs), and return a :class:`StartedStep`: the call that, once
         the environment has run, checks every rank finished and gives the :class:`StepResult`, and
-        its ``done`` event (every rank's last op and optimizer step ended)."""
+        its ``done`` event (every rank's last op and optimizer step ended). ``step_index``: which
+        of a job's steps this is (0, the default: the first; later steps draw their kernel jitter
+        anew, :meth:`~sim.training.model.faults.FaultSpec.jitter`)."""
         t0 = time.perf_counter()
         start_s = network.env.now
         trace: list[PartEvent] = []
         timeline = LinkTimeline(network, bin_s=1e-6, max_bins=128) if link_timeline else None
         sync = GradientSync(self.scenario, network, self.scenario.layout.groups_per_rank if self.full else 1)
-        runners = self.runners(network, trace, sync)
+        runners = self.runners(network, trace, sync, step_index)
         processes: list = []
         finishers = [start_schedule(self.scenario.schedule, r, network.env, self.blocking_sends, processes)
                      for r in runners]

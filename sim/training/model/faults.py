@@ -162,15 +162,17 @@ class FaultSpec:
             out[chosen] = self.slow_factor
         return out
 
-    def jitter(self, stage: int, seq: int, replicas: np.ndarray, parts: int) -> np.ndarray | None:
+    def jitter(self, stage: int, seq: int, replicas: np.ndarray, parts: int, step: int = 0) -> np.ndarray | None:
         """[part, replica] factors of the compute parts of op ``seq`` on pipeline rank ``stage``
         for the data-parallel ``replicas`` (a lockstep group of them: one stream of draws per
-        group, op and rank, from ``seed``)."""
+        group, op and rank, from ``seed``), in a job's ``step``-th step after its first (0: the
+        first, the one step of ``run``; each later step draws anew)."""
         if not self.jitter_cv:
             return None
         from ...rng import lognormal_from_seed  # numba: not at the CLI's start-up
         sigma2 = math.log1p(self.jitter_cv ** 2)
-        return lognormal_from_seed([self.seed, 2, stage, seq, int(replicas[0])], -sigma2 / 2, math.sqrt(sigma2),
+        key = [self.seed, 2, stage, seq, int(replicas[0])] + ([step] if step else [])
+        return lognormal_from_seed(key, -sigma2 / 2, math.sqrt(sigma2),
                                    (parts, len(replicas)))       # default_rng(those).lognormal(...), compiled
 
     # -- links ------------------------------------------------------------------------------------
