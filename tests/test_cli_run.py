@@ -13,6 +13,13 @@ def test_run_json_contract(capsys):
     for key in ("step_time_s", "tokens_per_s", "mfu", "compute_comm_ratio", "exposed_comm_s", "ranks"):
         assert key in js
     assert set(js["ranks"][0]) >= {"rank", "compute_s", "exposed_comm_s", "bubble_s", "utilization"}
+    # the communication kernels by name, as in the summary CSV; a layer's compute kernels as rows beside them
+    assert js["kernels"] == "ideal" and js["recipe"]["kernels"] == "ideal"
+    assert js["layer_kernels"] == []                      # tiny runs the FLOPs model: no kernels
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
+    rows = simulate_step(load_scenario("tiny", compute_model="kernels")).to_json()["layer_kernels"]
+    assert rows and {"layer", "kernel", "us"} <= set(rows[0])
 
 
 def test_run_all_schedules_writes_files(tmp_path, capsys):

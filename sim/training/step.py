@@ -224,7 +224,7 @@ class StepResult:
                 "communication": self.run.communication, "kernels": self.run.kernels, "a2a_slowdown": self.a2a_slowdown,
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "warnings": self.recipe_warnings + self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s,
-                "kernels": [] if self.kernels is None else self.kernels.to_dict("records"),
+                "layer_kernels": [] if self.kernels is None else self.kernels.to_dict("records"),
                 "trust": self.trust.to_json() if self.trust is not None else None}
 
 
