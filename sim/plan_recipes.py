@@ -40,7 +40,7 @@ candidate whose bound is above a simulated step can be dropped unsimulated.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable
 
 WORK_FIELDS = ("microbatch_size", "gemm_precision", "expert_tp", "tp_comm_overlap")
 MEMORY_FIELDS = ("memory_policy", "zero_stage")
