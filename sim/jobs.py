@@ -45,7 +45,7 @@ from .training.model.specs import RunSpec
 from .training.scenario import Scenario
 from .training.step import MoEStep, StepResult
 
-MAX_STEPS = 10_000          # steps a job may run back to back (a guard against a typo)
+MAX_STEPS = 10_000          # steps a job may run back to back (a guard against a typo: --window 1e9)
 
 
 @dataclass
@@ -116,7 +116,7 @@ class JobLength:
     """How long each job runs: ``steps`` steps back to back (default 1), or, with ``window_s``,
     steps back to back as long as the last one ended before ``window_s`` seconds of the cluster's
     clock (at least one: the step that crosses the window's end runs to its end, the others'
-    traffic beside it)."""
+    traffic beside it), and at most :data:`MAX_STEPS` (a window far longer than the steps)."""
 
     steps: int = 1
     window_s: float | None = None
@@ -128,8 +128,11 @@ class JobLength:
             number(self.window_s, "window_s", low=0.0, low_open=True)
 
     def more(self, done: int, now: float) -> bool:
-        """Whether a job that has run ``done`` steps, the last ending at ``now``, starts another."""
-        return now < self.window_s if self.window_s is not None else done < self.steps
+        """Whether a job that has run ``done`` steps, the last ending at ``now``, starts another
+        (never past :data:`MAX_STEPS`, a window's included)."""
+        if self.window_s is not None:
+            return now < self.window_s and done < MAX_STEPS
+        return done < self.steps
 
     def label(self) -> str:
         return (f"steps back to back until {self.window_s:g} s" if self.window_s is not None else

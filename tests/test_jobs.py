@@ -293,3 +293,12 @@ def test_each_step_draws_its_own_kernel_jitter():
     assert times == [s.step_time_s for s in again]
     for a, b in ((0, 1), (0, 2), (1, 2)):                 # apart by more than the later clock's rounding
         assert abs(times[a] - times[b]) > 1e-6 * times[a]
+
+
+def test_a_window_stops_at_the_step_limit():
+    """A window far longer than the steps stops each job at MAX_STEPS (a typo's 1e9 s would run
+    for ever); steps given stop where asked."""
+    from sim.jobs import MAX_STEPS, JobLength
+    long = JobLength(window_s=1e9)
+    assert long.more(MAX_STEPS - 1, 5.0) and not long.more(MAX_STEPS, 5.0) and not long.more(3, 1e9)
+    assert JobLength(3).more(2, 1e12) and not JobLength(3).more(3, 0.0)
