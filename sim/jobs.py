@@ -97,10 +97,10 @@ class StepJob:
         def steps():
             if arrive_s > 0:
                 yield env.timeout(arrive_s)
-            while True:
-                started.append(step.start(view, link_timeline and not started, len(started)))
+            for k in range(MAX_STEPS):
+                started.append(step.start(view, link_timeline and k == 0, k))
                 yield started[-1].done
-                if not length.more(len(started), env.now):
+                if not length.more(k + 1, env.now):
                     return
         env.process(steps())
 
