@@ -269,6 +269,16 @@ def test_the_shipped_file_is_the_fresh_fit_entry_by_entry(fresh):
     assert fitted["sm80"]["attention"]["source"].startswith("FlashAttention-2 (Dao 2023, arXiv 2307.08691)")
 
 
+def test_a_borrowed_kernel_runs_at_the_published_fraction_exactly(fresh):
+    """sm80's FlashAttention-2: per_peak x the borrowed fit's best forward rate (TFLOPS at 16K
+    tokens, head 128) is the declared 0.73, to the float's last digits."""
+    from sim.compute.fit import BENCH_TOKENS
+    fitted, _ = fresh
+    att = fitted["sm80"]["attention"]
+    best_tflops = float(AttentionFit(**att["fits"]["fwd_0"]).rate(BENCH_TOKENS, 128)) / 1e12
+    assert att["per_peak"] * best_tflops == pytest.approx(0.73, rel=1e-14, abs=0)
+
+
 def test_each_report_row_names_its_family_and_two_decimals(fresh):
     fitted, report = fresh
     kinds = {r.kind.split()[0] for r in report}
@@ -337,6 +347,7 @@ def test_a_users_attention_table_makes_the_familys_attention(gpus, user_tables):
     shipped = load_families()
     own, report = calibrate_tables([gemm, att], gpus, "mine", shipped["sm90"], "sm90")
     fam = own["mine"]
+    assert fam["gpus"] == ["h100"] and fam["reference_bf16_tflops"] == gpus["h100"].peak("bf16") > 900
     assert fam["gemm"]["bf16"]["source"] == str(gemm)
     assert fam["attention"]["kernel"] == "mine" and fam["attention"]["table"] == str(att)
     assert fam["attention"]["source"] == str(att) and fam["attention"]["per_peak"] is None
