@@ -270,13 +270,19 @@ def job_row(job: StepJob, allocation: Allocation, alone: list[StepResult] | None
 
 GPU_NUMBERS = 10 ** 7          # GPU numbers a list may name (the cluster checks its own)
 def plot_jobs(jobs: pd.DataFrame, title: str, path: str | Path) -> Path:
+    """:func:`jobs_figure` saved to ``path``."""
+    from .plots import save_figure
+    return save_figure(jobs_figure(jobs, title), path)
+
+
+def jobs_figure(jobs: pd.DataFrame, title: str):
     """Each job's mean step alone and shared (bars, seconds; ``jobs``: :func:`run_jobs`'s rows, or
     those of ``jobs.csv``), its slowdown written above: where people would rather look than read."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .plots import FIGURE_WIDTH_IN, save_figure
+    from .plots import FIGURE_WIDTH_IN
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 4.0))
     x = np.arange(len(jobs))
     ax.bar(x - 0.2, jobs.alone_s, 0.4, label="alone", color="#6baed6")
@@ -291,7 +297,7 @@ def plot_jobs(jobs: pd.DataFrame, title: str, path: str | Path) -> Path:
     ax.margins(y=0.12)
     ax.set_title(title, fontsize=10)
     ax.legend(loc="lower right")
-    return save_figure(fig, path)
+    return fig
 
 
 def jobs_title(result: JobsResult) -> str:
@@ -418,5 +424,5 @@ def jobs_text(result: JobsResult, top: int = 10) -> str:
 
 
 __all__ = ["JOBS_FILE_KEYS", "JOB_KEYS", "JobLength", "JobsResult", "StepJob", "cluster_for", "job_length", "job_names",
-           "job_row", "jobs_text", "jobs_title", "load_jobs_file",
+           "job_row", "jobs_figure", "jobs_text", "jobs_title", "load_jobs_file",
            "parse_gpus", "place", "plot_jobs", "run_jobs", "shared_links"]

@@ -302,3 +302,53 @@ def test_a_window_stops_at_the_step_limit():
     long = JobLength(window_s=1e9)
     assert long.more(MAX_STEPS - 1, 5.0) and not long.more(MAX_STEPS, 5.0) and not long.more(3, 1e9)
     assert JobLength(3).more(2, 1e12) and not JobLength(3).more(3, 0.0)
+
+
+def test_the_figure_puts_each_jobs_alone_and_shared_bars_side_by_side():
+    """jobs.png: per job a bar of its mean step alone left of centre and one beside the others
+    right of it, their heights the row's seconds, the slowdown written above."""
+    import pandas as pd
+
+    from sim.jobs import jobs_figure
+    rows = pd.DataFrame({"job": ["A", "B"], "gpus": [16, 16], "placement": ["nodes 0-1", "nodes 2-3"],
+                         "alone_s": [1.0, 2.0], "shared_s": [1.5, 2.0], "slowdown_pct": [50.0, -1e-13]})
+    fig = jobs_figure(rows, "two jobs")
+    ax = fig.axes[0]
+    alone, shared = ax.containers
+    assert [(round(b.get_x() + b.get_width() / 2, 9), b.get_height()) for b in alone] == [(-0.2, 1.0), (0.8, 2.0)]
+    assert [(round(b.get_x() + b.get_width() / 2, 9), b.get_height()) for b in shared] == [(0.2, 1.5), (1.2, 2.0)]
+    assert [t.get_text() for t in ax.texts] == ["+50.0%", "+0.0%"] and ax.get_title() == "two jobs"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["alone", "with the other jobs"]
+
+
+def test_jobs_with_other_kernels_are_refused_in_one_line():
+    from sim.jobs import cluster_for
+    jobs = [StepJob("A", load_scenario("tiny")), StepJob("B", load_scenario("tiny", kernels="deepep"))]
+    with pytest.raises(InputError) as info:
+        cluster_for(jobs)
+    assert str(info.value) == "job 'B': kernels 'deepep', but job 'A' has 'ideal'; jobs on one cluster share its kernels"
+
+
+def test_a_shared_run_that_fails_as_a_whole_keeps_every_jobs_alone_figures(monkeypatch):
+    """The shared run raising (not one job's step): each job's row says so, its alone figures stay."""
+    import sim.jobs as jobs_module
+    made = []
+    real = jobs_module.cluster_for
+
+    def counting(jobs):
+        fresh = real(jobs)
+
+        def make():
+            cluster = fresh()
+            made.append(cluster)
+            if len(made) == 4:                          # placement, alone A, alone B, then the shared one
+                def broken():
+                    raise RuntimeError("the network broke")
+                cluster.run = broken
+            return cluster
+        return make
+    monkeypatch.setattr(jobs_module, "cluster_for", counting)
+    result = run_jobs([StepJob("A", tiny(topology="h800-64")), StepJob("B", tiny(topology="h800-64"))])
+    assert list(result.jobs.error) == ["shared run: RuntimeError: the network broke"] * 2
+    assert (result.jobs.alone_s > 0).all() and result.jobs.shared_s.isna().all()
+    assert "one step per job" in jobs_module.jobs_text(result)
