@@ -352,3 +352,34 @@ def test_a_shared_run_that_fails_as_a_whole_keeps_every_jobs_alone_figures(monke
     assert list(result.jobs.error) == ["shared run: RuntimeError: the network broke"] * 2
     assert (result.jobs.alone_s > 0).all() and result.jobs.shared_s.isna().all()
     assert "one step per job" in jobs_module.jobs_text(result)
+
+
+def test_the_cluster_bounds_each_gpus_nccl_kernels_as_the_step_does(tmp_path):
+    """Kernels whose NCCL kernels move 10.5 GB/s a GPU (1 SM): a job's pipeline sends are held to it
+    on the cluster as on the step's own fabric, so the job alone is the step, to the last digit."""
+    slow = tmp_path / "slow-nccl.yaml"
+    slow.write_text("launch_us: 4.0\nnotify_us: 10.0\nnotify_round_trips: 2\nsm_GBps: 10.5\nnccl_launch_us: 4.0\n"
+                    "nccl_sms: 1\n")
+    run = load_scenario("tiny", kernels=str(slow))
+    row = run_jobs([StepJob("A", run)]).jobs.iloc[0]
+    fast = run_jobs([StepJob("A", load_scenario("tiny", kernels="deepep"))]).jobs.iloc[0]
+    assert row.alone_s == MoEStep(Scenario(run)).simulate().step_time_s > fast.alone_s
+
+
+def test_the_jobs_table_its_text_and_the_shared_links_utilisation():
+    """The row's columns in order; the text prints 4 significant digits; a shared link's mean
+    utilisation is its bytes over its bandwidth times the shared run (the last step's end)."""
+    from sim.jobs import JobLength, jobs_text
+    result = run_jobs([StepJob("A", tiny(topology=THIN)), StepJob("B", tiny(topology=THIN))], "interleaved",
+                      length=JobLength(2))
+    assert list(result.jobs.columns) == ["job", "scenario", "gpus", "placement", "node_runs", "schedule", "arrive_s",
+                                         "steps_alone", "steps_shared", "alone_s", "shared_s", "slowdown_pct",
+                                         "exposed_comm_alone_s", "exposed_comm_shared_s", "end_s"]
+    text = jobs_text(result)
+    a = result.jobs.iloc[0]
+    assert f" {a.alone_s:.4g} " in text and repr(float(a.alone_s)) not in text
+    assert "2 steps back to back per job" in text and JobLength(1).label() == "one step"
+    end = result.jobs.end_s.max()
+    links = result.links
+    assert len(links) and np.allclose(links.mean_util, links.bytes / (links.bandwidth_GBps * 1e9 * end), rtol=1e-12)
+    assert (links.mean_util < 1).all()
