@@ -40,7 +40,7 @@ def write_jobs_trace(results: dict, path: str | Path, busiest: int = 8) -> Path:
     events = []
     for k, (name, steps) in enumerate(results.items()):
         base = 1000 * (k + 1)
-        named: set[int] = set()
+        named: set[tuple] = set()              # (pid, event, thread) named already
         for n, result in enumerate(steps):
             for event in trace_events(result, busiest, getattr(result, "start_s", 0.0)):
                 pid = event.get("pid")

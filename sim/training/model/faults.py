@@ -165,8 +165,8 @@ class FaultSpec:
     def jitter(self, stage: int, seq: int, replicas: np.ndarray, parts: int, step: int = 0) -> np.ndarray | None:
         """[part, replica] factors of the compute parts of op ``seq`` on pipeline rank ``stage``
         for the data-parallel ``replicas`` (a lockstep group of them: one stream of draws per
-        group, op and rank, from ``seed``), in a job's ``step``-th step after its first (0: the
-        first, the one step of ``run``; each later step draws anew)."""
+        group, op and rank, from ``seed``); ``step``: which of a job's steps (0, the first, draws
+        as a one-step run does; each later step draws anew)."""
         if not self.jitter_cv:
             return None
         from ...rng import lognormal_from_seed  # numba: not at the CLI's start-up
