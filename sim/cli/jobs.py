@@ -2,9 +2,10 @@
 training jobs on one cluster, each alone and all together (:mod:`sim.jobs`).
 
 Printed (and in ``--json``; ``--out DIR`` writes ``jobs.csv``, ``jobs_shared_links.csv`` and the
-figure ``jobs.png``): a row
-per job (its GPUs' nodes, step alone and shared, the slowdown, the exposed communication alone and
-shared) and the links two or more jobs loaded, each job's bytes on them.
+figure ``jobs.png``): a row per job (its GPUs' nodes, its steps, the mean step alone and shared,
+the slowdown, the exposed communication alone and shared, its arrival and end) and the links two or
+more jobs loaded, each job's bytes on them. Each job runs one step, ``--steps N`` back to back or
+steps within ``--window SECONDS``, from its ``--arrive`` time (:class:`~sim.jobs.JobLength`).
 """
 from __future__ import annotations
 
@@ -90,9 +91,9 @@ def per_job(values: list | None, count: int, flag: str) -> list | None:
 
 def add_arguments(p) -> None:
     p.add_argument("scenarios", nargs="+", metavar="SCENARIO",
-                   help="a job: a scenario preset or YAML (one step of it), jobs named A, B, ... in this order; or one "
-                        "jobs file (YAML with jobs: [{scenario, name, gpus}], topology, placement, communication, "
-                        "network, mode)")
+                   help="a job: a scenario preset or YAML (its steps), jobs named A, B, ... in this order; or one "
+                        "jobs file (YAML with jobs: [{scenario, name, gpus, arrive_s}], topology, placement, "
+                        "communication, network, mode, steps or window_s)")
     p.add_argument("--topology", help="the cluster every job runs on (default: the jobs' own, which must agree)")
     p.add_argument("--placement", choices=("packed", "interleaved"),
                    help="whole nodes per job: the lowest free ones in order (packed, default) or spread evenly "
