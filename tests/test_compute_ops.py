@@ -255,3 +255,49 @@ def test_kernel_families_said_in_one_line_and_read_again_when_changed(tmp_path):
     assert a100.family.source.startswith("bf16: gemm_xla_sm90_bf16.csv, gemm_mamf.csv (family h100's fit)")
     h100 = KernelModel(load_gpu("h100").figures()).family.source
     assert h100 == "bf16: gemm_xla_sm90_bf16.csv, gemm_mamf.csv; fp8: gemm_deepgemm_h800_fp8.csv, gemm_mamf.csv"
+
+
+def test_unfused_kernels_follow_their_kind_in_the_experts_and_the_head():
+    """Eager PyTorch's pieces (ops.UNFUSED): the routed experts' SwiGLU runs as SwiGLU's 3 kernels
+    moving 5/3 its fused bytes, the loss as cross-entropy's 4 kernels moving twice (hand-worked:
+    128 tokens, top-2 of 8 experts of width 64, hidden 32, vocabulary 1,000 over TP 2)."""
+    from sim.compute.ops import head_ops, mlp_ops
+    shape = dict(hidden=32, heads=4, kv_heads=4, head_dim=8, tokens=128, seq_len=128, moe=True, routed_experts=8,
+                 expert_intermediate=64, topk=2)
+    fused = {o.name: o for o in mlp_ops(LayerShape(**shape))}
+    eager = {o.name: o for o in mlp_ops(LayerShape(**shape, fusion="unfused"))}
+    rows = 128 * 2                                            # tokens x top-k on this GPU (EP 1)
+    assert fused["experts.swiglu"].bytes == (2 * rows * 64 + rows * 64) * 2 and fused["experts.swiglu"].kernels == 1
+    assert (eager["experts.swiglu"].kernels, eager["experts.swiglu"].bytes) == (3, fused["experts.swiglu"].bytes * 5 / 3)
+    head = {o.name: o for o in head_ops(128, 128, 32, 1000, 2, "unfused")}
+    assert (head["cross_entropy"].kernels, head["cross_entropy"].bytes) == (4, 128 * 8 * 1000 / 2 * 2.0)
+    assert {o.name: o for o in head_ops(128, 128, 32, 1000, 2)}["cross_entropy"].kernels == 1
+
+
+def test_a_layers_pieces_by_hand_fused_and_eager():
+    """A 32-wide layer of 128 tokens, MLP width 64, 4 heads of 8 (hand-worked): each memory-bound
+    piece's bytes, and under eager PyTorch its kernels and bytes as ops.UNFUSED says for its kind
+    (norm 4 and x2, GELU 2 and x1.5, SwiGLU 3 and x5/3); FP8's input casts fused into the norm
+    and the activation; the kernels' names; the fused core's shape (tokens, seq_len, head_dim,
+    causal 1); the unfused core's attention dropout moving 4 x 128^2 scores x 2.5 x 2 bytes both ways."""
+    from sim.compute.ops import attention_ops, embedding_ops, head_ops, mlp_ops
+    base = dict(hidden=32, heads=4, kv_heads=4, head_dim=8, tokens=128, seq_len=128, dense_intermediate=64)
+    for activation, piece, read, kernels, factor in (("gelu", "fc.gelu", 1, 2, 1.5), ("swiglu", "fc.swiglu", 2, 3, 5 / 3)):
+        fused = {o.name: o for o in mlp_ops(LayerShape(**base, mlp_activation=activation))}
+        eager = {o.name: o for o in mlp_ops(LayerShape(**base, mlp_activation=activation, fusion="unfused"))}
+        assert fused[piece].bytes == (read * 128 * 64 + 128 * 64) * 2 and fused[piece].kernels == 1
+        assert (eager[piece].kernels, eager[piece].bytes) == (kernels, fused[piece].bytes * factor), activation
+        assert fused["norm"].bytes == 2 * 128 * 32 * 2 and (eager["norm"].kernels, eager["norm"].bytes) == \
+            (4, fused["norm"].bytes * 2.0)
+    for activation in ("gelu", "swiglu"):
+        names = [o.name for o in mlp_ops(LayerShape(**base, precision="fp8", mlp_activation=activation))]
+        assert not any(n in names for n in ("fc1.cast", "fc2.cast")) and {"fc1.dgrad_cast", "fc1.x_transpose"} <= \
+            set(names), activation
+    assert [o.name for o in head_ops(128, 128, 32, 1000, 2)] == [
+        "final_norm", "head", "cross_entropy", "cross_entropy.grad", "head.dgrad", "final_norm.grad", "head.wgrad"]
+    assert {o.name: o.kernels for o in head_ops(128, 128, 32, 1000, 2, "unfused")}["final_norm"] == 4
+    assert [o.name for o in embedding_ops(128, 32)] == ["embedding", "embedding.wgrad"]
+    core = [o for o in attention_ops(LayerShape(**base)) if o.kind == "attention"]
+    assert [o.shape for o in core] == [(128, 128, 8, 1)] * 2
+    unfused = {o.name: o for o in attention_ops(LayerShape(**base, attention_kernel="unfused", dropout=True))}
+    assert unfused["attn_dropout"].bytes == unfused["attn_dropout.grad"].bytes == 4 * 128 * 128 * 2.5 * 2

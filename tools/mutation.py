@@ -71,6 +71,12 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
 EQUIVALENT = {
+    **{name: "'cast' is (1 kernel, x1.0) in ops.UNFUSED, as a kind it does not list"
+       for name in ("sim.compute.ops.x_mlp_ops__mutmut_97", "sim.compute.ops.xǁ_Blockǁgemm__mutmut_51")},
+    "sim.compute.ops.x_embedding_ops__mutmut_8": "the embedding's eager entry is (1 kernel, x1.0), as fused",
+    "sim.compute.ops.x_head_ops__mutmut_2": "only 'unfused' is looked at: any other default spelling is fused",
+    "sim.compute.ops.x_head_ops__mutmut_9": "the head block's shape reads no head count",
+    "sim.compute.ops.x_mlp_ops__mutmut_13": "an op without a kind is looked up by its name, here 'norm' too",
     "sim.compute.fit.x_calibrate__mutmut_6": "read_yaml's default error class is InputError, the one passed",
     "sim.compute.fit.x__attention__mutmut_36": "a kernel under `also` needs the family's own table, where the "
                                                "GPUs are never read",
