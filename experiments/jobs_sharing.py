@@ -12,8 +12,9 @@ Writes ``results/jobs.csv`` (a row per placement and job: ``policy`` (packed or 
 ``scenario_file``, ``topology``, ``steps``, then :func:`sim.jobs.run_jobs`'s columns: alone and
 shared mean step times (s), slowdown (%), exposed communication (s), arrival and end (s on the
 cluster's clock)) and ``results/jobs_shared_links.csv`` (per placement, the 20 most loaded links
-both jobs used: GB per job, mean utilisation over the shared run). A placement already in
-``jobs.csv`` with the same settings is not run again (an interrupted run resumes); ``plots`` draws
+both jobs used: GB per job, mean utilisation over the shared run); each row carries ``sim_code``
+(the simulator's fingerprint, as a sweep's rows do). A placement already in ``jobs.csv`` with the
+same settings and code is not run again (an interrupted run resumes); ``plots`` draws
 ``figures/jobs.png`` from the CSV. About 3.5 minutes on 2 cores.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ SCENARIO = str(Path(__file__).resolve().parent.parent / "examples" / "jobs" / "d
 TOPOLOGY = "topologies/variants/h800-2048-one-plane-oversub4.yaml"
 POLICIES = ("packed", "interleaved")
 LINKS_KEPT = 20
-SETTINGS = ("scenario_file", "topology", "steps", "arrive_b_s")
+SETTINGS = ("scenario_file", "topology", "steps", "arrive_b_s", "sim_code")
 
 
 def add_arguments(parser) -> None:
@@ -62,8 +63,9 @@ def one_placement(policy: str, settings: dict) -> tuple[pd.DataFrame, pd.DataFra
 def run(args) -> int:
     out = Path(args.out)
     jobs_csv, links_csv = check_output(out / "jobs.csv"), check_output(out / "jobs_shared_links.csv")
+    from sim.sweep_rows import code_fingerprint
     settings = {"scenario_file": args.scenario, "topology": args.topology, "steps": args.steps,
-                "arrive_b_s": float(args.arrive)}
+                "arrive_b_s": float(args.arrive), "sim_code": code_fingerprint()}
     rows, links = kept(jobs_csv, settings), kept(links_csv, settings)
     for policy in POLICIES:
         if not rows.empty and policy in set(rows["policy"]):
