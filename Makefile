@@ -32,6 +32,7 @@ sweeps: $(STAMP)
 	$(PY) -m experiments.sweep_faults
 	$(PY) -m experiments.lesson_exercises
 	$(PY) -m experiments.jobs_sharing
+	$(PY) -m experiments.nccl_curves
 	$(PY) -m experiments.plots
 
 mutation: $(STAMP)

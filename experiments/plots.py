@@ -10,6 +10,8 @@
 * ``link_utilization.png`` (busiest links during the all-to-alls) from deepseek_v3_links.csv
 * ``validation.png`` (predicted against measured, every scored run of the validation suite) from validation.csv
 * ``jobs.png`` (two jobs on one cluster, each alone and shared, per placement) from jobs.csv
+* ``nccl_curves.png`` (bus bandwidth against size per collective and GPU count on the H100 preset, with
+  XLA's measured H100 points) from nccl_curves.csv
 Missing CSVs are skipped with a note.
 """
 from __future__ import annotations
@@ -253,6 +255,35 @@ def jobs_figure(df: pd.DataFrame, out: Path) -> None:
     print(f"wrote {plot_jobs(frame, title, out / 'jobs.png')}")
 
 
+def nccl_curves(df: pd.DataFrame, out: Path) -> None:
+    """nccl-tests' bus bandwidth against size, one panel per collective: the model's curve per GPU
+    count on the H100 preset (lines) and XLA's measured H100 collectives (markers, same colour) where
+    the calibration table has them (experiments/nccl_curves.py)."""
+    df = df[(df["status"] == "ok") & (df["gpu"] == "h100")]
+    if df.empty:
+        print("skip nccl_curves.csv: no H100 rows")
+        return
+    kinds = list(dict.fromkeys(df["kind"]))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(FIGURE_WIDTH_IN, 4), sharey=True, squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for i, (gpus, g) in enumerate(df[df["kind"] == kind].groupby("gpus", sort=True)):
+            color = f"C{i % 10}"
+            ax.plot(g["bytes"], g["busbw_gbps"], color=color, label=f"{gpus} GPUs")
+            seen = g[pd.to_numeric(g["measured_s"], errors="coerce").notna()]
+            if len(seen):
+                factor = g["busbw_gbps"] / g["algbw_gbps"]
+                measured = seen["bytes"] / seen["measured_s"].astype(float) / 1e9 * factor[seen.index]
+                ax.scatter(seen["bytes"], measured, s=12, color=color, marker="x", zorder=3)
+        ax.set_xscale("log", base=2)
+        ax.set_title(kind.replace("_", "-"), fontsize=9)
+        ax.set_xlabel("bytes (nccl-tests' size)")
+    axes[0][0].set_ylabel("bus bandwidth (GB/s)")
+    axes[0][-1].legend(fontsize=7, title="model; x: XLA, H100", title_fontsize=7)
+    fig.suptitle(f"NCCL collectives alone on {df['topology'].iloc[0]} (hierarchical rings, deepep kernels)",
+                 fontsize=10)
+    _save(fig, out / "nccl_curves.png")
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--results", default="results", help="folder of the CSVs; figures go to its figures/")
 
@@ -269,7 +300,7 @@ def run(args) -> int:
             ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
             ("sweep_faults.csv", sweep_faults),
             ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure),
-            ("jobs.csv", jobs_figure)]
+            ("jobs.csv", jobs_figure), ("nccl_curves.csv", nccl_curves)]
     for name, fn in jobs:
         path = res / name
         if path.exists():

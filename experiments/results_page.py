@@ -73,8 +73,13 @@ SECTIONS = [
      []),
     ("network", "Network",
      [("link_utilization.png", "The ten busiest links of the dispatch (orange) and the ten of the combine (blue), "
-                               "every EP group of a stage at once, by mean utilization while the all-to-all runs.")],
-     [("deepseek_v3_links.csv", None, "link statistics of the measured all-to-alls (the busiest first)")]),
+                               "every EP group of a stage at once, by mean utilization while the all-to-all runs."),
+      ("nccl_curves.png", "NCCL's all-reduce, all-gather and reduce-scatter alone on the H100 cluster, nccl-tests' "
+                          "bus bandwidth against size per GPU count (lines), and XLA's measured collectives on one "
+                          "H100 node (x): where the model's curve flattens below the crosses, it is too slow.")],
+     [("deepseek_v3_links.csv", None, "link statistics of the measured all-to-alls (the busiest first)"),
+      ("nccl_curves.csv", ["topology", "kind", "gpus", "bytes", "seconds", "busbw_gbps", "measured_s", "error_pct"],
+       "NCCL collectives alone, 8 B to 8 GiB, 2 to 1,024 GPUs (experiments/nccl_curves.py)", FOLD)]),
     ("comparison", "Schedules side by side (P=8, M=16, no communication)",
      [("utilization_p8_m16.png", "Per-rank utilization of every schedule at P=8, M=16 with equal op costs.")],
      [("schedule_comparison.csv", ["schedule", "makespan", "bubble_fraction", "mean_utilization",
