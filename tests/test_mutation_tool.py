@@ -115,6 +115,42 @@ def test_recheck_runs_new_test_files_the_map_does_not_list(tmp_path, monkeypatch
         mutation.recheck(tmp_path, status="survived", extra_tests=[str(tmp_path / "none.py")])
 
 
+def test_a_sample_against_named_test_files_runs_each_unchecked_mutant_alone_on_them_only(tmp_path, monkeypatch):
+    """``--sample N --tests FILE``: each sampled, unchecked mutant runs alone on the named files (not
+    mutmut's map, which may reach sweeps a mutant hangs), its exit code recorded; checked,
+    equivalent and unsampled mutants are left alone; a timeout stays unchecked."""
+    pytest.importorskip("mutmut")
+    import subprocess
+
+    import tools.mutation as mutation
+    equivalent = next(name for name in EQUIVALENT if name.startswith("sim.sweep.x_run_point"))
+    _meta(tmp_path, "sim.sweep", {"sim.sweep.x_run_point__mutmut_1": None, "sim.sweep.x_run_point__mutmut_2": None,
+                                  "sim.sweep.x_run_point__mutmut_3": 0, "sim.sweep.x_run_point__mutmut_4": None,
+                                  equivalent: None})
+    (tmp_path / "tests").mkdir()
+    mine = tmp_path / "test_mine.py"
+    mine.write_text("def test_x():\n    assert True\n")
+    calls = []
+
+    def fake_run(cmd, cwd, env, capture_output, timeout):
+        name = env["MUTANT_UNDER_TEST"]
+        calls.append((name, cmd[-1]))
+        if name.endswith("_2"):
+            raise subprocess.TimeoutExpired(cmd, timeout)
+        return subprocess.CompletedProcess(cmd, 1)
+    monkeypatch.setattr(mutation.subprocess, "run", fake_run)
+    names = ["sim.sweep.x_run_point__mutmut_1", "sim.sweep.x_run_point__mutmut_2", "sim.sweep.x_run_point__mutmut_3",
+             equivalent]
+    done = mutation.run_alone(names, [str(mine)], tmp_path)
+    assert done == {"sim.sweep.x_run_point__mutmut_1": 1}
+    assert calls == [("sim.sweep.x_run_point__mutmut_1", "tests/test_mine.py"),
+                     ("sim.sweep.x_run_point__mutmut_2", "tests/test_mine.py")]
+    codes = json.loads((tmp_path / "sim" / "sweep.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {"sim.sweep.x_run_point__mutmut_1": 1, "sim.sweep.x_run_point__mutmut_2": None,
+                     "sim.sweep.x_run_point__mutmut_3": 0, "sim.sweep.x_run_point__mutmut_4": None, equivalent: None}
+    assert (tmp_path / "tests" / "test_mine.py").is_file()
+
+
 def test_no_results_make_an_empty_table_and_a_clear_line(tmp_path, monkeypatch, capsys):
     """No mutmut results anywhere (a fresh checkout): an empty table with its columns, and
     ``--report`` says to run first instead of a traceback."""
@@ -360,3 +396,19 @@ def _parser_with_an_empty_sample(mutation, monkeypatch):
     parser = argparse.ArgumentParser()
     mutation.add_arguments(parser)
     return parser
+
+
+def test_a_sample_with_test_files_goes_to_run_alone_not_mutmut(tmp_path, monkeypatch):
+    import tools.mutation as mutation
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim/a.py").write_text("def g(): pass\n")
+    calls, alone = [], []
+    monkeypatch.setattr(mutation.subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    parser = _parser_with_an_empty_sample(mutation, monkeypatch)
+    monkeypatch.setattr(mutation, "sample", lambda modules, n, seed: ["sim.a.x_g__mutmut_1"])
+    monkeypatch.setattr(mutation, "run_alone", lambda names, tests: alone.append((names, list(tests))) or {})
+    assert mutation.run(parser.parse_args(["--sample", "3", "--tests", "tests/test_a.py", "--out",
+                                           str(tmp_path / "out"), "sim.a"])) == 0
+    assert alone == [(["sim.a.x_g__mutmut_1"], ["tests/test_a.py"])]
+    assert not any("run" in cmd and "--max-children" in cmd for cmd in calls)      # mutmut's own run not started

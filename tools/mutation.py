@@ -21,6 +21,8 @@ runs its workers forked from one process, and a few mutants it recorded as survi
 tests when run alone, in a fresh interpreter. A recheck runs the tests mutmut's map lists for the
 mutant's function; ``--tests FILE ...`` adds test files written since that map was built (tests
 added to kill survivors, which the map cannot list yet).
+``--sample N --tests FILE ...`` runs the sample's mutants one at a time against those files only
+(for a module whose mapped tests reach Dask sweeps that a mutant can hang): a score of those tests.
 
 Score = killed / (checked - equivalent). Equivalent mutants (no output can change) are listed in
 :data:`EQUIVALENT` with the reason, instead of a test that cannot exist.
@@ -566,7 +568,8 @@ def add_arguments(parser) -> None:
                              "(default all) again, alone, in a fresh interpreter, then write the table")
     parser.add_argument("--tests", nargs="+", default=(), metavar="FILE",
                         help="with a recheck: also run these test files on every mutant (tests written since "
-                             "mutmut built its map of tests by function)")
+                             "mutmut built its map of tests by function); with --sample: run the sample alone "
+                             "against these files only, instead of mutmut's map")
     parser.add_argument("--children", type=arg(integer=True, low=1, high=256), default=2,
                         help="parallel mutmut workers (default 2)")
     parser.add_argument("--sample", type=arg(integer=True, low=1), default=None, metavar="N",
@@ -642,19 +645,10 @@ def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = 
     result (pytest's exit code: 1 killed, 0 survived) in mutmut's meta file. On a busy machine
     mutmut's timeouts, which count as killed, can be a slow run of a surviving mutant; and a few of
     its survivors are killed when run alone. Equivalent mutants (:data:`EQUIVALENT`) are not run."""
-    import os
-    import shutil
-
     from mutmut.stats import status_by_exit_code
-    extra = []
-    for path in map(Path, extra_tests):
-        if not path.is_file():
-            raise InputError(f"--tests: {path} is not a file")
-        shutil.copy2(path, root / "tests" / path.name)
-        extra.append(f"tests/{path.name}")
+    extra = _copy_tests(root, extra_tests)
     stats = json.loads((root / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
     selection = _selection_args()                   # pyproject read once, not per test of every mutant
-    skip = [a for a in selection if a.startswith("--deselect")]
     ignored = {a.removeprefix("--ignore=") for a in selection if a.startswith("--ignore=")}
     done = {}
     for meta_path in sorted(root.glob("**/*.py.meta")):
@@ -667,17 +661,63 @@ def recheck(root: Path = Path("mutants"), limit_s: float = 240.0, status: str = 
                 continue                                    # a module, a function or one mutant
             tests = sorted(t for t in stats.get(name.rsplit("__mutmut_", 1)[0], []) if t.split("::")[0] not in ignored)
             tests = [t for t in tests if t.split("::")[0] not in extra] + extra
-            try:
-                code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip,
-                                       *tests], cwd=root, env={**os.environ, "MUTANT_UNDER_TEST": name},
-                                      capture_output=True, timeout=limit_s).returncode
-            except subprocess.TimeoutExpired:
+            code = _run_one(root, name, tests, selection, limit_s)
+            if code is None:
                 continue                                    # a real timeout: it stays one
             meta["exit_code_by_key"][name] = code
             meta_path.write_text(json.dumps(meta, indent=4))
             done[name] = code
             print(f"{name}: {'killed' if code else 'survived'}")
     return done
+
+
+def run_alone(names: list[str], test_files, root: Path = Path("mutants"), limit_s: float = 240.0) -> dict[str, int]:
+    """Run each unchecked mutant of ``names`` alone, in a fresh interpreter, against only
+    ``test_files`` (copied into ``root``'s tests), and record its result as :func:`recheck` does
+    (a timeout stays unchecked). For modules whose tests reach Dask sweeps that a mutant can hang:
+    the named files replace mutmut's map of tests, so the score is of those tests alone."""
+    tests = _copy_tests(root, test_files)
+    selection = _selection_args()
+    wanted = set(names) - set(EQUIVALENT)
+    done = {}
+    for meta_path in sorted(root.glob("**/*.py.meta")):
+        meta = json.loads(meta_path.read_text())
+        mine = [n for n, code in meta["exit_code_by_key"].items() if n in wanted and code is None]
+        for name in mine:
+            code = _run_one(root, name, tests, selection, limit_s)
+            if code is None:
+                print(f"{name}: timed out after {limit_s:g} s (left unchecked)")
+                continue
+            meta["exit_code_by_key"][name] = code
+            meta_path.write_text(json.dumps(meta, indent=4))
+            done[name] = code
+            print(f"{name}: {'killed' if code else 'survived'}")
+    return done
+
+
+def _copy_tests(root: Path, files) -> list[str]:
+    """Copy the test ``files`` into ``root``'s tests; their paths there (``tests/NAME``)."""
+    import shutil
+    out = []
+    for path in map(Path, files):
+        if not path.is_file():
+            raise InputError(f"--tests: {path} is not a file")
+        shutil.copy2(path, root / "tests" / path.name)
+        out.append(f"tests/{path.name}")
+    return out
+
+
+def _run_one(root: Path, name: str, tests: list[str], selection: list[str], limit_s: float) -> int | None:
+    """pytest's exit code for mutant ``name`` on ``tests`` (stopping at the first failure), run in
+    ``root`` with mutmut's switch set; ``None`` when it ran past ``limit_s``."""
+    import os
+    skip = [a for a in selection if a.startswith("--deselect")]
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *skip, *tests],
+                              cwd=root, env={**os.environ, "MUTANT_UNDER_TEST": name}, capture_output=True,
+                              timeout=limit_s).returncode
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def sample(modules, n: int, seed: int, root: Path = Path("mutants")) -> list[str]:
@@ -784,10 +824,13 @@ def run(args) -> int:
         patterns = sample(modules, args.sample, args.seed) if args.sample is not None else [f"{m}*" for m in modules]
         if not patterns:
             print("every sampled mutant is already checked", file=sys.stderr)
-        status = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children),
-                                  *patterns]) if patterns else 0
-        if status:
-            print(f"mutmut exited with {status}; writing what it finished", file=sys.stderr)
+        if args.tests and patterns:                     # the sample against the named test files only
+            run_alone(patterns, args.tests)
+        else:
+            status = subprocess.call([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children),
+                                      *patterns]) if patterns else 0
+            if status:
+                print(f"mutmut exited with {status}; writing what it finished", file=sys.stderr)
     df = scores()
     if df.empty:
         print("no mutmut results under mutants/: run without --report first", file=sys.stderr)
