@@ -26,8 +26,9 @@ import pandas as pd
 from experiments.common import script_main
 from sim.io import check_output, write_csv_atomic
 
-SCENARIO = str(Path(__file__).resolve().parent.parent / "examples" / "jobs" / "deepseek-v3-1024.yaml")
-TOPOLOGY = "topologies/variants/h800-2048-one-plane-oversub4.yaml"
+ROOT = Path(__file__).resolve().parent.parent            # the files below, from any working folder
+SCENARIO = str(ROOT / "examples" / "jobs" / "deepseek-v3-1024.yaml")
+TOPOLOGY = str(ROOT / "topologies" / "variants" / "h800-2048-one-plane-oversub4.yaml")
 POLICIES = ("packed", "interleaved")
 LINKS_KEPT = 20
 SETTINGS = ("scenario_file", "topology", "steps", "arrive_b_s", "sim_code")

@@ -265,3 +265,26 @@ def test_two_jobs_sharing_a_cluster_resume_draw_and_reach_the_page(tmp_path, cap
     results_page.main(["--results", str(tmp_path)])
     page = (tmp_path / "index.html").read_text()
     assert '<section id="jobs">' in page and "jobs.png" in page and "jobs_shared_links.csv" in page
+
+
+def test_the_jobs_study_reads_its_default_files_from_the_checkout_whatever_the_folder(tmp_path, monkeypatch):
+    """Its scenario and topology are paths inside the checkout, not relative to where it is run
+    (from another folder a relative topology path was a missing file)."""
+    from experiments import jobs_sharing
+    from sim.training.model.specs import load_scenario
+    monkeypatch.chdir(tmp_path)
+    for path in (jobs_sharing.SCENARIO, jobs_sharing.TOPOLOGY):
+        assert Path(path).is_absolute() and Path(path).is_file()
+    assert load_scenario(jobs_sharing.SCENARIO, topology=jobs_sharing.TOPOLOGY).gpus == 1024
+
+
+def test_the_docs_scratch_folder_holds_the_files_commands_name_from_the_root():
+    import shutil
+
+    from tools.docs_commands import scratch
+    folder = scratch()
+    try:
+        assert (folder / "topologies" / "variants" / "h800-2048-one-plane-oversub4.yaml").is_file()
+        assert (folder / "examples" / "jobs" / "deepseek-v3-1024.yaml").is_file()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

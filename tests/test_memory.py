@@ -256,3 +256,46 @@ def test_mla_keeps_its_up_projections_outputs_unless_deepseek_v3_recomputes_them
     names = {t.name: t for t in layer_tensors(m, True, R("none"), 4096, 8)}
     assert names["attn.v"].elements == 128 * 128 and names["attn.v"].bytes_per_element == BF16
     assert "attn.v" not in {t.name for t in layer_tensors(m, True, R("deepseek-v3", "flash"), 4096, 8)}
+
+
+def test_expert_tp_reaches_a_stages_deferred_weight_gradients():
+    """Under expert TP 2 a middle stage's W keeps, per layer, the Linears' bytes with the routed
+    experts' gathered copies (weight_grad_bytes at expert_tp 2, worked by hand in
+    test_activations.py), T tokens of them: more than at expert TP 1."""
+    from sim.training.model.activations import ActivationRecipe, weight_grad_bytes
+    from sim.training.model.memory import stage_activation_bytes
+    base = load_scenario("deepseek-v3").with_(tp=2, dp=64, sequence_parallel=True)
+    m = load_model(base.model)
+    recipe = ActivationRecipe.named("deepseek-v3", fp8=True)
+    for etp in (1, 2):
+        run = base.with_(expert_tp=etp)
+        (_, wkeep) = stage_activation_bytes(m, run, [3, 4, 4])[1]
+        per_layer = weight_grad_bytes(m, True, recipe, float(m.topk), 2, True, etp)
+        assert wkeep == pytest.approx(4 * per_layer * run.tokens_per_microbatch)
+    assert weight_grad_bytes(m, True, recipe, 8.0, 2, True, 2) > weight_grad_bytes(m, True, recipe, 8.0, 2, True, 1)
+
+
+def test_the_communicators_a_gpu_joins_by_hand():
+    """tiny (MoE) at TP 1, PP 4, DP 4: the dense DP group, the experts' DP group (4 / EP when above 1),
+    the EP group, two pipeline neighbours; TP and CP groups only when they are above 1."""
+    from sim.training.model.memory import communicators
+    m, run = load_model("tiny-moe"), load_scenario("tiny")
+    assert communicators(m, run.with_(ep=4)) == 1 + 0 + 1 + 2          # expert DP 4 / 4 = 1: no group
+    assert communicators(m, run.with_(ep=2)) == 1 + 1 + 1 + 2          # EP 2 is a group too
+    assert communicators(m, run.with_(ep=1)) == 1 + 1 + 0 + 2
+    assert communicators(load_model("llama3-8b"), run.with_(model="llama3-8b", ep=1)) == 1 + 2
+
+
+@pytest.mark.parametrize("gemm, linear", [("fp8", "fp8"), ("bf16", "bf16")])
+def test_a_full_recomputations_working_set_is_one_layer_as_its_gemms_cache_it(gemm, linear):
+    """Llama 3 8B, full recomputation, one micro-batch of 4,096 tokens: the layer rematerialised for
+    its backward keeps what it would without recomputation, its Linear inputs in FP8 (Transformer
+    Engine's caches) under FP8 GEMMs, BF16 otherwise."""
+    from sim.training.model.activations import ActivationRecipe, bytes_per_token, layer_tensors
+    from sim.training.model.memory import working_set
+    from sim.training.model.specs import RunSpec
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=2, ep=1, schedule="1f1b",
+                  microbatches=4, seq_len=4096, memory_policy="full", gemm_precision=gemm)
+    m = load_model("llama3-8b")
+    per_token = bytes_per_token(layer_tensors(m, False, ActivationRecipe(fp8=linear == "fp8"), 4096, 0.0))
+    assert working_set(m, run, [16, 16], {0}) == pytest.approx(per_token * 4096)

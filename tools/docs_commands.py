@@ -120,10 +120,12 @@ def all_commands() -> list[DocCommand]:
 
 
 def scratch() -> Path:
-    """A folder with what the documented commands read (examples, profiles)."""
+    """A folder with what the documented commands read by a path from the repository's root
+    (examples, profiles, the topology variants)."""
     folder = Path(tempfile.mkdtemp(prefix="docs-commands-"))
     shutil.copytree(ROOT / "examples", folder / "examples")
     shutil.copytree(ROOT / "experiments" / "profiles", folder / "experiments" / "profiles")
+    shutil.copytree(ROOT / "topologies" / "variants", folder / "topologies" / "variants")
     return folder
 
 
