@@ -299,3 +299,22 @@ def test_a_full_recomputations_working_set_is_one_layer_as_its_gemms_cache_it(ge
     m = load_model("llama3-8b")
     per_token = bytes_per_token(layer_tensors(m, False, ActivationRecipe(fp8=linear == "fp8"), 4096, 0.0))
     assert working_set(m, run, [16, 16], {0}) == pytest.approx(per_token * 4096)
+
+
+def test_the_fixed_terms_of_a_last_stage_gpu_by_hand():
+    """DeepSeek-V3 at TP 2 with sequence parallelism and expert TP 2, 4,096 tokens a micro-batch:
+    DeepEP's send and receive buffers hold the GPU's 2,048-token shard's 8 copies of 7,168 BF16 per
+    expert-TP GPU (2 x 2048 x 8 x 7168 x 2 x 2 bytes), the loss's BF16 logits 4096 x 129,280 / 2,
+    a 3 GB working set as given, and fragmentation its fraction of everything."""
+    from sim.training.model.memory import CUDA_CONTEXT_GB, FRAGMENTATION, NCCL_GB, communicators, fixed_terms
+    run = load_scenario("deepseek-v3").with_(tp=2, dp=64, sequence_parallel=True, expert_tp=2)
+    m = load_model(run.model)
+    terms = dict(fixed_terms(m, run, 50.0, last_stage=True, working_bytes=3e9))
+    assert terms["CUDA context"] == CUDA_CONTEXT_GB
+    assert terms["NCCL"] == pytest.approx(NCCL_GB * communicators(m, run))
+    assert terms["all-to-all buffers"] == pytest.approx(2 * 2048 * 8 * 7168 * 2 * 2 / 1e9)
+    assert terms["logits"] == pytest.approx(4096 * 129280 / 2 * 2 / 1e9)
+    assert terms["recompute working set"] == pytest.approx(3.0)
+    others = sum(gb for name, gb in terms.items() if name != "fragmentation")
+    assert terms["fragmentation"] == pytest.approx(FRAGMENTATION * (50.0 + others))
+    assert "logits" not in dict(fixed_terms(m, run, 50.0))
