@@ -295,6 +295,7 @@ def test_a_sample_is_drawn_from_mutants_of_todays_sources(tmp_path, monkeypatch)
     (["--children", "0"], "argument --children: must be an integer in [1, 256], got 0"),
     (["nosuch.module"], "unknown module 'nosuch.module': no nosuch/module.py or package nosuch/module/ here"),
     (["--kernels", "sim.network.nosuch"], "unknown module 'sim.network.nosuch'"),
+    (["--tests", "tests/test_engine.py", "sim.engine"], "--tests: give it with --sample N"),
 ])
 def test_bad_arguments_are_refused_before_mutmut_runs(argv, needle, tmp_path, monkeypatch, capsys):
     """A run takes minutes to hours: a bad module, sample or worker count is one line (status 2)

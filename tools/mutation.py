@@ -788,6 +788,8 @@ def check_modules(modules) -> None:
 def run(args) -> int:
     if not (args.report or args.recheck_timeouts or args.recheck_survivors):
         check_modules(args.modules or ())               # --recheck-survivors also takes functions and mutants
+        if args.tests and args.sample is None:
+            raise InputError("--tests: give it with --sample N (the sample against those files) or with a recheck")
     if args.kernels:
         import os
         forwarded = [*(args.modules or KERNELS), "--children", str(args.children), "--seed", str(args.seed),
