@@ -21,16 +21,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--trace", default=None, help="also write a Chrome trace of the DualPipe run")
 
 
-def main(argv=None) -> int:
-    return script_main(__doc__, add_arguments, run, argv)
+def main(argv=None, keep=None) -> int:
+    """The script; ``keep(results)``, if given, receives the four steps (``make run`` hands them to
+    the lesson check, which would otherwise simulate them again)."""
+    return script_main(__doc__, add_arguments, lambda args: run(args, keep), argv)
 
 
-def run(args) -> int:
+def run(args, keep=None) -> int:
     for path in planned_outputs("deepseek_v3", args.out, list(COMPARED_SCHEDULES)) + \
             ([args.trace] if args.trace else []):
         check_output(path)
     scenario = Scenario(load_scenario("deepseek-v3"))
     results = simulate_schedules(scenario, list(COMPARED_SCHEDULES), progress=True, link_timeline=True)
+    if keep is not None:
+        keep(results)
     write_outputs(results, "deepseek_v3", args.out, title="deepseek-v3")
     if args.trace:
         from sim.trace import write_chrome_trace

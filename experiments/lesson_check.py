@@ -40,10 +40,29 @@ def fmt(figures: dict) -> str:
     return "; ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items())
 
 
-@lru_cache(maxsize=None)
+_GIVEN: dict = {}      # schedule -> the preset's step, handed over by remember()
+
+
 def step(schedule: str, **over):
-    """DeepSeek-V3 (PP16 x DP128, EP64, 120 micro-batches on 2,048 H800) under ``schedule``."""
+    """DeepSeek-V3 (PP16 x DP128, EP64, 120 micro-batches on 2,048 H800) under ``schedule``, with the
+    preset's fields in ``over`` changed; the preset's own steps as :func:`remember` was given them."""
+    if not over and schedule in _GIVEN:
+        return _GIVEN[schedule]
+    return simulated_step(schedule, **over)
+
+
+@lru_cache(maxsize=None)
+def simulated_step(schedule: str, **over):
+    """:func:`step` simulated (once per process for each ``schedule`` and ``over``)."""
     return simulate_step(load_scenario("deepseek-v3", schedule=schedule, **over))
+
+
+def remember(results) -> None:
+    """Take ``results``, steps of the unchanged ``deepseek-v3`` preset (``experiments/deepseek_v3``
+    simulates the four main schedules), as :func:`step`'s answers for their schedules instead of
+    simulating them again (``make run`` hands them over)."""
+    for res in results:
+        _GIVEN[res.run.schedule] = res
 
 
 def gpu_hours(res, tokens: float = TRAINING_TOKENS) -> float:
@@ -386,6 +405,20 @@ def exercise_rows(out: Path) -> list[dict]:
 
 
 CLAIMS = (l1, l2, l3, l4, l5, l6, l7, l8, l9, l10, l11, l12, l13, l14, l15)
+SCHEDULES_ONLY = (l3, l4, l5, l6, l7, l8, l10, l14)   # answered without the fabric: schedules alone
+
+
+@lru_cache(maxsize=None)
+def answer(claim) -> dict:
+    """``claim()``'s row, computed once per process."""
+    return claim()
+
+
+def prepare() -> None:
+    """Answer the claims that need no fabric now (:data:`SCHEDULES_ONLY`), so that :func:`run` only
+    looks them up: ``make run`` calls it while the fabric's kernels compile."""
+    for claim in SCHEDULES_ONLY:
+        answer(claim)
 
 
 def add_arguments(parser) -> None:
@@ -394,7 +427,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     out = Path(args.out)
-    rows = [claim() for claim in CLAIMS] + exercise_rows(out)
+    rows = [answer(claim) for claim in CLAIMS] + exercise_rows(out)
     df = pd.DataFrame(rows, columns=["id", "claim", "figures", "verdict", "explanation"])
     write_csv_atomic(df, out / "lesson_check.csv")
     for r in rows:

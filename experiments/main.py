@@ -4,13 +4,15 @@
    (experiments/validate.py, a sweep on a local Dask cluster), started first in its own process so
    that its workers run beside steps 2-5; it compiles the fabric's numba kernels once, before its
    workers start, and says so;
-2. every schedule side by side at P=8, M=16 without communication, and
-3. bubble against micro-batches for every schedule at P = 8 and 16: neither needs the fabric, so
-   they run while step 1 compiles;
+2. every schedule side by side at P=8, M=16 without communication,
+3. bubble against micro-batches for every schedule at P = 8 and 16, and the lesson's claims that
+   need schedules alone (step 5's, answered ahead): none needs the fabric, so they run while step 1
+   compiles, and so are the figures of the CSVs already there;
 4. the DeepSeek-V3 scenario (2,048 H800) under 1f1b, zb-h1, dualpipe, dualpipev, once the kernels
-   are compiled (loaded from numba's cache, not compiled a second time here);
-5. the DualPipe lesson's claims checked by simulation (experiments/lesson_check.py);
-6. the figures that read those CSVs (experiments/plots.py) and the page that shows them all,
+   are compiled (loaded from numba's cache, not compiled a second time here), and its figures;
+5. the DualPipe lesson's claims checked by simulation (experiments/lesson_check.py; step 4's four
+   steps are handed to it, not simulated again);
+6. once the suite is done, its figure (experiments/plots.py) and the page that shows them all,
    results/index.html (experiments/results_page.py).
 The slower sweeps (sweep_ep, sweep_topology) and the lesson exercises run with ``make sweeps``.
 """
@@ -30,6 +32,8 @@ from experiments import (
     validate,
 )
 from experiments.common import sweep_main
+
+DEEPSEEK_FIGURES = ("deepseek_v3_links", "deepseek_v3_events_dualpipe")   # plots.py's, from step 4's CSVs
 
 
 def start_validation(extra: list[str]) -> subprocess.Popen:
@@ -73,11 +77,16 @@ def main(argv=None) -> int:
         first.extend(wait_for_kernels(validation))
         return 0
 
+    later = ["validation", *DEEPSEEK_FIGURES]
     steps = [lambda: schedule_comparison.main(extra),
              lambda: sweep_main("bubble_vs_microbatches", bubble_vs_microbatches.point, bubble_vs_microbatches.points,
                                 bubble_vs_microbatches.__doc__, ["--no-progress", "--serial", *extra]),
-             lambda: kernels_ready() or deepseek_v3.main(extra), lambda: lesson_check.main(extra),
-             lambda: finish_validation(validation, first), lambda: plots.main(extra), lambda: results_page.main(extra)]
+             lambda: lesson_check.prepare() or plots.main([*extra, "--skip", *later]),
+             lambda: kernels_ready() or deepseek_v3.main(extra, keep=lesson_check.remember)
+             or plots.main([*extra, "--only", *DEEPSEEK_FIGURES]),
+             lambda: lesson_check.main(extra),
+             lambda: finish_validation(validation, first), lambda: plots.main([*extra, "--only", "validation"]),
+             lambda: results_page.main(extra)]
     try:
         for step in steps:
             status = step()

@@ -12,7 +12,8 @@
 * ``jobs.png`` (two jobs on one cluster, each alone and shared, per placement) from jobs.csv
 * ``nccl_curves.png`` (bus bandwidth against size per collective and GPU count on the H100 preset, with
   XLA's measured H100 points) from nccl_curves.csv
-Missing CSVs are skipped with a note.
+Missing CSVs are skipped with a note. ``--only NAME ...`` draws the figures of those CSVs alone (names
+without ``.csv``), ``--skip NAME ...`` all the others (``make run`` draws the validation figure last).
 """
 from __future__ import annotations
 
@@ -284,8 +285,21 @@ def nccl_curves(df: pd.DataFrame, out: Path) -> None:
     _save(fig, out / "nccl_curves.png")
 
 
+TIMELINE = "deepseek_v3_events_dualpipe"
+FIGURES = {"bubble_vs_microbatches": bubble_vs_microbatches, "sweep_ep": sweep_ep, "sweep_tp": sweep_tp,
+           "sweep_topology": sweep_topology, "sweep_comm_sms": sweep_comm_sms, "sweep_faults": sweep_faults,
+           "deepseek_v3_links": link_utilization, "validation": validation_figure, "jobs": jobs_figure,
+           "nccl_curves": nccl_curves, TIMELINE: lambda df, out: timeline(df, out, "deepseek_v3_dualpipe")}
+FIGURE_SOURCES = tuple(FIGURES)     # the CSVs (without .csv) whose figures this script draws
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--results", default="results", help="folder of the CSVs; figures go to its figures/")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--only", nargs="+", metavar="CSV", choices=FIGURE_SOURCES,
+                       help="draw only the figures of these CSVs (names without .csv)")
+    which.add_argument("--skip", nargs="+", metavar="CSV", choices=FIGURE_SOURCES,
+                       help="draw every figure but those of these CSVs")
 
 
 def main(argv=None) -> int:
@@ -295,21 +309,15 @@ def main(argv=None) -> int:
 def run(args) -> int:
     res = Path(args.results)
     figs = res / "figures"
-    jobs = [("bubble_vs_microbatches.csv", bubble_vs_microbatches), ("sweep_ep.csv", sweep_ep),
-            ("sweep_tp.csv", sweep_tp),
-            ("sweep_topology.csv", sweep_topology), ("sweep_comm_sms.csv", sweep_comm_sms),
-            ("sweep_faults.csv", sweep_faults),
-            ("deepseek_v3_links.csv", link_utilization), ("validation.csv", validation_figure),
-            ("jobs.csv", jobs_figure), ("nccl_curves.csv", nccl_curves)]
-    for name, fn in jobs:
-        path = res / name
+    wanted = set(args.only or FIGURE_SOURCES) - set(args.skip or ())
+    for name, fn in FIGURES.items():
+        path = res / f"{name}.csv"
+        if name not in wanted:
+            continue
         if path.exists():
             fn(pd.read_csv(path), figs)
-        else:
-            print(f"skip {name}: not there (run its experiment first)")
-    ev = res / "deepseek_v3_events_dualpipe.csv"
-    if ev.exists():
-        timeline(pd.read_csv(ev), figs, "deepseek_v3_dualpipe")
+        elif name != TIMELINE:
+            print(f"skip {name}.csv: not there (run its experiment first)")
     return 0
 
 

@@ -20,6 +20,24 @@ def test_bubble_sweep_then_plots(tmp_path):
     assert (tmp_path / "figures" / "bubble_vs_microbatches.png").stat().st_size > 10_000
 
 
+def test_plots_only_and_skip_pick_figures_by_their_csv(tmp_path, capsys):
+    pd.DataFrame({"schedule": ["1f1b", "1f1b"], "pp": [4, 4], "microbatches": [8, 16], "bubble_fraction": [0.3, 0.2],
+                  "status": ["ok", "ok"]}).to_csv(tmp_path / "bubble_vs_microbatches.csv", index=False)
+    png = tmp_path / "figures" / "bubble_vs_microbatches.png"
+    assert plots.main(["--results", str(tmp_path), "--only", "validation"]) == 0
+    assert not png.exists() and "skip validation.csv: not there" in capsys.readouterr().out
+    assert plots.main(["--results", str(tmp_path), "--skip", "bubble_vs_microbatches"]) == 0
+    out = capsys.readouterr().out
+    assert not png.exists() and "skip jobs.csv: not there" in out and "bubble" not in out
+    assert plots.main(["--results", str(tmp_path), "--only", "bubble_vs_microbatches"]) == 0
+    assert png.exists()
+    with pytest.raises(SystemExit) as bad:
+        plots.main(["--results", str(tmp_path), "--only", "bubbles"])
+    assert bad.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bubbles" in err[0] and "bubble_vs_microbatches" in err[0]
+
+
 def test_lesson_table_p4_m8(tmp_path):
     rows = []
     lesson_exercises.exercise_2(rows, tmp_path)

@@ -43,3 +43,26 @@ def test_exercise_2_names_every_idle_slot(tmp_path):
     last_idle = max(int(s) for part in note.split(": ", 1)[1].split("; ") for s in part.split(": ")[1].split()
                     if s != "none")
     assert settled == last_idle + 1
+
+
+def test_the_claims_on_schedules_alone_need_no_step(monkeypatch):
+    def no_fabric(*_, **__):
+        raise AssertionError("a claim answered ahead simulated a step")
+    monkeypatch.setattr(lesson_check, "simulate_step", no_fabric)
+    lesson_check.answer.cache_clear()
+    lesson_check.prepare()
+    assert lesson_check.answer.cache_info().currsize == len(lesson_check.SCHEDULES_ONLY)
+    assert lesson_check.answer(lesson_check.l4) is lesson_check.answer(lesson_check.l4)   # looked up, not redone
+    lesson_check.answer.cache_clear()
+
+
+def test_remembered_steps_answer_for_the_unchanged_preset_only(monkeypatch):
+    class Given:
+        class run:
+            schedule = "dualpipe"
+    monkeypatch.setattr(lesson_check, "simulated_step", lambda schedule, **over: ("simulated", schedule, over))
+    monkeypatch.setattr(lesson_check, "_GIVEN", {})
+    lesson_check.remember([Given])
+    assert lesson_check.step("dualpipe") is Given
+    assert lesson_check.step("dualpipe", microbatches=64) == ("simulated", "dualpipe", {"microbatches": 64})
+    assert lesson_check.step("1f1b") == ("simulated", "1f1b", {})
