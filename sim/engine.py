@@ -140,10 +140,14 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
 
     ``blocking_sends``: pipeline sends as Megatron-LM exchanges them without ``overlap_p2p_comm``
     (``p2p_communication``: a batch of ``isend``/``irecv`` waited on before the next op): a rank
-    starts its next op only once the sends of its last op have landed (its last sends land before
-    it is done). Off (the default), a send leaves and the sender goes on at once. Either way a send
-    leaves when its op ends: that its receiver must have posted the matching receive (NCCL's
-    rendezvous, which Megatron's schedules pair up step by step) is not modelled."""
+    starts its next op only once the sends of its last exchange have landed (its last sends land
+    before it is done). Where the schedule batches several ops into one exchange
+    (:attr:`~sim.schedules.base.Schedule.joined`: Megatron's interleaved 1F1B pairs each steady-state
+    forward with the backward after it) their sends leave together after the last of them, and the
+    first waits for all their inputs from other ranks (:func:`inputs_of_exchange`). Off (the
+    default), a send leaves when its op ends and the sender goes on at once. Either way, that a
+    receiver must have posted the matching receive (NCCL's rendezvous, which Megatron's schedules
+    pair up step by step) is not modelled."""
     S = schedule.num_stages
     rank_of = schedule.placement.rank
     events: dict[Key, simpy.Event] = {}
@@ -175,25 +179,38 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
                     sending.append(event(key))
 
     def rank_process(rank: int, ops: list[AnyOp]):
-        sending: list[simpy.Event] = []         # blocking sends: the previous op's, to wait for
+        sending: list[simpy.Event] = []         # blocking sends: the previous exchange's, to wait for
+        joined = schedule.joined.get(rank, frozenset()) if blocking_sends else frozenset()
+        held: list[AnyOp] = []                  # ops whose sends wait for the exchange after a later op
         for i, op in enumerate(ops):
             check_deadline()
             position[rank] = i
-            if sending:                         # blocking sends: the last op's have landed
+            if sending:                         # blocking sends: the last exchange's have landed
                 for ev in sending:
                     if not ev.processed:
                         yield ev
                 sending = []
-            for part in parts(op):
-                for key in inputs_of(part, S):
+            if joined:                          # an exchange receives its ops' inputs all at once
+                for key in inputs_of_exchange(ops, i, joined, S):
                     ev = event(key)
                     if not ev.processed:
                         yield ev
+            else:
+                for part in parts(op):
+                    for key in inputs_of(part, S):
+                        ev = event(key)
+                        if not ev.processed:
+                            yield ev
             start = env.now
             yield from runner.run(env, rank, op)
             records.append(OpRecord.of(rank, op, start, env.now))
-            for part in parts(op):
-                publish(rank, part, sending if blocking_sends else None)
+            held.append(op)
+            if i + 1 in joined:
+                continue                        # its sends leave with the next op's
+            for done in held:
+                for part in parts(done):
+                    publish(rank, part, sending if blocking_sends else None)
+            held = []
         for ev in sending:                      # its last sends land before the rank is done
             if not ev.processed:
                 yield ev
@@ -211,6 +228,24 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
             raise DeadlockError(f"schedule {schedule.name!r} deadlocks: {detail}")
         return EngineResult.of(schedule, records)
     return finish
+
+
+def inputs_of_exchange(ops: list[AnyOp], i: int, joined: frozenset, num_stages: int) -> list[Key]:
+    """The inputs op ``i`` of a rank's ``ops`` waits for: its own, and where the ops after it share
+    its exchange (positions in ``joined``, :attr:`Schedule.joined`), theirs too but for those they
+    make themselves (the last stage's backward takes its own forward's output); none for an op
+    that shares the exchange of the op before it (they arrived with that one's)."""
+    if i in joined:
+        return []
+    group = [ops[i]]
+    while i + len(group) in joined:
+        group.append(ops[i + len(group)])
+    made = {key for member in group for part in parts(member) for key in outputs_of(part, num_stages)}
+    keys = []
+    for member in group:
+        for part in parts(member):
+            keys.extend(key for key in inputs_of(part, num_stages) if key not in made)
+    return keys
 
 
 def _deliver_then(transfer: Generator, done: simpy.Event):

@@ -32,3 +32,22 @@ def test_interleaved_rank_holds_every_pth_stage_and_warms_up_by_formula():
         assert {op.stage for op in ops} == {r, r + P}
         warm = min(v * M, 2 * (P - 1 - r) + (v - 1) * P)
         assert all(op.kind == "F" for op in ops[:warm]) and ops[warm + 1].kind == "B"
+
+
+@pytest.mark.parametrize("P,M,v", [(4, 8, 2), (2, 4, 3), (4, 4, 2), (8, 16, 4)])
+def test_megatron_interleaved_exchanges_once_per_steady_state_pair(P, M, v):
+    """forward_backward_pipelining_with_interleaving without overlap_p2p_comm: one exchange after
+    each warm-up forward and each cool-down backward, one per forward-backward pair between."""
+    sched = make_schedule("interleaved-1f1b", P, M, v)
+    for r, ops in sched.ranks.items():
+        warm = min(v * M, 2 * (P - 1 - r) + (v - 1) * P)
+        joined = sched.joined[r]
+        assert joined == set(range(warm + 1, 2 * v * M - warm, 2))
+        assert all(ops[j].kind == "B" and ops[j - 1].kind == "F" for j in joined)
+        assert len(joined) == v * M - warm
+
+
+def test_only_interleaved_batches_exchanges():
+    assert make_schedule("interleaved-1f1b", 2, 2, 2).joined == {0: frozenset(), 1: frozenset({3, 5})}
+    for name in ("1f1b", "zb-h1", "dualpipe"):
+        assert make_schedule(name, 4, 8).joined == {}

@@ -211,3 +211,24 @@ def test_sends_that_leave_together_land_each_at_its_own_time():
     links, latency = fabric.links.route(src[0], dst[0])
     alone = 5e-6 + latency + runner.chunk.activation_bytes() / fabric.links.capacity[links].min()
     assert landed[0] == pytest.approx(alone, rel=1e-9) and landed[1] > landed[0] * (1 + 1e-6)
+
+
+def test_megatron_interleaved_exchanges_on_the_fabric():
+    """Interleaved 1F1B with blocking sends on the tiny cluster: a steady-state forward's activation
+    leaves after the backward it is paired with (the next stage's forward starts after that
+    backward's end plus a send), and the forward waits for that backward's incoming gradient."""
+    run = load_scenario("tiny", schedule="interleaved-1f1b", chunks=2, pipeline_sends="blocking")
+    step = MoEStep(Scenario(run))
+    res = step.simulate()
+    sched, S = step.scenario.schedule, step.scenario.schedule.num_stages
+    at = {(r.kind, r.mb, r.stage): r for r in res.engine.records}
+    pairs = 0
+    for rank, ops in sched.ranks.items():
+        for j in sched.joined[rank]:
+            f, b = ops[j - 1], ops[j]
+            if f.stage < S - 1:
+                assert at[("F", f.mb, f.stage + 1)].start > at[("B", b.mb, b.stage)].end
+                pairs += 1
+            if b.stage < S - 1:
+                assert at[("F", f.mb, f.stage)].start > at[("B", b.mb, b.stage + 1)].end
+    assert pairs > 0

@@ -60,6 +60,11 @@ class Schedule:
     microbatches: int
     ranks: dict[int, list[AnyOp]]
     placement: Placement = field(repr=False)
+    # Per rank, the positions of ops that share the pipeline exchange of the op before them (their
+    # sends leave together after the last; the next exchange's inputs arrive together), where the
+    # runtime batches them: Megatron's interleaved 1F1B. Empty: an exchange after every op. Only a
+    # blocking runtime (``pipeline_sends: blocking``) waits at exchanges.
+    joined: dict[int, frozenset] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
         """The JSON contract of ``python -m sim schedule --json``."""

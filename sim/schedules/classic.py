@@ -74,7 +74,7 @@ def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
             mb, chunk = order[k]
             return Op("B", mb, (v - 1 - chunk) * P + r)
 
-        warmup = min(total, 2 * (P - 1 - r) + (v - 1) * P)
+        warmup = interleaved_warmup(P, total, v, r)
         ops = [fwd(k) for k in range(warmup)]
         for k in range(total - warmup):
             ops.append(fwd(warmup + k))
@@ -82,3 +82,25 @@ def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
         ops.extend(bwd(k) for k in range(total - warmup, total))
         ranks[r] = ops
     return ranks
+
+
+def interleaved_warmup(P: int, total: int, v: int, rank: int) -> int:
+    """Megatron's warm-up forwards of ``rank`` over ``total`` virtual micro-batches:
+    ``min(total, 2(P-1-rank) + (v-1)P)``."""
+    return min(total, 2 * (P - 1 - rank) + (v - 1) * P)
+
+
+def interleaved_exchanges(P: int, M: int, v: int) -> dict[int, frozenset[int]]:
+    """Where Megatron's interleaved 1F1B exchanges with its neighbours, without ``overlap_p2p_comm``
+    (Megatron-LM ``forward_backward_pipelining_with_interleaving``): after each warm-up forward and
+    each cool-down backward, but in the steady state once per forward-backward pair, after the
+    backward (``send_forward_backward_recv_forward_backward``: the forward's output and the
+    backward's gradient leave together, and the next pair's two inputs arrive together). Per rank,
+    the positions of :func:`interleaved_1f1b`'s ops that share the exchange of the op before them:
+    each steady-state backward."""
+    total = M * v
+    out = {}
+    for r in range(P):
+        warmup = interleaved_warmup(P, total, v, r)
+        out[r] = frozenset(warmup + 2 * k + 1 for k in range(total - warmup))
+    return out

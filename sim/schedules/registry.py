@@ -116,4 +116,5 @@ def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] =
         args = (pp, microbatches, chunks) if spec.stages_per_rank is None else (pp, microbatches)
         ranks = spec.build(*args)
     placement = Placement(spec.placement, pp, num_stages, microbatches)
-    return Schedule(name, pp, num_stages, microbatches, ranks, placement)
+    joined = classic.interleaved_exchanges(pp, microbatches, chunks) if name == "interleaved-1f1b" else {}
+    return Schedule(name, pp, num_stages, microbatches, ranks, placement, joined)

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import simpy
 
-from ..engine import OpRecord, inputs_of, outputs_of
+from ..engine import OpRecord, inputs_of, inputs_of_exchange, outputs_of
 from ..network import Network
 from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
@@ -149,6 +149,12 @@ class GroupRunner:
         self._seq = {r: 0 for r in range(pp)}
         self._slowdown = context.sm_slowdown
         self._blocking = context.blocking_sends
+        # Blocking exchanges that batch several ops (Schedule.joined): op position -> the inputs its
+        # exchange receives for the ops after it, which it waits for too (sim.engine.inputs_of_exchange).
+        self._exchange_inputs = {} if not context.blocking_sends else {
+            (r, i): inputs_of_exchange(ops, i, schedule.joined[r], self.num_stages)
+            for r, ops in schedule.ranks.items() if schedule.joined.get(r)
+            for i in range(len(ops)) if i + 1 in schedule.joined[r] and i not in schedule.joined[r]}
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
         self._first_forwards = {r: first_forwards(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
@@ -169,11 +175,15 @@ class GroupRunner:
         S = self.num_stages
         free = start = self.clock[rank]
         sent = free
+        seq = self._seq[rank]
         for part in parts(op):
             for key in inputs_of(part, S):
                 start = np.maximum(start, self.arrivals[key])
                 sent = np.maximum(sent, self.sent[key])
-        seq = self._seq[rank]
+        if self._exchange_inputs:
+            for key in self._exchange_inputs.get((rank, seq), ()):
+                start = np.maximum(start, self.arrivals[key])
+                sent = np.maximum(sent, self.sent[key])
         plan, durations, comm_times, stacked, axis_s = self._plan(rank, op, self._zero3_parts(rank, seq))
         self._seq[rank] += 1
         if self._factor is not None or self._jitter is not None:
@@ -261,13 +271,16 @@ class GroupRunner:
         without any all-to-all (nothing makes its replicas wait for each other) can end on some
         replica before the moment the last replica's input arrived; such a send starts late, by at
         most that gap, which ``late_s`` records (0 whenever replicas receive their inputs at the
-        same time)."""
-        return self._send(env, src, dst, key)
+        same time). A send batched into a later op's exchange (:attr:`Schedule.joined`) leaves at
+        that op's end: each replica's clock, when the engine hands it over."""
+        return self._send(env, src, dst, key, np.maximum(self.arrivals[key], self.clock[src]))
 
-    def _send(self, env, src: int, dst: int, key):
+    def _send(self, env, src: int, dst: int, key, sent: np.ndarray | None = None):
+        """``key``'s transfers from each replica of ``src`` to ``dst``, leaving at ``sent`` (default:
+        when its producer ended)."""
         fabric, nbytes = self.fabric, self.chunk.activation_bytes()
         srcs, dsts = self._gpus(src), self._gpus(dst)
-        sent = self.arrivals[key]
+        sent = self.arrivals[key] if sent is None else sent
         arrived = np.empty_like(sent)
         done = env.event()
         pending = [len(sent)]

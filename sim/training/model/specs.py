@@ -243,8 +243,9 @@ class RunSpec:
     with NCCL's latency and bandwidth share; ``none``: the fabric alone (each ring step its route's
     latency). ``pipeline_sends``: ``async`` (a stage's output leaves on the network while its GPU
     goes on, as DualPipe, Zero Bubble's runtime and PyTorch's pipelining send) or ``blocking`` (a
-    rank starts its next op only once its last op's sends have landed: Megatron-LM's schedules
-    without ``overlap_p2p_comm``, :func:`sim.engine.start_schedule`).
+    rank starts its next op only once its last exchange's sends have landed: Megatron-LM's schedules
+    without ``overlap_p2p_comm``, interleaved 1F1B's steady state exchanging once per forward-backward
+    pair, :func:`sim.engine.start_schedule`).
 
     Model parallelism inside a pipeline stage (Megatron-Core's names; :mod:`sim.training.model.layout`):
     ``tp`` tensor-parallel GPUs split each layer's GEMMs and attention heads (Shoeybi et al. 2019),
