@@ -12,6 +12,7 @@ from sim.engine import DeadlockError, ZeroCommRunner, run_schedule
 from sim.metrics import summarize
 from sim.pipeline import simulate_pipeline
 from sim.schedules import Op, make_schedule, parse_op
+from sim.schedules.ops import FBOp
 from sim.schedules.base import Placement, Schedule
 
 costs = st.sampled_from([0.5, 1.0, 2.0, 3.0])
@@ -252,3 +253,11 @@ def test_batched_exchanges_pinned_example():
     assert run_schedule(each, DelayRunner(4, 0.5), blocking_sends=True).makespan == pytest.approx(33.5)
     assert run_schedule(sched, DelayRunner(4, 0.5), blocking_sends=True).makespan == pytest.approx(32.5)
     assert run_schedule(each, DelayRunner(4, 0.5)).makespan == pytest.approx(30.0)   # async: no exchanges
+
+
+def test_an_overlapped_unit_is_recorded_with_both_halves():
+    sched = make_schedule("dualpipe", 4, 8)
+    res = run_schedule(sched, ZeroCommRunner(sched.num_stages))
+    fb = [(rank, op) for rank, ops in sched.ranks.items() for op in ops if isinstance(op, FBOp)]
+    recorded = {(r.rank, r.mb, r.stage, r.b_mb, r.b_stage) for r in res.records if r.kind == "FB"}
+    assert fb and recorded == {(rank, op.f.mb, op.f.stage, op.b.mb, op.b.stage) for rank, op in fb}
