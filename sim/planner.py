@@ -185,6 +185,13 @@ def evaluate(p: dict) -> dict:
     return {k: summary[k] for k in PLAN_METRICS}
 
 
+def screen(p: dict) -> dict:
+    """One candidate's screen (a sweep point): ``screen_s``, a lower bound on its simulated step
+    from the analytical network (:mod:`sim.plan_screen`)."""
+    from .plan_screen import screen_step_s
+    return {"screen_s": screen_step_s(run_spec(p))}
+
+
 def _stages(schedule: str, pp: int) -> int:
     from .schedules import SCHEDULES
     spec = SCHEDULES[schedule]
@@ -287,4 +294,4 @@ def _fit(p: dict, row: dict, req: PlanRequest, graph, gpu, model, ok: list, refu
 
 
 __all__ = ["DEFAULT_GLOBAL_BATCH", "LONG_SEQUENCE", "PLAN_METRICS", "PLAN_SCHEDULES", "VIRTUAL_STAGES", "virtual_stages", "PlanRequest", "candidates", "evaluate", "gpu_of", "plan_request",
-           "run_spec"]
+           "run_spec", "screen"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import time
 import traceback
 from collections.abc import Callable
@@ -71,13 +72,19 @@ def ran_out(row: dict) -> bool:
     return row.get("status") == "timeout" or str(row.get("error")).startswith("worker died")
 
 
+SAVE_EVERY_S = 1.0      # a sweep's CSV is rewritten at most this often while rows come in, and at its end
+
+
 class SweepTable:
-    """The rows of a sweep, one per point key, written to ``path`` (in point order) on each add."""
+    """The rows of a sweep, one per point key, written to ``path`` (in point order) as they are
+    added, at most every :data:`SAVE_EVERY_S` (a sweep of points that take milliseconds would
+    spend its time rewriting the file), and on :meth:`save` (the sweep's end, an interruption)."""
 
     def __init__(self, path: Path, points: list[dict], rows: list[dict]):
         self.path, self.columns = path, list(points[0]) if points else []
         self.order = {point_key(p): i for i, p in enumerate(points)}
         self.rows = {self.key(r): r for r in rows}
+        self._saved = -math.inf                     # time.monotonic() of the last save
 
     def key(self, row: dict) -> str:
         return point_key({c: row.get(c) for c in self.columns})
@@ -96,9 +103,11 @@ class SweepTable:
 
     def add(self, row: dict) -> None:
         self.rows[self.key(row)] = row
-        self.save()
+        if time.monotonic() - self._saved >= SAVE_EVERY_S:
+            self.save()
 
     def save(self) -> None:
+        self._saved = time.monotonic()
         rows = sorted(self.rows.values(), key=lambda r: self.order.get(self.key(r), len(self.order)))
         df = pd.DataFrame(rows)
         if not df.empty:
@@ -107,4 +116,5 @@ class SweepTable:
         write_csv_atomic(df, self.path)
 
 
-__all__ = ["STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row", "point_key", "ran_out", "run_point"]
+__all__ = ["SAVE_EVERY_S", "STATUS_COLUMNS", "SweepTable", "code_fingerprint", "failed_row", "point_key", "ran_out",
+           "run_point"]

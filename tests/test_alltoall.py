@@ -150,3 +150,20 @@ def test_the_comm_model_measures_the_scenarios_all_to_all_shapes_only():
     assert comm.token_bytes == sc.token_bytes() == {"dispatch": 256 + 4 * 2, "combine": 2 * 256}
     comm.measure_all()                                  # the extra shape is not measured (nor refused)
     assert comm.time("dispatch", 0, 0) > 0 and comm.time("combine", 0, 0) > 0
+
+
+def test_times_alone_are_the_analytical_networks_and_below_the_max_min_fabrics():
+    """``alone``: each stage's all-to-alls from the closed form (no network run, no link statistics)
+    take what the analytical network measures, and no longer than the max-min fabric's, where
+    every EP group of the stage shares the NICs."""
+    sc = Scenario(load_scenario("tiny", dp=4, ep=4, node_limit=None))
+    analytical = sc.run.with_(network="analytical")
+    alone = CommModel(analytical, sc.model, sc.links, sc.layout, sc.collectives, kernels=sc.kernels, alone=True)
+    measured = CommModel(analytical, sc.model, sc.links, sc.layout, sc.collectives, kernels=sc.kernels)
+    maxmin = CommModel(sc.run, sc.model, sc.links, sc.layout, sc.collectives, kernels=sc.kernels)
+    for shape in ("dispatch", "combine"):
+        for stage in range(sc.run.pp):
+            t = alone.time(shape, stage, 0)
+            assert t == pytest.approx(measured.time(shape, stage, 0), rel=1e-12)
+            assert 0 < t <= maxmin.time(shape, stage, 0)
+    assert alone.link_frames == {}

@@ -75,7 +75,7 @@ def test_a_plan_searches_the_recipe_and_prints_a_command_that_reproduces_its_pic
     path = tmp_path / "pick.yaml"
     assert main(args + ["--write-scenario", str(path)]) == 0
     out = capsys.readouterr().out
-    assert f"Run it: python -m sim run {path}" in out and "Recipe: micro-batch" in out and "Search: simulated" in out
+    assert f"Run it: python -m sim run {path}" in out and "Recipe: micro-batch" in out and "Search: screened" in out
     # beside its ranking, how often the model kept the measured order of published runs like it (an MoE
     # plan on Hopper: the suite has no such job, so every pair, and the JSON says the same)
     from sim.training.trust import ranking_agreement
@@ -95,3 +95,36 @@ def test_nothing_fits_with_any_recipe_names_the_nearest(tmp_path, capsys):
     assert code == 1 and "with any recipe tried" in out and "every recipe was tried" in out
     nearest = next(line for line in out.splitlines() if line.startswith("Nearest: "))
     assert "with recomputation full" in nearest and "GB more than the 80 GB HBM" in nearest
+
+
+def test_a_screened_plan_picks_what_simulating_every_candidate_picks(tmp_path, capsys):
+    """The default screen (the analytical network's lower bound) against ``--screen none`` on a
+    small plan: the same pick at the same step, fewer candidates simulated, the screens kept in
+    a CSV beside --out."""
+    args = ["plan", "--gpus", "16", "--model", "tiny-moe", "--topology", "h800-16", "--global-batch", "32",
+            "--seq-len", "256", "--pp", "2,4", "--ep", "4", "--node-limit", "1", "--schedules", "1f1b,zb-h1,dualpipe",
+            "--serial", "--json"]
+    assert main(args + ["--out", str(tmp_path / "a.csv")]) == 0
+    screened = json.loads(capsys.readouterr().out)
+    assert main(args + ["--out", str(tmp_path / "b.csv"), "--screen", "none"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    fields = ("schedule", "tp", "pp", "ep", "microbatch_size", "gemm_precision", "memory_policy", "zero_stage",
+              "step_time_s")
+    assert [screened["recommendation"][f] for f in fields] == [full["recommendation"][f] for f in fields]
+    assert screened["search"]["screened"] >= full["search"]["simulated"] > screened["search"]["simulated"]
+    assert full["search"]["screened"] == 0
+    assert (tmp_path / "a-screen.csv").is_file() and not (tmp_path / "b-screen.csv").exists()
+
+
+def test_a_plan_under_skewed_routing_says_it_has_no_screen(tmp_path, capsys):
+    """The screen bounds a step only when every replica runs alike: with a scenario's routing skew
+    the plan says so and simulates its candidates."""
+    scenario = tmp_path / "skewed.yaml"
+    scenario.write_text("model: tiny-moe\ngpu: h800\ntopology: h800-16\npp: 2\nep: 4\ndp: 8\nschedule: 1f1b\n"
+                        "microbatches: 4\nseq_len: 256\nnode_limit: 1\nrouting_skew: 0.5\n")
+    code = main(["plan", "--gpus", "16", "--scenario", str(scenario), "--pp", "2", "--ep", "4", "--schedules", "1f1b",
+                 "--gemm-precision", "bf16", "--tp", "1", "--serial", "--out", str(tmp_path / "p.csv")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "warning: no screen: the analytical network's bound does not hold under routing skew 0.5" in out
+    assert "Search: simulated" in out and not (tmp_path / "p-screen.csv").exists()

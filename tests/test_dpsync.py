@@ -140,3 +140,26 @@ def test_zero3_gathers_and_scatters_once_per_layer_in_every_op(schedule):
     assert kinds["W" if schedule == "zb-h1" else "B"] > 0
     if schedule == "dualpipe":
         assert any(isinstance(op, FBOp) for op in ops)
+
+
+@pytest.mark.parametrize("gather", [False, True])
+@pytest.mark.parametrize("protocol", ["none", "auto"])
+def test_a_ranks_collective_alone_is_the_analytical_networks_run(gather, protocol):
+    """The closed form the planner's screen uses (collective_alone_s) against GradientSync running
+    the same collective of rank 3 on a fresh analytical network: its launch, then its groups' rings
+    alone; the by-hand ring of the test above with NCCL's protocol off."""
+    import simpy
+
+    from sim.training.dpsync import GradientSync, collective_alone_s
+    sc = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=1, kernels="deepep", nccl_protocol=protocol,
+                                network="analytical"))
+    (count,) = stage_param_counts(sc)[3].values()
+    env = simpy.Environment()
+    done = []
+    GradientSync(sc, sc.step_fabric(env), reports=1).collective(3, count, 4.0, gather, lambda: done.append(env.now))
+    env.run()
+    alone = collective_alone_s(sc, 3, count, 4.0, gather)
+    assert alone == pytest.approx(done[0], rel=1e-12)
+    if protocol == "none":
+        assert alone == pytest.approx(LAUNCH + ring(4, 4 * count.dense), rel=1e-9)
+    assert collective_alone_s(sc, 3, ParamCount(0.0, 0.0), 4.0, gather) == 0.0

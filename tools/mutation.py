@@ -47,7 +47,7 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.training.costs.stream
         "sim.training.comm.collective_shapes", "sim.training.comm.model_parallel", "sim.training.model.layout",
         "sim.training.model.activations", "sim.training.model.recompute", "sim.compute.gemm", "sim.compute.attention",
         "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables",
-        "sim.plan_recipes", "sim.plan_search", "sim.cluster", "sim.jobs")
+        "sim.plan_recipes", "sim.plan_search", "sim.cluster", "sim.jobs", "sim.plan_screen")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
            "sim.network.fairshare.scan", "sim.network.fairshare.step", "sim.network.fairshare.refill",
@@ -327,6 +327,11 @@ EQUIVALENT = {
     "sim.network.view.xǁNetworkViewǁ_own__mutmut_13": "a transfer from a GPU to itself has an empty route (no link "
                                                        "to count) and one of 0 bytes adds 0: 'or' counts as 'and' does",
     "sim.jobs.x_run_jobs__mutmut_81": "float('NAN') is float('nan')",
+    "sim.plan_screen.x_tail_s__mutmut_62": "a hierarchical reduce-scatter and all-gather alone take the same time "
+                                           "(the same rings in reverse order; NCCL's model charges both alike)",
+    "sim.plan_screen.x_tail_s__mutmut_105": "norm_allreduce_s does not read the sync's reports",
+    "sim.network.alone.x_ring_alone_s__mutmut_25": "with one step or no latency, (steps - 1) x latency is 0: the "
+                                                   "start the guard gives",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_13": "_checked is asked about the GPUs here; the byte count it "
                                                         "is given is not used",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_18": "a route not found in the fabric's cache is found by "

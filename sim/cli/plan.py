@@ -103,6 +103,7 @@ def _plan(args, req: PlanRequest) -> int:
     from topologies import load_topology
 
     from ..io import check_output, json_text, overwriting, shown
+    from ..plan_screen import screen_blocker
     from ..plan_search import search
     from ..planner import candidates, evaluate, gpu_of, run_spec
     from ..sweep import run_sweep
@@ -113,6 +114,7 @@ def _plan(args, req: PlanRequest) -> int:
     warnings = [idle] if idle else []
     with overwriting(args.force):
         check_output(args.out)                      # before the search, not after it
+        check_output(screen_path(args.out))
     ok, refused = candidates(req, graph)
     recipe = recipe_text(req, gpu)
     if not args.json:
@@ -143,11 +145,22 @@ def _plan(args, req: PlanRequest) -> int:
                  "every recipe was tried; ")
               + "more GPUs, a larger PP or EP, or a smaller global batch shrink what each GPU keeps.")
         return 1
+    screen_csv = screen_path(args.out)
+    blocker = screen_blocker(run_spec(ok[0])) if args.screen == "analytical" else ""
+    if blocker:
+        warnings.append(f"no screen: the analytical network's bound does not hold under {blocker}; the search "
+                        "simulates its candidates")
+        if not args.json:
+            print(f"warning: {warnings[-1]}")
     with overwriting(args.force), _cluster(args) as scheduler:
         def simulate(points: list[dict]):
             return run_sweep(evaluate, points, Path(args.out), scheduler=scheduler, progress=not args.json,
                              desc="plan")
-        df, searched = search(ok, simulate, top=args.top_layouts)
+
+        def screened(points: list[dict]) -> list[float]:
+            return screen_values(points, screen_csv, progress=not args.json)
+        use_screen = args.screen == "analytical" and not blocker
+        df, searched = search(ok, simulate, top=args.top_layouts, screen=screened if use_screen else None)
     failed = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].sort_values("step_time_s").reset_index(drop=True)
     if args.json:
@@ -210,6 +223,33 @@ def _plan(args, req: PlanRequest) -> int:
     for phrase in load_model(req.model).not_costed:
         print(f"not costed: {phrase}")
     return 0
+
+
+def screen_path(out: str) -> Path:
+    """The CSV of a plan's screens beside its CSV of simulations: ``plan.csv`` -> ``plan-screen.csv``."""
+    path = Path(out)
+    return path.with_name(f"{path.stem}-screen{path.suffix or '.csv'}")
+
+
+def screen_values(points: list[dict], path: Path, progress: bool) -> list[float]:
+    """Each point's screen (:func:`sim.planner.screen`, a resumable sweep into ``path``, run in this
+    process: a screen takes about 10 ms, less than sending it to a worker), in the points' order;
+    ``-inf`` where it failed (the search then simulates it: its error shows there)."""
+    import math
+
+    import pandas as pd
+
+    from ..planner import screen
+    from ..sweep import point_key, run_sweep
+    run_sweep(screen, points, path, scheduler="serial", progress=progress, desc="screen")
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)         # keys as the sweep's resume reads them
+    columns = list(points[0])
+    rows = {point_key({c: r.get(c, "") for c in columns}): r for r in raw.to_dict("records")}
+    values = []
+    for p in points:
+        row = rows.get(point_key(p))
+        values.append(float(row["screen_s"]) if row is not None and row.get("status") == "ok" else -math.inf)
+    return values
 
 
 @contextlib.contextmanager
@@ -301,6 +341,10 @@ def add_arguments(p) -> None:
     p.add_argument("--top", type=count, default=8, help="rows to show (default 8)")
     p.add_argument("--top-layouts", type=count, default=TOP_LAYOUTS,
                    help=f"layouts whose every recipe is simulated (default {TOP_LAYOUTS}; the others: their likeliest)")
+    p.add_argument("--screen", choices=("analytical", "none"), default="analytical",
+                   help="analytical (default): screen the candidates on the analytical network, a lower bound on "
+                        "each step, and simulate only those that could beat the best simulated step (their screens "
+                        "in OUT-screen.csv beside --out); none: simulate every candidate of the search")
     p.add_argument("--write-scenario", metavar="FILE", help="write the recommendation as a scenario YAML file")
     p.add_argument("--out", help="CSV of the simulated candidates, resumable (default: none kept)")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not a plan this tool wrote")

@@ -6,11 +6,11 @@ chunk model (:mod:`sim.training.costs.chunk`) describes a layer with a :class:`L
 from .attention import AttentionFit, AttentionModel
 from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures
 from .gemm import GemmFit, gemm_bound, gemm_seconds
-from .kernels import DEFAULT_LAUNCH_US, KernelFamilyError, KernelModel, OpCost, load_families
+from .kernels import DEFAULT_LAUNCH_US, KernelFamilyError, KernelModel, OpCost, load_families, shared_kernel_model
 from .ops import FUSIONS, LayerShape, Op, attention_ops, embedding_ops, head_ops, layer_ops, mlp_ops
 from .tables import KernelTableError
 
 __all__ = ["AttentionFit", "AttentionModel", "DEFAULT_HBM_EFFICIENCY", "DEFAULT_LAUNCH_US", "FUSIONS", "GemmFit",
            "GpuFigures", "KernelFamilyError", "KernelModel", "KernelTableError", "LayerShape", "Op", "OpCost",
            "attention_ops", "embedding_ops", "gemm_bound", "gemm_seconds", "head_ops", "layer_ops", "load_families",
-           "mlp_ops"]
+           "mlp_ops", "shared_kernel_model"]

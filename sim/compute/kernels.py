@@ -140,6 +140,7 @@ class KernelModel:
         self.family = _family(name, table[name], gpu, generic)
         self.attention = self.family.attention_model(attention_kernel)
         self.generic = generic is not None
+        self.memo: dict = {}        # a caller's costs of whole ops lists by their key (shared_kernel_model)
 
     @property
     def label(self) -> str:
@@ -192,4 +193,23 @@ class KernelModel:
         return [self.cost(op, sms) for op in ops]
 
 
-__all__ = ["DEFAULT_LAUNCH_US", "Family", "KernelFamilyError", "KernelModel", "OpCost", "family_of", "load_families"]
+_SHARED: dict[tuple, KernelModel] = {}
+
+
+def shared_kernel_model(gpu: GpuFigures, **options) -> KernelModel:
+    """The :class:`KernelModel` of ``gpu`` and ``options`` (its keyword arguments), one per
+    configuration, families file version and process: the runs of a sweep or a plan share it and
+    what callers keep in its ``memo`` (the costs of a layer shape's kernels)."""
+    families = options.get("families")
+    file = Path(families) if families else FITTED
+    key = (repr(gpu), str(file), file.stat().st_mtime_ns if file.is_file() else None, repr(sorted(options.items())))
+    model = _SHARED.get(key)
+    if model is None:
+        if len(_SHARED) >= 64:
+            _SHARED.clear()
+        model = _SHARED[key] = KernelModel(gpu, **options)
+    return model
+
+
+__all__ = ["DEFAULT_LAUNCH_US", "Family", "KernelFamilyError", "KernelModel", "OpCost", "family_of", "load_families",
+           "shared_kernel_model"]

@@ -75,6 +75,19 @@ def _send(fabric: Fabric, src: int, dst: int, nbytes: float, then) -> None:
     fabric.transfer(src, dst, nbytes, on_done=then)
 
 
+def check_all_to_all(group: Sequence[int], traffic: Traffic, algorithm: str, direction: str, chunks: int) -> int:
+    """One clear line for an all-to-all's bad argument (its algorithm, direction, chunks, or a group
+    that is not the routing's EP size); the chunks as an int."""
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    chunks = number(chunks, "chunks", integer=True, low=1, high=1_000)
+    if direction not in DIRECTIONS:
+        raise InputError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if len(group) != traffic.routing.ep:
+        raise InputError(f"group has {len(group)} GPUs but the routing is for ep={traffic.routing.ep}")
+    return chunks
+
+
 def all_to_all(fabric: Fabric, group: Sequence[int], traffic: Traffic, token_bytes: float,
                algorithm: str = "hierarchical", direction: str = "dispatch", chunks: int = 4) -> simpy.Event:
     """MoE all-to-all over ``group`` (global GPU ids, node by node, ``traffic.routing.ep`` of them).
@@ -85,14 +98,8 @@ def all_to_all(fabric: Fabric, group: Sequence[int], traffic: Traffic, token_byt
     the same amounts the other way. ``chunks``: a hierarchical message is sent in this many
     pieces so NVLink forwarding overlaps the IB transfer, as DeepSeek's kernels do (1 = plain
     store-and-forward)."""
-    if algorithm not in ALGORITHMS:
-        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    chunks = number(chunks, "chunks", integer=True, low=1, high=1_000)
-    if direction not in DIRECTIONS:
-        raise InputError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    chunks = check_all_to_all(group, traffic, algorithm, direction, chunks)
     r = traffic.routing
-    if len(group) != r.ep:
-        raise InputError(f"group has {len(group)} GPUs but the routing is for ep={r.ep}")
     env = fabric.env
     g = r.gpus_in_node
     G, N = traffic.gpu_tokens, traffic.node_tokens

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from ..network import Network, hierarchical_all_gather, hierarchical_reduce_scatter
+from ..network import Network, hierarchical_all_gather, hierarchical_alone_s, hierarchical_reduce_scatter, transfers_on
 from ..perf import gc_paused
 from .model.memory import sharding_groups, stages_held
 from .model.params import ParamCount, layer_params, stage_params
@@ -107,6 +107,45 @@ class LayerCollectives:
         return done[0] if done else 0.0
 
 
+def collective_alone_s(sc: Scenario, rank: int, count: ParamCount, per_param: float, gather: bool) -> float:
+    """Seconds of ``rank``'s data-parallel reduce-scatter (or all-gather, ``gather``) of ``per_param``
+    bytes of ``count`` (:meth:`GradientSync.collective`: its NCCL launch, then its groups' collectives
+    at once) with every transfer alone on its route, from the closed form
+    (:func:`~sim.network.hierarchical_alone_s`: the analytical network's time, a lower bound on the
+    max-min fabric's)."""
+    jobs = collective_jobs(sc, rank, count, per_param)
+    if not jobs:
+        return 0.0
+    transfers = transfers_on(sc.links)
+    protocol = sc.kernels.ring_protocol(sc.run.nccl_protocol)
+    gpn = sc.layout.gpus_per_node
+    return sc.kernels.nccl_launch_s + max(hierarchical_alone_s(transfers, gpus, nbytes, gpn, gather, protocol)
+                                          for gpus, nbytes in jobs)
+
+
+def collective_jobs(sc: Scenario, rank: int, count: ParamCount, per_param: float) -> list[tuple[list[int], float]]:
+    """(GPUs, bytes per GPU) of each data-parallel group ``rank``'s collective of ``per_param`` bytes
+    of ``count`` runs over: dense parameters over the rank's replicas, routed experts over each set
+    of GPUs holding the same experts; groups of one GPU or nothing to move left out."""
+    lay = sc.layout
+    groups = [(lay.dense_dp_group(rank), "dense")]
+    if lay.groups_per_rank > 1:          # routed experts are replicated over tp x cp x dp / ep GPUs
+        groups += [(lay.expert_dp_group(rank, i), "expert") for i in range(lay.ep_replicas)]
+    jobs = [(gpus, (count.dense if kind == "dense" else count.expert) * per_param) for gpus, kind in groups]
+    return [(gpus, nbytes) for gpus, nbytes in jobs if nbytes > 0 and len(gpus) > 1]
+
+
+def reduced_count(sc: Scenario, stage: int, count: ParamCount) -> ParamCount:
+    """What ``stage``'s gradient reduce-scatter after its last backward carries of its parameters
+    ``count``: all of them, less its layers' under ZeRO-3 with ``reshard_after_forward`` (those
+    were reduce-scattered layer by layer inside the ops)."""
+    run = sc.run
+    if run.zero_stage == 3 and run.reshard_after_forward:
+        layers = stage_layer_params(sc, stage)
+        return ParamCount(max(0.0, count.dense - layers.dense), max(0.0, count.expert - layers.expert))
+    return count
+
+
 def optimizer_seconds(sc: Scenario, count: ParamCount) -> float:
     """The optimizer step over the GPU's shard of ``count`` (all of it under ZeRO-0)."""
     run = sc.run
@@ -167,22 +206,13 @@ class GradientSync:
         else:
             action()
 
-    def _groups(self, rank: int) -> list[tuple[list[int], str]]:
-        lay = self.sc.layout
-        groups = [(lay.dense_dp_group(rank), "dense")]
-        if lay.groups_per_rank > 1:          # routed experts are replicated over tp x cp x dp / ep GPUs
-            groups += [(lay.expert_dp_group(rank, i), "expert") for i in range(lay.ep_replicas)]
-        return groups
-
     def collective(self, rank: int, count: ParamCount, per_param: float, gather: bool, then) -> None:
         """Reduce-scatter (or all-gather) ``per_param`` bytes of ``count`` over the rank's groups,
         after an NCCL kernel launch (:mod:`sim.training.comm.kernels`), as NCCL runs it (the run's
         ``nccl_protocol``, :mod:`sim.network.nccl`), then call ``then()``."""
         op = hierarchical_all_gather if gather else hierarchical_reduce_scatter
         gpn = self.sc.layout.gpus_per_node
-        jobs = [(gpus, (count.dense if kind == "dense" else count.expert) * per_param)
-                for gpus, kind in self._groups(rank)]
-        jobs = [(gpus, nbytes) for gpus, nbytes in jobs if nbytes > 0 and len(gpus) > 1]
+        jobs = collective_jobs(self.sc, rank, count, per_param)
         if not jobs:
             then()
             return
@@ -193,11 +223,8 @@ class GradientSync:
         self._at(self.env.now + self.sc.kernels.nccl_launch_s, start)
 
     def _reduce(self, rank: int, stage: int) -> None:
-        run, count = self.sc.run, self.counts[rank][stage]
+        run, count = self.sc.run, reduced_count(self.sc, stage, self.counts[rank][stage])
         self.ranks[rank].launched = max(self.ranks[rank].launched, self.env.now)
-        if run.zero_stage == 3 and run.reshard_after_forward:   # the layers' were scattered layer by layer
-            layers = stage_layer_params(self.sc, stage)
-            count = ParamCount(max(0.0, count.dense - layers.dense), max(0.0, count.expert - layers.expert))
 
         def reduced() -> None:
             if run.zero_stage == 0:              # all-reduce = reduce-scatter + all-gather of gradients
@@ -251,5 +278,5 @@ class GradientSync:
             self.ended.succeed()
 
 
-__all__ = ["GradientSync", "LayerCollectives", "RankSync", "optimizer_seconds", "stage_layer_params",
-           "stage_param_counts"]
+__all__ = ["GradientSync", "LayerCollectives", "RankSync", "collective_alone_s", "collective_jobs", "optimizer_seconds",
+           "reduced_count", "stage_layer_params", "stage_param_counts"]

@@ -146,6 +146,7 @@ class GroupRunner:
         self.trace = trace
         self.late_s = 0.0                             # see deliver()
         self._plans: dict[tuple, tuple] = {}
+        self._compiled_work: dict[tuple, tuple] = {}    # see _compiled
         self._seq = {r: 0 for r in range(pp)}
         self._slowdown = context.sm_slowdown
         self._blocking = context.blocking_sends
@@ -218,11 +219,12 @@ class GroupRunner:
         if wait > 0:
             yield env.timeout(wait)
 
-    def op_seconds(self, rank: int, op) -> float:
+    def op_seconds(self, rank: int, op, zero3: tuple[bool, bool] | None = None) -> float:
         """Seconds ``op`` occupies ``rank`` when it starts with the rank free and its inputs there
         (the slowest replica; all-to-alls at their measured times, no faults): the fixed duration
-        a search's timing charges it (:mod:`sim.schedules.timing`)."""
-        plan, durations, comm_times, _, _ = self._plan(rank, op)
+        a search's timing charges it (:mod:`sim.schedules.timing`). ``zero3``: whether it carries
+        ZeRO-3's (gathers, scatters) (default: both under ZeRO-3)."""
+        plan, durations, comm_times, _, _ = self._plan(rank, op, zero3)
         return float(run_op(plan, np.zeros(len(self.replicas)), durations, comm_times).end.max())
 
     def _faulty(self, rank: int, seq: int, durations: list, stacked: tuple) -> list:
@@ -366,8 +368,28 @@ class GroupRunner:
         shape += zero3
         cached = self._plans.get((rank, shape))
         if cached is None:
+            plan, durations, stacked = self._compiled(rank, op, zero3)
+            times = [self._comm_time(p.shape, rank) for p in plan.comm]
+            mp = self._model_parallel
+            axes = [mp.axis(p.shape) if mp is not None else "" for p in plan.comm]
+            axis_s = tuple(sum(t for a, t in zip(axes, times) if a == axis) for axis in ("tp", "cp"))
+            cached = self._plans[(rank, shape)] = (plan, durations, times, stacked, axis_s)
+        return cached
+
+    def _compiled(self, rank: int, op, zero3: tuple[bool, bool]) -> tuple:
+        """(plan, compute durations, the durations stacked) of an op: built once per kind of work
+        (its stage's layers and ends, or both halves' of an FB unit) and expert load, so stages
+        that hold the same layers share it."""
+        if isinstance(op, FBOp):
+            (f_layers, f_ends), (b_layers, b_ends) = self._layers(op.f), self._layers(op.b)
+            work = ("FB", tuple(f_layers), f_ends, tuple(b_layers), b_ends)
+        else:
+            layers, ends = self._layers(op)
+            work = (op.kind, tuple(layers), ends)
+        key = (work, zero3, self.load[rank].tobytes())
+        hit = self._compiled_work.get(key)
+        if hit is None:
             if isinstance(op, FBOp):
-                (f_layers, f_ends), (b_layers, b_ends) = self._layers(op.f), self._layers(op.b)
                 plan = compile_plan(*overlapped_parts(f_layers, b_layers, f_ends, b_ends, self._zero3 and any(zero3),
                                                       self._mp_parts))
             else:
@@ -375,12 +397,8 @@ class GroupRunner:
             durations = compute_durations(plan, self.load[rank], self._slowdown)
             grid = (len(durations), len(self.replicas))                  # [part, replica]
             stacked = (np.reshape([d for d, _ in durations], grid), np.reshape([d for _, d in durations], grid))
-            times = [self._comm_time(p.shape, rank) for p in plan.comm]
-            mp = self._model_parallel
-            axes = [mp.axis(p.shape) if mp is not None else "" for p in plan.comm]
-            axis_s = tuple(sum(t for a, t in zip(axes, times) if a == axis) for axis in ("tp", "cp"))
-            cached = self._plans[(rank, shape)] = (plan, durations, times, stacked, axis_s)
-        return cached
+            hit = self._compiled_work[key] = (plan, durations, stacked)
+        return hit
 
     def _comm_time(self, shape: str, rank: int) -> float:
         if self.comm.measures(shape):

@@ -13,6 +13,7 @@ the memory model (what the planner checks first) never builds a fabric.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from functools import cached_property
 from pathlib import Path
@@ -58,6 +59,19 @@ def named_topology(name: str) -> Topology:
 def _named_topology(name: str, stamp) -> Topology:
     from topologies import load_topology
     return Topology(load_topology(name))
+
+
+def named_schedule(name: str, pp: int, microbatches: int, chunks: int | None) -> Schedule:
+    """The validated schedule ``name`` (not a searched one) of this shape: built and checked once
+    per process, each caller given its own rank lists."""
+    schedule = _validated(name, pp, microbatches, chunks)
+    return dataclasses.replace(schedule, ranks={r: list(ops) for r, ops in schedule.ranks.items()},
+                               joined=dict(schedule.joined))
+
+
+@functools.lru_cache(maxsize=256)
+def _validated(name: str, pp: int, microbatches: int, chunks: int | None) -> Schedule:
+    return validate(make_schedule(name, pp, microbatches, chunks))
 
 
 class Scenario:
@@ -109,8 +123,8 @@ class Scenario:
             if run.schedule.endswith(".json"):       # an order of one's own (schedule --json, search-schedule)
                 self.schedule = validate(self._schedule_file(run))
             else:
-                self.schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches,
-                                                       run.virtual_chunks(self.model.layers)))
+                self.schedule = named_schedule(run.schedule, run.pp, run.microbatches,
+                                               run.virtual_chunks(self.model.layers))
             self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
 
     @property
@@ -196,4 +210,4 @@ class Scenario:
         return f.compute_factors(len(self.graph.graph["gpus"]), self.layout)
 
 
-__all__ = ["Scenario"]
+__all__ = ["Scenario", "named_schedule"]

@@ -25,12 +25,15 @@ from ...network import (
     LinkLoad,
     LinkTable,
     MoERouting,
+    Transfers,
     all_to_all,
+    all_to_all_alone_s,
     all_to_all_load,
     build_network,
     link_stats,
     route_tokens,
     sum_loads,
+    transfers_on,
 )
 from ...orphans import watch_parent
 from ...perf import gc_paused
@@ -61,13 +64,16 @@ class CommModel:
 
     def __init__(self, run: RunSpec, model: ModelSpec, links: LinkTable, layout: Layout,
                  shapes: tuple[CollectiveShape, ...], scope: str = "stage", workers: int = 1,
-                 kernels: KernelSpec | None = None):
+                 kernels: KernelSpec | None = None, alone: bool = False):
         """``shapes``: the run's collectives (those that are all-to-alls are measured here).
         ``kernels``: the all-to-all kernels' launch and notify costs and SM throughput
         (:mod:`sim.training.comm.kernels`; ``None``: pure link time). ``workers`` > 1: sample skewed routing and measure all-to-alls (skewed, or balanced on a
         topology where stages sit differently) in that many processes when the work is large enough
         to pay for starting them (``PARALLEL_MIN_TOKENS``, ``PARALLEL_MIN_FLOWS``), the processes that
-        sampled the routing measuring next; the same numbers as one process."""
+        sampled the routing measuring next; the same numbers as one process. ``alone``: each
+        all-to-all's time with every transfer alone on its route, the analytical network's, from its
+        closed form (:mod:`sim.network.alone`) without running a network, every stage on its own and
+        no link statistics (a lower bound on the max-min fabric's times; the planner's screen)."""
         if scope not in SCOPES:
             raise SpecError(f"comm scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024:
@@ -77,6 +83,9 @@ class CommModel:
         self.token_bytes = {s.name: s.bytes_per_token for s in self.shapes}   # by shape name
         self.workers = workers      # balanced routing uses them only when stages differ (several units)
         self.kernels = kernels
+        self.alone = alone
+        self._alone: dict[tuple, float] = {}       # (shape, stage, group) -> seconds, with ``alone``
+        self._transfers: Transfers | None = None
         self._gpu_rate = kernels.a2a_gpu_rate(run.comm_sms) if kernels is not None else None
         self._overheads: dict[tuple[int, int], float] = {}
         self._times: dict[tuple, np.ndarray] = {}
@@ -182,6 +191,8 @@ class CommModel:
         whose all-to-alls are the same flow system on the network (all of them on the presets;
         not when EP groups straddle leaves differently); under skew each stage is measured; the
         cluster scope measures every stage at once."""
+        if self.alone:
+            return self._alone_time(shape, stage, group)
         unit, stages = self._unit(stage)
         if (shape, unit) not in self._times:
             self._measure({(shape, unit): stages})
@@ -265,12 +276,37 @@ class CommModel:
                         todo[(shape, unit)] = stages
         self._measure(todo, progress)
 
+    def _measure_alone(self, todo: dict) -> None:
+        """The times of ``todo`` (as :meth:`_measure`'s) from the closed form of each all-to-all
+        alone (``alone``)."""
+        for (shape, _), stages in todo.items():
+            for stage in stages:
+                for group in range(self.layout.groups_per_rank):
+                    self._alone_time(shape, stage, group)
+
+    def _alone_time(self, shape: str, stage: int, group: int) -> float:
+        """One all-to-all's data phase alone (``alone``): EP group ``group`` of ``stage`` (its
+        expert-TP sub-group 0, as :meth:`_measure` keeps), from the closed form, kept."""
+        key = (shape, stage, group)
+        seconds = self._alone.get(key)
+        if seconds is None:
+            if self._transfers is None:
+                self._transfers = transfers_on(self.links)
+            gpus = self.layout.ep_subgroups(stage, group)[0]
+            seconds = self._alone[key] = all_to_all_alone_s(
+                self._transfers, gpus, self.traffic(stage, group), self.token_bytes[shape],
+                shape_named(self.shapes, shape).algorithm, shape, self.run.a2a_chunks, self._gpu_rate)
+        return seconds
+
     def _measure(self, todo: dict, progress: bool = False) -> None:
         """Run the fabric measurements ``{(shape, unit): stages}`` (in worker processes when there
         are several and ``workers`` > 1) and keep their times and link statistics. The EP groups
         of a unit that share no link are measured in separate runs (:func:`disjoint_sets`): flows
         that share no link cannot change each other's rates, so their times are the same but for
         the completion window's batching, and each run's events cost half as much."""
+        if self.alone:
+            self._measure_alone(todo)
+            return
         bar = None
         if progress and len(todo) > 2:
             from tqdm import tqdm

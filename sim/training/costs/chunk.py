@@ -54,7 +54,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ...checks import number
-from ...compute import KernelModel, LayerShape, OpCost, embedding_ops, head_ops, layer_ops
+from ...compute import LayerShape, OpCost, embedding_ops, head_ops, layer_ops, shared_kernel_model
 from ...network import token_bytes
 from ..model.params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
 from ..model.recompute import CORE_KERNELS, check_layers, kernels_rerun, recompute_of
@@ -256,7 +256,7 @@ class ChunkModel:
         self.bf16_gemm_rate = gpu.peak_flops("bf16") * gemm_eff
         self.attn_rate = gpu.peak_flops("bf16") * (run.attention_efficiency or FLOPS_MODEL_EFFICIENCY["attention"])
         self.hbm_rate = gpu.hbm_tbps * 1e12 * run.hbm_efficiency
-        self.kernels = None if run.compute_model == "flops" else KernelModel(
+        self.kernels = None if run.compute_model == "flops" else shared_kernel_model(
             gpu.figures(), hbm_efficiency=run.hbm_efficiency, launch_us=run.kernel_launch_us,
             gemm_efficiency=run.gemm_efficiency, attention_efficiency=run.attention_efficiency,
             families=run.compute_kernels, attention_kernel=run.attention_kernel)
@@ -348,8 +348,13 @@ class ChunkModel:
                           attention_kernel=run.attention_kernel)
 
     def kernel_costs(self, moe: bool, extra_gemm: float = 0.0) -> list[OpCost]:
-        """Every kernel of one layer with its seconds and bound (the kernel model only)."""
-        return self.kernels.costs(layer_ops(self.layer_shape(moe, extra_gemm)))
+        """Every kernel of one layer with its seconds and bound (the kernel model only), costed
+        once per layer shape and kernel model in a process."""
+        shape = self.layer_shape(moe, extra_gemm)
+        hit = self.kernels.memo.get(("layer", shape))
+        if hit is None:
+            hit = self.kernels.memo[("layer", shape)] = tuple(self.kernels.costs(layer_ops(shape)))
+        return list(hit)
 
     def layer_cost(self, moe: bool, extra_gemm: float = 0.0, full: bool | None = None) -> LayerCost:
         """One layer's parts; ``full``: whether it is recomputed whole (default: as the run's

@@ -29,8 +29,13 @@ COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` a
 
 def load_presets(kind: str) -> dict:
     """The presets of ``kind`` (a fresh copy: callers may change it), parsed once per file version."""
+    return copy.deepcopy(_presets(kind))
+
+
+def _presets(kind: str) -> dict:
+    """The presets of ``kind`` as parsed, shared: read them, copy what is handed on."""
     path = PRESETS / f"{kind}.yaml"
-    return copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
+    return _parsed(path, path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=16)
@@ -534,15 +539,15 @@ def _from_mapping(cls, name: str, mapping: dict, kind: str):
 
 def model_names() -> list[str]:
     """Model presets: ``presets/models.yaml`` and the ``config.json`` files in ``presets/models/``."""
-    return sorted(set(load_presets("models")) | {p.stem for p in (PRESETS / "models").glob("*.json")})
+    return sorted(set(_presets("models")) | {p.stem for p in (PRESETS / "models").glob("*.json")})
 
 
 def gpu_names() -> list[str]:
-    return sorted(load_presets("gpus"))
+    return sorted(_presets("gpus"))
 
 
 def scenario_names() -> list[str]:
-    return sorted(load_presets("scenarios"))
+    return sorted(_presets("scenarios"))
 
 
 def _is_file(name: str, suffixes: tuple) -> bool:
@@ -604,14 +609,14 @@ def _inline(cls, value, kind: str):
 def load_model(name: str) -> ModelSpec:
     """A model preset by name, a Hugging Face ``config.json`` (:mod:`sim.training.model.hfconfig`), a YAML
     file of :class:`ModelSpec` fields, or a mapping of those fields (``name`` optional)."""
-    presets = load_presets("models")
+    presets = _presets("models")
     inline = _inline(ModelSpec, name, "model")
     if inline is not None:
         return inline
     if not isinstance(name, str):
         raise SpecError(f"model must be a preset name or a file path, got {name!r}")
     if name in presets:
-        return _from_mapping(ModelSpec, name, {**presets[name], "source": f"preset {name}"}, "model")
+        return _from_mapping(ModelSpec, name, {**copy.deepcopy(presets[name]), "source": f"preset {name}"}, "model")
     shipped = PRESETS / "models" / f"{name}.json"
     if shipped.is_file():
         return load_config_model(shipped, name, announce=False)
@@ -625,12 +630,12 @@ def load_model(name: str) -> ModelSpec:
 
 def load_gpu(name: str) -> GPUSpec:
     """A GPU preset by name, a YAML file of :class:`GPUSpec` fields, or a mapping of those fields."""
-    presets = load_presets("gpus")
+    presets = _presets("gpus")
     inline = _inline(GPUSpec, name, "GPU")
     if inline is not None:
         return inline
     if isinstance(name, str) and name in presets:
-        return _from_mapping(GPUSpec, name, presets[name], "GPU")
+        return _from_mapping(GPUSpec, name, copy.deepcopy(presets[name]), "GPU")
     if isinstance(name, str) and _is_file(name, (".yaml", ".yml")):
         return _from_mapping(GPUSpec, Path(name).stem, _mapping_file(name, "GPUSpec"), "GPU")
     raise SpecError(f"unknown GPU {name!r}: not a preset ({', '.join(sorted(presets))}), not an existing .yaml "
@@ -664,9 +669,9 @@ def scenario_mapping(name_or_path: str) -> dict:
     ...}'``) writes, as written, a file's relative paths made relative to the working folder
     (:func:`resolve_paths`)."""
     path = Path(name_or_path)
-    presets = load_presets("scenarios")
+    presets = _presets("scenarios")
     if name_or_path in presets:
-        return dict(presets[name_or_path])
+        return copy.deepcopy(presets[name_or_path])
     if name_or_path.lstrip().startswith("{"):            # inline: what `plan` prints as its pick's command
         return inline_mapping(name_or_path, "scenario")
     if path.suffix in (".yaml", ".yml") and path.is_file():
