@@ -340,7 +340,8 @@ def add_arguments(p) -> None:
                    help="TP-communication overlap (default: searched where TP > 1 with sequence parallelism)")
     p.add_argument("--top", type=count, default=8, help="rows to show (default 8)")
     p.add_argument("--top-layouts", type=count, default=TOP_LAYOUTS,
-                   help=f"layouts whose every recipe is simulated (default {TOP_LAYOUTS}; the others: their likeliest)")
+                   help=f"layouts whose every recipe is searched, screened or simulated (default {TOP_LAYOUTS}; the "
+                        "others: their likeliest)")
     p.add_argument("--screen", choices=("analytical", "none"), default="analytical",
                    help="analytical (default): screen the candidates on the analytical network, a lower bound on "
                         "each step, and simulate only those that could beat the best simulated step (their screens "
