@@ -6,13 +6,15 @@ Every op keeps the cost the step's runner charges it alone
 its all-to-alls, overlapped as its plan says), with each all-to-all's time alone on its route, the
 analytical network's (:mod:`sim.network.alone`, the closed form); each pipeline send takes its
 kernel's launch plus its bytes alone on its route; the schedule is timed by the engine's rules
-(:func:`~sim.schedules.timing.rank_ends`). After the last op, the optimizer: under the global
-synchronisation every rank waits for the norm all-reduce after the last rank's last op, then runs
-its optimizer step (its data-parallel reduce-scatter and all-gather counted as 0); under
-``bypass``, each rank's optimizer step after its own last op::
+(:func:`~sim.schedules.timing.rank_ends`). After the last op, which ends at ``end*`` on rank
+``r*``: the reduce-scatter of the gradients of the stages that op completes (an all-reduce under
+ZeRO-0), ``reduce*``; under the global synchronisation the norm all-reduce, then every rank's
+optimizer step, ``r*``'s followed by its all-gather of the updated weights (ZeRO-1 and 2),
+``gather*``; under ``bypass``, ``r*``'s own. The collectives alone, from their closed forms
+(:func:`~sim.training.dpsync.collective_alone_s`); the other ranks' reductions counted as 0::
 
-    screen = max_r end_r + norm_allreduce + max_r optimizer_r        (global)
-    screen = max_r (end_r + optimizer_r)                            (bypass)
+    screen = end* + reduce* + norm + max(optimizer_r* + gather*, max_r optimizer_r)   (global)
+    screen = end* + reduce* + optimizer_r* + gather*                                 (bypass)
 
 Why it is a lower bound: a transfer alone lands no later than beside others (the max-min fabric's
 rate is at most its route's least bandwidth), the all-to-alls and sends are chains of transfers,

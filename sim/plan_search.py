@@ -15,8 +15,8 @@ their bounds may lie below the best step (the bound holds compute only; an MoE s
 it), so the search is exact over the layouts and greedy over their recipes.
 
 With a ``screen`` (``plan --screen analytical``, the default: :mod:`sim.plan_screen`, a candidate's
-step on the analytical network timed without SimPy, a lower bound on its simulated step, about a
-tenth of a simulation's cost), the same candidates are screened instead (every layout with its
+step on the analytical network timed without SimPy, a lower bound on its simulated step: about
+10 ms against a simulation's 150-200 ms), the same candidates are screened instead (every layout with its
 likeliest recipe, then the ``top`` layouts by the screen with each of their other recipes), and
 only the candidates whose screen is below the best simulated step are simulated, in the screen's
 order, ``batch`` at a time (branch and bound: a candidate whose lower bound is above a simulated

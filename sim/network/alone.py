@@ -1,6 +1,8 @@
-"""An MoE all-to-all alone: the closed form of :func:`~sim.network.all_to_all` on the analytical
-network (:class:`~sim.network.AnalyticalNetwork`: every transfer alone on its route), without
-running it.
+"""Collectives alone: the closed forms of the MoE all-to-all (:func:`~sim.network.all_to_all`) and
+of the rings the data-parallel synchronisation runs (:func:`ring_alone_s`,
+:func:`hierarchical_alone_s`) on the analytical network (:class:`~sim.network.AnalyticalNetwork`:
+every transfer alone on its route), without running it; the planner's screen
+(:mod:`sim.plan_screen`) times thousands of them.
 
 A transfer of ``N`` bytes from GPU ``a`` to GPU ``b`` started at ``t`` lands at ``t + L + N / B``
 (``L`` its route's latency, ``B`` the least bandwidth on it; ``N = 0``: ``t + L``), whatever else is
@@ -23,7 +25,9 @@ the analytical network adds them, so the times agree to the last bit (``tests/te
 runs both). The SM bound of :func:`~sim.training.comm.alltoall.measure_all_to_alls` (a GPU's kernel
 moves at most ``gpu_rate`` bytes/s) is applied by :func:`all_to_all_alone_s` as there: the group's
 time is at least its busiest GPU's bytes sent or received (forwards included) over ``gpu_rate``.
-So an all-to-all on the max-min fabric, whose transfers share links, takes at least this long.
+So an all-to-all on the max-min fabric, whose transfers share links, takes at least this long; so
+does a ring, whose transfers are each one alone after its ``steps - 1`` latencies (bulk, as the
+fabric sends them), a hierarchical collective being its phases one after the other.
 """
 from __future__ import annotations
 
