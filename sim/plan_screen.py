@@ -31,7 +31,7 @@ import simpy
 from .network import transfers_on
 from .schedules.timing import rank_ends
 from .training.comm.alltoall import CommModel
-from .training.dpsync import GradientSync, collective_alone_s, optimizer_seconds, reduced_count, stage_param_counts
+from .training.dpsync import collective_alone_s, norm_allreduce_s, optimizer_seconds, reduced_count, stage_param_counts
 from .training.model.params import ParamCount
 from .training.model.specs import RunSpec
 from .training.runner import last_weight_gradients
@@ -106,8 +106,7 @@ def tail_s(sc: Scenario, last: int) -> float:
     gather = collective_alone_s(sc, last, total, run.weight_bytes, gather=True) if run.zero_stage in (1, 2) else 0.0
     if run.optimizer_sync == "bypass":
         return reduce + optimizer[last] + gather
-    norm = GradientSync(sc, sc.step_fabric(simpy.Environment()), reports=1).norm_allreduce_s
-    return reduce + norm + max(optimizer[last] + gather, max(optimizer.values()))
+    return reduce + norm_allreduce_s(sc) + max(optimizer[last] + gather, max(optimizer.values()))
 
 
 __all__ = ["last_rank", "screen_blocker", "screen_step_s", "tail_s"]

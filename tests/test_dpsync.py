@@ -163,3 +163,15 @@ def test_a_ranks_collective_alone_is_the_analytical_networks_run(gather, protoco
     if protocol == "none":
         assert alone == pytest.approx(LAUNCH + ring(4, 4 * count.dense), rel=1e-9)
     assert collective_alone_s(sc, 3, ParamCount(0.0, 0.0), 4.0, gather) == 0.0
+
+
+def test_the_norm_all_reduce_is_a_launch_and_a_trees_hops():
+    """16 GPUs: 2 ceil(log2 16) = 8 hops of the latency between GPU 0 and GPU 15, after a launch;
+    the sync's property is the same figure."""
+    import simpy
+
+    from sim.training.dpsync import GradientSync, norm_allreduce_s
+    sc = Scenario(load_scenario("tiny", kernels="deepep"))
+    expected = LAUNCH + 8 * sc.links.route(0, 15)[1]
+    assert norm_allreduce_s(sc) == pytest.approx(expected, rel=1e-12)
+    assert GradientSync(sc, sc.step_fabric(simpy.Environment()), reports=1).norm_allreduce_s == norm_allreduce_s(sc)

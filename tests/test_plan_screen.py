@@ -1,10 +1,9 @@
 """sim.plan_screen: the analytical network's step timed without SimPy, a lower bound on the step."""
 import pytest
-import simpy
 
 from sim.plan_screen import last_rank, screen_blocker, screen_step_s, tail_s
 from sim.planner import PlanRequest, candidates, evaluate, run_spec, screen
-from sim.training.dpsync import GradientSync, optimizer_seconds, stage_param_counts
+from sim.training.dpsync import norm_allreduce_s, optimizer_seconds, stage_param_counts
 from sim.training.model.faults import FaultSpec
 from sim.training.model.params import ParamCount
 from sim.training.model.specs import RunSpec, load_scenario
@@ -81,7 +80,7 @@ def test_the_tail_by_hand(zero):
     counts = stage_param_counts(sc)
     (count,) = counts[3].values()
     optimizer = [optimizer_seconds(sc, sum(c.values(), ParamCount(0.0, 0.0))) for c in counts.values()]
-    norm = GradientSync(sc, sc.step_fabric(simpy.Environment()), reports=1).norm_allreduce_s
+    norm = norm_allreduce_s(sc)
     head = sc.model.vocab * sc.model.hidden
     reduce = {0: 2 * (LAUNCH + ring(4, 4 * count.dense)), 3: LAUNCH + ring(4, 4 * head)}.get(
         zero, LAUNCH + ring(4, 4 * count.dense))

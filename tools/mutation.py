@@ -329,7 +329,6 @@ EQUIVALENT = {
     "sim.jobs.x_run_jobs__mutmut_81": "float('NAN') is float('nan')",
     "sim.plan_screen.x_tail_s__mutmut_62": "a hierarchical reduce-scatter and all-gather alone take the same time "
                                            "(the same rings in reverse order; NCCL's model charges both alike)",
-    "sim.plan_screen.x_tail_s__mutmut_105": "norm_allreduce_s does not read the sync's reports",
     "sim.network.alone.x_ring_alone_s__mutmut_25": "with one step or no latency, (steps - 1) x latency is 0: the "
                                                    "start the guard gives",
     "sim.network.fabric.xǁFabricǁroute_set__mutmut_13": "_checked is asked about the GPUs here; the byte count it "

@@ -146,6 +146,16 @@ def reduced_count(sc: Scenario, stage: int, count: ParamCount) -> ParamCount:
     return count
 
 
+def norm_allreduce_s(sc: Scenario) -> float:
+    """The all-reduce of one number over every GPU before the optimizer (``optimizer_sync:
+    global``): an NCCL launch and a tree's 2 ceil(log2 N) hops, each the latency of the path
+    between the first and the last GPU (our assumption: it carries no bandwidth to speak of)."""
+    import math
+    gpus = sc.layout.gpus
+    hops = 2 * math.ceil(math.log2(gpus)) if gpus > 1 else 0
+    return sc.kernels.nccl_launch_s + hops * sc.links.route(0, gpus - 1)[1]
+
+
 def optimizer_seconds(sc: Scenario, count: ParamCount) -> float:
     """The optimizer step over the GPU's shard of ``count`` (all of it under ZeRO-0)."""
     run = sc.run
@@ -250,13 +260,8 @@ class GradientSync:
 
     @property
     def norm_allreduce_s(self) -> float:
-        """The all-reduce of one number over every GPU before the optimizer (``optimizer_sync:
-        global``): an NCCL launch and a tree's 2 ceil(log2 N) hops, each the latency of the path
-        between the first and the last GPU (our assumption: it carries no bandwidth to speak of)."""
-        import math
-        gpus = self.sc.layout.gpus
-        hops = 2 * math.ceil(math.log2(gpus)) if gpus > 1 else 0
-        return self.sc.kernels.nccl_launch_s + hops * self.sc.links.route(0, gpus - 1)[1]
+        """:func:`norm_allreduce_s` of this sync's scenario."""
+        return norm_allreduce_s(self.sc)
 
     def _optimize(self, rank: int) -> None:
         sync = self.ranks[rank]
@@ -278,5 +283,5 @@ class GradientSync:
             self.ended.succeed()
 
 
-__all__ = ["GradientSync", "LayerCollectives", "RankSync", "collective_alone_s", "collective_jobs", "optimizer_seconds",
-           "reduced_count", "stage_layer_params", "stage_param_counts"]
+__all__ = ["GradientSync", "LayerCollectives", "RankSync", "collective_alone_s", "collective_jobs", "norm_allreduce_s",
+           "optimizer_seconds", "reduced_count", "stage_layer_params", "stage_param_counts"]
