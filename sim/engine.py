@@ -36,8 +36,8 @@ class OpRunner(Protocol):
         """A SimPy generator that occupies ``rank`` for the op and returns when it ends."""
 
     def deliver(self, env: simpy.Environment, src: int, dst: int, key: Key) -> Optional[Generator]:
-        """``None`` for an instant hand-over, else a generator that ends when ``key`` has arrived
-        at ``dst`` (e.g. a pipeline send over the fabric)."""
+        """``None`` for an instant hand-over, else an event that fires (or a generator that ends)
+        when ``key`` has arrived at ``dst`` (e.g. a pipeline send over the fabric)."""
 
 
 class DeadlockError(RuntimeError):
@@ -164,6 +164,8 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
         transfer = None if src == dst else runner.deliver(env, src, dst, key)
         if transfer is None:
             event(key).succeed()
+        elif isinstance(transfer, simpy.Event):
+            transfer.callbacks.append(lambda _ev, arrived=event(key): arrived.succeed())
         else:
             env.process(_deliver_then(transfer, event(key)))
 

@@ -54,7 +54,7 @@ def test_a_send_started_after_its_time_records_how_late_and_lands_each_replica()
     assert len(runner.replicas) >= 2 and runner.late_s == 0.0
     runner.arrivals[key] = np.array([1e-6, 3e-6] + [30e-6] * (len(runner.replicas) - 2))
     env.run(until=5e-6)
-    env.run(env.process(runner._send(env, 0, 1, key)))
+    env.run(runner._send(env, 0, 1, key))
     assert runner.late_s == pytest.approx(5e-6 - (1e-6 + launch), rel=1e-12)
     src, dst = step.scenario.layout.gpus_of(0, runner.replicas), step.scenario.layout.gpus_of(1, runner.replicas)
     latency = fabric.links.route(int(src[0]), int(dst[0]))[1]
@@ -97,7 +97,7 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
         if slow:
             fabric.route_bandwidth = lambda src, dst: 1e9
         runner.arrivals[("probe",)] = np.array(ends)
-        env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+        env.run(runner._send(env, 0, 1, ("probe",)))
         assert started == pytest.approx(want, rel=1e-12, abs=0), (cv, grid)
         assert runner.late_s == 0.0
 
@@ -115,7 +115,7 @@ def test_a_send_put_on_the_grid_lands_as_if_it_had_left_when_due():
         fabric.route_bandwidth = lambda src, dst: 1e9
         ends = np.array([1e-6, 3e-6, 12e-6, 25e-6])
         runner.arrivals[("probe",)] = ends
-        env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+        env.run(runner._send(env, 0, 1, ("probe",)))
         landed[grid] = runner.arrivals[("probe",)]
         last = env.now
     alone = alone_from_rank_0_to_1(step, runner, fabric)
@@ -135,7 +135,7 @@ def test_a_send_whose_grid_point_has_passed_leaves_now_and_lands_when_its_flow_d
     fabric.route_bandwidth = lambda src, dst: 1e9
     env.run(until=4e-6)
     runner.arrivals[("probe",)] = np.array([1e-6, 3.5e-6, 31e-6, 31e-6])
-    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    env.run(runner._send(env, 0, 1, ("probe",)))
     alone = alone_from_rank_0_to_1(step, runner, fabric)
     assert runner.late_s == pytest.approx(1e-6, rel=1e-9)
     assert runner.arrivals[("probe",)] == pytest.approx(np.array([4e-6, 4e-6, 31e-6, 31e-6]) + alone, rel=1e-9)
@@ -154,7 +154,7 @@ def test_sends_due_together_start_in_replica_order():
     fabric.transfer_at = lambda at, src, dst, nbytes, on_done: (order.append(src),
                                                                 transfer_at(at, src, dst, nbytes, on_done))
     runner.arrivals[("probe",)] = np.tile([2e-6, 1e-6], n // 2)
-    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    env.run(runner._send(env, 0, 1, ("probe",)))
     src = runner.layout.gpus_of(0, runner.replicas).tolist()
     assert order == src[1::2] + src[0::2]
 
@@ -175,7 +175,7 @@ def test_the_send_grid_is_per_pair_of_ranks():
     fabric.transfer_at = lambda at, *args: (started.append(at), transfer_at(at, *args))
     for dst in (0, 2):
         runner.arrivals[("probe", dst)] = np.full(len(runner.replicas), 3e-6)
-        env.process(runner._send(env, 1, dst, ("probe", dst)))
+        runner._send(env, 1, dst, ("probe", dst))
     env.run()
     assert started == pytest.approx([2 * 262144 / 160e9] * 4 + [262144 / 50e9] * 4, rel=1e-12)
 
@@ -186,11 +186,11 @@ def test_a_send_a_rounding_error_behind_the_clock_is_not_late():
     _, env, _, runner = probe()
     env.run(until=5e-6)
     runner.arrivals[("probe",)] = np.full(len(runner.replicas), 5e-6 - 1e-13)
-    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    env.run(runner._send(env, 0, 1, ("probe",)))
     assert runner.late_s == 0.0
     now = env.now
     runner.arrivals[("probe2",)] = np.full(len(runner.replicas), now - 1e-11)
-    env.run(env.process(runner._send(env, 0, 1, ("probe2",))))
+    env.run(runner._send(env, 0, 1, ("probe2",)))
     assert runner.late_s == pytest.approx(1e-11, rel=1e-3)
 
 
@@ -206,7 +206,7 @@ def test_sends_that_leave_together_land_each_at_its_own_time():
     _, env, fabric, runner = probe(load_scenario("tiny").with_(faults={"links": {f"{u}--{v}": 0.5}}))
     env.run(until=5e-6)
     runner.arrivals[("probe",)] = np.full(len(runner.replicas), 5e-6)
-    env.run(env.process(runner._send(env, 0, 1, ("probe",))))
+    env.run(runner._send(env, 0, 1, ("probe",)))
     landed = runner.arrivals[("probe",)]
     links, latency = fabric.links.route(src[0], dst[0])
     alone = 5e-6 + latency + runner.chunk.activation_bytes() / fabric.links.capacity[links].min()
@@ -232,3 +232,25 @@ def test_megatron_interleaved_exchanges_on_the_fabric():
             if b.stage < S - 1:
                 assert at[("F", f.mb, f.stage)].start > at[("B", b.mb, b.stage + 1)].end
     assert pairs > 0
+
+
+@pytest.mark.parametrize("schedule, extra", [("interleaved-1f1b", {"chunks": 2, "pipeline_sends": "blocking"}),
+                                             ("dualpipe", {}), ("zb-h1", {"pipeline_sends": "blocking"})])
+def test_one_replica_runs_on_floats_as_on_vectors(monkeypatch, schedule, extra):
+    """A representative pipeline (one replica, measured communication) runs each op on Python
+    floats: the step, each rank's figures, every op's start and end and the traced parts are what
+    the vector path (every replica's clock a numpy vector) gives, to the last bit."""
+    from sim.training.runner import GroupRunner
+
+    def step():
+        return MoEStep(Scenario(load_scenario("tiny", schedule=schedule, **extra)), "representative").simulate()
+    fast = step()
+    def on_vectors(self, env, rank, op):
+        self._one = False                       # its totals too
+        return self._run_group(env, rank, op)
+    monkeypatch.setattr(GroupRunner, "run", on_vectors)
+    slow = step()
+    assert fast.step_time_s == slow.step_time_s and fast.pipeline_end_s == slow.pipeline_end_s
+    assert fast.ranks == slow.ranks
+    assert fast.engine.records == slow.engine.records and len(fast.engine.records) > 0
+    assert fast.part_trace == slow.part_trace and len(fast.part_trace) > 0

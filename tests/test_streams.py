@@ -7,7 +7,16 @@ from hypothesis import strategies as st
 
 from sim.training.costs.chunk import LayerCost, StageEnds
 from sim.training.costs.parts import backward_parts, forward_parts, overlapped_parts
-from sim.training.costs.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+from sim.training.costs.streams import (
+    COMM,
+    COMPUTE,
+    Part,
+    as_streams,
+    compile_plan,
+    compute_durations,
+    run_op,
+    run_op_one,
+)
 
 
 def _run(comp, comm, start, load=None, slowdown=1.0, comm_time=1.0):
@@ -165,3 +174,7 @@ def test_one_gpu_walks_as_a_group_of_alike_gpus(f_layers, b_layers, f_ends, b_en
         assert getattr(one, field).tolist() == getattr(two, field).tolist()[:1]
         assert type(getattr(one, field)[0]) is np.float64
     assert one.parts == two.parts
+    floats = run_op_one(plan, start, compute_durations(plan, np.full(1, load), slowdown), times, record=True)
+    assert [getattr(floats, f) for f in ("end", "compute_s", "comm_s", "recompute_s")] == \
+        [getattr(one, f)[0] for f in ("end", "compute_s", "comm_s", "recompute_s")]
+    assert floats.parts == one.parts

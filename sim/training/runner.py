@@ -34,7 +34,7 @@ from .costs.parts import (
     overlapped_parts,
     weight_parts,
 )
-from .costs.streams import Part, as_streams, compile_plan, compute_durations, run_op, walk_op
+from .costs.streams import Part, as_streams, compile_plan, compute_durations, run_op, run_op_one, walk_op
 from .dpsync import GradientSync, LayerCollectives
 from .model.layout import Layout
 
@@ -138,7 +138,9 @@ class GroupRunner:
         pp, n = schedule.pp, len(replicas)
         self.num_stages = schedule.num_stages
         self.clock = {r: np.full(n, context.start_s) for r in range(pp)}
-        self.stats = {r: GroupStats.zeros(n) for r in range(pp)}
+        self._stats = {r: GroupStats.zeros(n) for r in range(pp)}
+        self._one = n == 1 and self.live is None        # run on Python floats (_run_one)
+        self._totals = {r: [0.0] * 7 for r in range(pp)}   # _run_one's GroupStats, as floats
         self.load = {r: np.array([comm.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
         self.arrivals: dict[tuple, np.ndarray] = {}   # key -> when each replica has it
         self.sent: dict[tuple, np.ndarray] = {}       # key -> when each replica's producer finished it
@@ -173,6 +175,69 @@ class GroupRunner:
 
     # -- OpRunner ------------------------------------------------------------------------------
     def run(self, env: simpy.Environment, rank: int, op):
+        """The op's SimPy generator: :meth:`_run_one` for a representative pipeline with measured
+        communication (one replica: the same figures on Python floats), else :meth:`_run_group`."""
+        return self._run_one(env, rank, op) if self._one else self._run_group(env, rank, op)
+
+    def _run_one(self, env: simpy.Environment, rank: int, op):
+        """:meth:`_run_group` for a group of one replica and no live communication, on Python
+        floats: the same operations in the same order (numpy's ``maximum`` and additions on one
+        element give the same floats), without numpy's cost per call on one-element vectors. The
+        clocks and arrivals stay one-element vectors (what :meth:`deliver` and the sync read); the
+        totals are kept as floats and become :attr:`stats` when asked for."""
+        S = self.num_stages
+        start = sent = self.clock[rank].item()
+        seq = self._seq[rank]
+        arrivals, sent_at = self.arrivals, self.sent
+        keys = [key for part in parts(op) for key in inputs_of(part, S)]
+        if self._exchange_inputs:
+            keys.extend(self._exchange_inputs.get((rank, seq), ()))
+        for key in keys:
+            at = arrivals[key].item()
+            if at > start:
+                start = at
+            at = sent_at[key].item()
+            if at > sent:
+                sent = at
+        plan, durations, comm_times, stacked, axis_s = self._plan(rank, op, self._zero3_parts(rank, seq))
+        self._seq[rank] += 1
+        if self._factor is not None or self._jitter is not None:
+            durations = self._faulty(rank, seq, durations, stacked)
+        record = self.trace is not None and rank == self.layout.traced_rank
+        t = run_op_one(plan, start, durations, comm_times, record)
+        end = t.end
+        totals = self._totals[rank]           # in GroupStats' order
+        totals[0] += t.compute_s
+        totals[1] += t.comm_s
+        totals[2] += end - start
+        totals[3] += t.recompute_s
+        totals[4] += start - sent             # 0 unless the input was sent but had not arrived
+        totals[5] += axis_s[0]
+        totals[6] += axis_s[1]
+        self.clock[rank] = ends = np.array([end])
+        for part in parts(op):
+            for key in outputs_of(part, S):
+                arrivals[key] = ends                # until deliver() says when it arrived
+                sent_at[key] = ends
+        if self.sync is not None:
+            for stage in self._grads_done[rank].get(seq, ()):
+                self.sync.stage_done(rank, stage, ends)
+        self.records.append(OpRecord.of(rank, op, start, end))
+        if record:
+            fb, text = isinstance(op, FBOp), str(op)
+            self.trace.extend(PartEvent(seq, text, fb, *span) for span in t.parts)
+        wait = end - env.now
+        if wait > 0:
+            yield env.timeout(wait)
+
+    @property
+    def stats(self) -> dict[int, GroupStats]:
+        """Per rank, its :class:`GroupStats` so far."""
+        if self._one:
+            return {r: GroupStats(*(np.array([x]) for x in totals)) for r, totals in self._totals.items()}
+        return self._stats
+
+    def _run_group(self, env: simpy.Environment, rank: int, op):
         S = self.num_stages
         free = start = self.clock[rank]
         sent = free
@@ -195,7 +260,7 @@ class GroupRunner:
         else:
             axis_s = [0.0, 0.0]           # the TP and CP parts' seconds as they run live
             t = yield from self._run_live(env, rank, plan, start, durations, comm_times, record, axis_s)
-        st = self.stats[rank]
+        st = self._stats[rank]
         st.compute_s += t.compute_s
         st.recompute_s += t.recompute_s
         st.comm_s += t.comm_s
@@ -279,10 +344,14 @@ class GroupRunner:
 
     def _send(self, env, src: int, dst: int, key, sent: np.ndarray | None = None):
         """``key``'s transfers from each replica of ``src`` to ``dst``, leaving at ``sent`` (default:
-        when its producer ended)."""
+        when its producer ended): an event that fires once the last has landed, each replica's
+        landing in ``arrivals[key]`` by then (and, blocking, the sender's clock moved to it); a
+        generator where one live send stands for every replica (:meth:`_send_all`)."""
+        sent = self.arrivals[key] if sent is None else sent
+        if self.live is not None and self.live.representative:
+            return self._send_all(env, src, dst, key, sent)
         fabric, nbytes = self.fabric, self.chunk.activation_bytes()
         srcs, dsts = self._gpus(src), self._gpus(dst)
-        sent = self.arrivals[key] if sent is None else sent
         arrived = np.empty_like(sent)
         done = env.event()
         pending = [len(sent)]
@@ -294,9 +363,8 @@ class GroupRunner:
                 done.succeed()
 
         grid, launch = self._send_grid and self._grid(src, dst, srcs, dsts, nbytes), self.send_launch_s
-        every_replica = self.live is not None and self.live.representative   # one send stands for all
         ends = sent.tolist()                                                # Python numbers: cheaper per send
-        for i in np.argsort(sent, kind="stable").tolist():
+        for i in [0] if len(ends) == 1 else np.argsort(sent, kind="stable").tolist():
             at = due = ends[i] + launch
             early = 0.0
             if grid:                                # jittered replicas: sends leave on a grid (faults.send_grid_s)
@@ -305,17 +373,50 @@ class GroupRunner:
             wait = at - env.now
             if wait < -1e-12:                       # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
-            if every_replica:
-                if wait > 0:
-                    yield env.timeout(wait)
-                self.live.send_all(src, dst, nbytes, on_done=lambda i=i, early=early: landed(i, early))
-            elif wait > 0:                          # starts then, on the fabric's clock
+            if wait > 0:                            # starts then, on the fabric's clock
                 fabric.transfer_at(at, srcs[i], dsts[i], nbytes, lambda i=i, early=early: landed(i, early))
             else:
                 fabric.transfer(srcs[i], dsts[i], nbytes, on_done=lambda i=i: landed(i))
+        done.callbacks.append(lambda _ev: self._landed(src, key, arrived))
+        return done
+
+    def _send_all(self, env, src: int, dst: int, key, sent: np.ndarray):
+        """:meth:`_send` where one send on the live fabric stands for every replica's (a
+        representative pipeline): each leaves at its replica's ``sent`` (the send kernel's launch
+        after it), as a generator that ends when the last has landed."""
+        nbytes, launch = self.chunk.activation_bytes(), self.send_launch_s
+        grid = self._send_grid and self._grid(src, dst, self._gpus(src), self._gpus(dst), nbytes)
+        arrived = np.empty_like(sent)
+        done = env.event()
+        pending = [len(sent)]
+
+        def landed(i: int, early: float):
+            arrived[i] = env.now - early
+            pending[0] -= 1
+            if not pending[0]:
+                done.succeed()
+
+        ends = sent.tolist()
+        for i in np.argsort(sent, kind="stable").tolist():
+            at = due = ends[i] + launch
+            early = 0.0
+            if grid:                                # as in _send
+                at = math.ceil(at / grid) * grid
+                early = max(at - max(due, env.now), 0.0)
+            wait = at - env.now
+            if wait < -1e-12:                       # more than float rounding of the clock
+                self.late_s = max(self.late_s, -wait)
+            if wait > 0:
+                yield env.timeout(wait)
+            self.live.send_all(src, dst, nbytes, on_done=lambda i=i, early=early: landed(i, early))
         yield done
+        self._landed(src, key, arrived)
+
+    def _landed(self, src: int, key, arrived: np.ndarray) -> None:
+        """``key`` has landed at ``arrived`` (per replica); blocking, its sender waited for it (see
+        :class:`StepContext`)."""
         self.arrivals[key] = arrived
-        if self._blocking:                      # the sender waited for it (see StepContext)
+        if self._blocking:
             self.clock[src] = np.maximum(self.clock[src], arrived)
 
     def _gpus(self, rank: int) -> list[int]:

@@ -133,12 +133,34 @@ def compute_durations(plan: OpPlan, load: np.ndarray, slowdown: float) -> list[t
     return out
 
 
+class OneTiming(NamedTuple):
+    """:class:`OpTiming` of a group of one GPU, on Python floats (:func:`run_op_one`)."""
+
+    end: float
+    compute_s: float
+    comm_s: float
+    parts: list[PartSpan]
+    recompute_s: float
+
+
 def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[float],
            record: bool = False) -> OpTiming:
     """Run ``plan`` on a group of GPUs that are free from ``start`` (a vector), with
     ``durations`` from :func:`compute_durations` and the all-to-all seconds of each
     communication part in ``comm_times``."""
-    walk = walk_op(plan, start, durations, record)
+    return _charged(walk_op(plan, start, durations, record), comm_times)
+
+
+def run_op_one(plan: OpPlan, start: float, durations: list, comm_times: list[float],
+               record: bool = False) -> OneTiming:
+    """:func:`run_op` for a group of one GPU free from ``start`` (a Python float): the same
+    figures to the last bit, as floats (a representative pipeline runs every op through it)."""
+    return _charged(_walk_one(plan, start, durations, record), comm_times)
+
+
+def _charged(walk, comm_times: list[float]):
+    """What the walk ``walk`` returns, each communication part answered with its seconds in
+    ``comm_times`` from the moment it starts."""
     try:
         k, at = next(walk)
         while True:
@@ -154,7 +176,9 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
     communication (:mod:`sim.training.runner`) answers with the time its flows land on the fabric.
     A group of one GPU (a representative pipeline) is walked on Python floats (:func:`_walk_one`)."""
     if start.size == 1:
-        return (yield from _walk_one(plan, float(start[0]), durations, record))
+        t = yield from _walk_one(plan, float(start[0]), durations, record)
+        return OpTiming(np.array([t.end]), np.array([t.compute_s]), np.array([t.comm_s]), t.parts,
+                        np.array([t.recompute_s]))
     ends: tuple[list, list] = ([None] * len(plan.comp), [None] * len(plan.comm))
     free = [start, start]
     launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
@@ -229,9 +253,8 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
         free[stream] = end
         if record:
             parts.append(PartSpan(stream, part.name, ready, end))
-    return OpTiming(np.array([max(free[COMPUTE], free[COMM])]), np.array([compute_s]), np.array([comm_s]), parts,
-                    np.array([recompute_s]))
+    return OneTiming(max(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s)
 
 
-__all__ = ["COMM", "COMPUTE", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams", "compile_plan",
-           "compute_durations", "run_op", "walk_op"]
+__all__ = ["COMM", "COMPUTE", "OneTiming", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams", "compile_plan",
+           "compute_durations", "run_op", "run_op_one", "walk_op"]
