@@ -24,7 +24,7 @@ from .checks import InputError, number
 from .limits import check_deadline
 from .schedules.base import Schedule
 from .schedules.ops import AnyOp, FBOp, Op, parts
-from .schedules.timing import inputs_of, outputs_of
+from .schedules.timing import exchange_inputs, inputs_of, outputs_of
 
 Key = tuple  # ("F" | "G" | "I", mb, stage): activation, input gradient, deferred-weight token
 
@@ -144,7 +144,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
     before it is done). Where the schedule batches several ops into one exchange
     (:attr:`~sim.schedules.base.Schedule.joined`: Megatron's interleaved 1F1B pairs each steady-state
     forward with the backward after it) their sends leave together after the last of them, and the
-    first waits for all their inputs from other ranks (:func:`inputs_of_exchange`). Off (the
+    first waits for all their inputs from other ranks (:func:`~sim.schedules.timing.inputs_of_exchange`). Off (the
     default), a send leaves when its op ends and the sender goes on at once. Either way, that a
     receiver must have posted the matching receive (NCCL's rendezvous, which Megatron's schedules
     pair up step by step) is not modelled."""
@@ -183,6 +183,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
     def rank_process(rank: int, ops: list[AnyOp]):
         sending: list[simpy.Event] = []         # blocking sends: the previous exchange's, to wait for
         joined = schedule.joined.get(rank, frozenset()) if blocking_sends else frozenset()
+        exchanges = exchange_inputs(schedule)[rank] if joined else None
         held: list[AnyOp] = []                  # ops whose sends wait for the exchange after a later op
         for i, op in enumerate(ops):
             check_deadline()
@@ -193,7 +194,7 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
                         yield ev
                 sending = []
             if joined:                          # an exchange receives its ops' inputs all at once
-                for key in inputs_of_exchange(ops, i, joined, S):
+                for key in exchanges[i]:
                     ev = event(key)
                     if not ev.processed:
                         yield ev
@@ -230,24 +231,6 @@ def start_schedule(schedule: Schedule, runner: OpRunner, env: simpy.Environment,
             raise DeadlockError(f"schedule {schedule.name!r} deadlocks: {detail}")
         return EngineResult.of(schedule, records)
     return finish
-
-
-def inputs_of_exchange(ops: list[AnyOp], i: int, joined: frozenset, num_stages: int) -> list[Key]:
-    """The inputs op ``i`` of a rank's ``ops`` waits for: its own, and where the ops after it share
-    its exchange (positions in ``joined``, :attr:`Schedule.joined`), theirs too but for those they
-    make themselves (the last stage's backward takes its own forward's output); none for an op
-    that shares the exchange of the op before it (they arrived with that one's)."""
-    if i in joined:
-        return []
-    group = [ops[i]]
-    while i + len(group) in joined:
-        group.append(ops[i + len(group)])
-    made = {key for member in group for part in parts(member) for key in outputs_of(part, num_stages)}
-    keys = []
-    for member in group:
-        for part in parts(member):
-            keys.extend(key for key in inputs_of(part, num_stages) if key not in made)
-    return keys
 
 
 def _deliver_then(transfer: Generator, done: simpy.Event):

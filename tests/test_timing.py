@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from sim.engine import ZeroCommRunner, run_schedule
 from sim.schedules import STANDALONE, Schedule, make_schedule
 from sim.schedules.ops import Op
-from sim.schedules.timing import inputs_of, makespan, outputs_of, rank_ends, reader_of
+from sim.schedules.timing import exchange_inputs, inputs_of, makespan, outputs_of, rank_ends, reader_of
 
 
 class DelayRunner(ZeroCommRunner):
@@ -91,3 +91,19 @@ def test_no_ranks_take_no_time():
     sched = make_schedule("1f1b", 1, 1)
     empty = Schedule("empty", 1, 1, 1, {}, sched.placement)
     assert makespan(empty, lambda rank, op: 1.0) == 0.0
+
+
+def test_exchange_inputs_by_hand_once_per_schedule():
+    """Interleaved 1F1B, P=2, M=2, two chunks: rank 1 (stages 1 and 3) exchanges once for each
+    forward of the last stage and the backward after it (positions 3 and 5 joined): the forward's
+    exchange receives its activation only (the backward takes the forward's own output), a joined
+    position receives nothing, every other op its own inputs. Kept on the schedule: asked again,
+    the same object; a copy (dataclasses.replace) starts without it. Rank 0 batches nothing."""
+    import dataclasses
+    s = make_schedule("interleaved-1f1b", 2, 2, 2)
+    got = exchange_inputs(s)
+    assert got == {1: [[("F", 0, 0)], [("F", 1, 0)], [("F", 0, 2)], [], [("F", 1, 2)], [],
+                       [("F", 0, 1), ("G", 0, 2)], [("F", 1, 1), ("G", 1, 2)]]}
+    assert exchange_inputs(s) is got
+    copy = dataclasses.replace(s, ranks={r: list(ops) for r, ops in s.ranks.items()})
+    assert copy.memo == {} and exchange_inputs(copy) == got and exchange_inputs(copy) is not got

@@ -159,7 +159,7 @@ EQUIVALENT = {
                                                     "has no W",
     "sim.engine.x_start_schedule__mutmut_6": "the start position is overwritten before a rank's first op waits",
     "sim.engine.x_start_schedule__mutmut_32": "outputs_of does not use num_stages",
-    "sim.engine.x_inputs_of_exchange__mutmut_10": "outputs_of does not use num_stages",
+    "sim.schedules.timing.x_inputs_of_exchange__mutmut_10": "outputs_of does not use num_stages",
     # ZB-V: in the steady loop f0 >= f1 >= b1 >= b0, so min(f0, f1, b0, b1) is b0 and dropping another
     # term changes nothing; counters assigned from 0 are the same as incremented from 0; one more
     # iteration once b0 = M makes only ops of micro-batches >= M (dropped); b0 ends >= M either way.

@@ -65,6 +65,9 @@ class Schedule:
     # runtime batches them: Megatron's interleaved 1F1B. Empty: an exchange after every op. Only a
     # blocking runtime (``pipeline_sends: blocking``) waits at exchanges.
     joined: dict[int, frozenset] = field(default_factory=dict, repr=False)
+    # Figures derived from the ops, computed once per schedule object (each new one, a copy
+    # included, starts empty): sim.schedules.timing.exchange_inputs.
+    memo: dict = field(default_factory=dict, repr=False, compare=False, init=False)
 
     def to_json(self) -> dict:
         """The JSON contract of ``python -m sim schedule --json``."""

@@ -48,6 +48,37 @@ def outputs_of(op: Op, num_stages: int) -> list[Key]:
     return keys + ([("G", mb, s)] if s > 0 else [])
 
 
+def inputs_of_exchange(ops: list[AnyOp], i: int, joined: frozenset, num_stages: int) -> list[Key]:
+    """The inputs op ``i`` of a rank's ``ops`` waits for: its own, and where the ops after it share
+    its exchange (positions in ``joined``, :attr:`Schedule.joined`), theirs too but for those they
+    make themselves (the last stage's backward takes its own forward's output); none for an op
+    that shares the exchange of the op before it (they arrived with that one's)."""
+    if i in joined:
+        return []
+    group = [ops[i]]
+    while i + len(group) in joined:
+        group.append(ops[i + len(group)])
+    made = {key for member in group for part in parts(member) for key in outputs_of(part, num_stages)}
+    keys = []
+    for member in group:
+        for part in parts(member):
+            keys.extend(key for key in inputs_of(part, num_stages) if key not in made)
+    return keys
+
+
+def exchange_inputs(schedule: Schedule) -> dict[int, list[list[Key]]]:
+    """Per rank whose exchanges are batched (:attr:`Schedule.joined`), per op position, what its
+    exchange waits for (:func:`inputs_of_exchange`): computed once per schedule and kept in its
+    ``memo`` (the engine and the runner both read it)."""
+    got = schedule.memo.get("exchange_inputs")
+    if got is None:
+        S = schedule.num_stages
+        got = schedule.memo["exchange_inputs"] = {
+            r: [inputs_of_exchange(ops, i, schedule.joined[r], S) for i in range(len(ops))]
+            for r, ops in schedule.ranks.items() if schedule.joined.get(r)}
+    return got
+
+
 def reader_of(schedule: Schedule, key: Key) -> int:
     """The rank that reads ``key``: the next stage's for an activation (the last stage's own), the
     previous stage's for an input gradient, the same rank for an ``I``'s token."""
@@ -111,4 +142,4 @@ def makespan(schedule: Schedule, duration: Callable[[int, AnyOp], float],
     return None if ends is None else max(ends.values(), default=0.0)
 
 
-__all__ = ["inputs_of", "makespan", "outputs_of", "rank_ends", "reader_of"]
+__all__ = ["exchange_inputs", "inputs_of", "inputs_of_exchange", "makespan", "outputs_of", "rank_ends", "reader_of"]

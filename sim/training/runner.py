@@ -20,10 +20,11 @@ from typing import NamedTuple
 import numpy as np
 import simpy
 
-from ..engine import OpRecord, inputs_of, inputs_of_exchange, outputs_of
+from ..engine import OpRecord, inputs_of, outputs_of
 from ..network import Network
 from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
+from ..schedules.timing import exchange_inputs
 from .comm.model_parallel import ModelParallelComm
 from .costs.chunk import ChunkModel, LayerCost, StageEnds
 from .costs.parts import (
@@ -153,11 +154,11 @@ class GroupRunner:
         self._slowdown = context.sm_slowdown
         self._blocking = context.blocking_sends
         # Blocking exchanges that batch several ops (Schedule.joined): op position -> the inputs its
-        # exchange receives for the ops after it, which it waits for too (sim.engine.inputs_of_exchange).
+        # exchange receives for the ops after it, which it waits for too
+        # (sim.schedules.timing.exchange_inputs, as the engine waits for them).
         self._exchange_inputs = {} if not context.blocking_sends else {
-            (r, i): inputs_of_exchange(ops, i, schedule.joined[r], self.num_stages)
-            for r, ops in schedule.ranks.items() if schedule.joined.get(r)
-            for i in range(len(ops)) if i + 1 in schedule.joined[r] and i not in schedule.joined[r]}
+            (r, i): keys for r, per_op in exchange_inputs(schedule).items()
+            for i, keys in enumerate(per_op) if i + 1 in schedule.joined[r] and i not in schedule.joined[r]}
         self._grads_done = {r: last_weight_gradients(ops) for r, ops in schedule.ranks.items()}
         self._first_forwards = {r: first_forwards(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
