@@ -254,3 +254,23 @@ def test_one_replica_runs_on_floats_as_on_vectors(monkeypatch, schedule, extra):
     assert fast.ranks == slow.ranks
     assert fast.engine.records == slow.engine.records and len(fast.engine.records) > 0
     assert fast.part_trace == slow.part_trace and len(fast.part_trace) > 0
+
+
+def test_a_representative_live_send_leaves_when_due_or_at_once_when_late():
+    """Live communication in representative mode (one send stands for every replica's): a send due
+    at 3 us (tiny: no launch) leaves then and lands ``d`` later, no sooner than its bytes alone over
+    NVLink; one due at 1 us when the clock is past it leaves at once, is late by the gap, and takes
+    the same ``d``."""
+    step = MoEStep(Scenario(load_scenario("tiny", communication="live")), "representative")
+    env = simpy.Environment()
+    runner = step.runners(Fabric(env, step.scenario.links))[0]
+    assert runner.live.representative and runner.send_launch_s == 0.0
+    runner.arrivals[("p",)] = np.array([3e-6])
+    env.run(env.process(runner._send(env, 0, 1, ("p",))))
+    d = runner.arrivals[("p",)][0] - 3e-6
+    assert d >= 262144 / 160e9 and env.now == runner.arrivals[("p",)][0] and runner.late_s == 0.0
+    now = env.now
+    runner.arrivals[("q",)] = np.array([1e-6])
+    env.run(env.process(runner._send(env, 0, 1, ("q",))))
+    assert runner.late_s == pytest.approx(now - 1e-6, rel=1e-12)
+    assert runner.arrivals[("q",)][0] == pytest.approx(now + d, rel=1e-12)

@@ -383,35 +383,18 @@ class GroupRunner:
 
     def _send_all(self, env, src: int, dst: int, key, sent: np.ndarray):
         """:meth:`_send` where one send on the live fabric stands for every replica's (a
-        representative pipeline): each leaves at its replica's ``sent`` (the send kernel's launch
-        after it), as a generator that ends when the last has landed."""
-        nbytes, launch = self.chunk.activation_bytes(), self.send_launch_s
-        grid = self._send_grid and self._grid(src, dst, self._gpus(src), self._gpus(dst), nbytes)
-        arrived = np.empty_like(sent)
+        representative pipeline: one replica, and no faults, so no grid): it leaves at ``sent``
+        plus the send kernel's launch, as a generator that ends when it has landed."""
+        nbytes = self.chunk.activation_bytes()
+        wait = sent.item() + self.send_launch_s - env.now
+        if wait < -1e-12:                       # more than float rounding of the clock
+            self.late_s = max(self.late_s, -wait)
+        if wait > 0:
+            yield env.timeout(wait)
         done = env.event()
-        pending = [len(sent)]
-
-        def landed(i: int, early: float):
-            arrived[i] = env.now - early
-            pending[0] -= 1
-            if not pending[0]:
-                done.succeed()
-
-        ends = sent.tolist()
-        for i in np.argsort(sent, kind="stable").tolist():
-            at = due = ends[i] + launch
-            early = 0.0
-            if grid:                                # as in _send
-                at = math.ceil(at / grid) * grid
-                early = max(at - max(due, env.now), 0.0)
-            wait = at - env.now
-            if wait < -1e-12:                       # more than float rounding of the clock
-                self.late_s = max(self.late_s, -wait)
-            if wait > 0:
-                yield env.timeout(wait)
-            self.live.send_all(src, dst, nbytes, on_done=lambda i=i, early=early: landed(i, early))
+        self.live.send_all(src, dst, nbytes, on_done=lambda: done.succeed())
         yield done
-        self._landed(src, key, arrived)
+        self._landed(src, key, np.array([env.now]))
 
     def _landed(self, src: int, key, arrived: np.ndarray) -> None:
         """``key`` has landed at ``arrived`` (per replica); blocking, its sender waited for it (see
