@@ -259,9 +259,10 @@ def test_one_replica_runs_on_floats_as_on_vectors(monkeypatch, schedule, extra):
 def test_a_representative_live_send_leaves_when_due_or_at_once_when_late():
     """Live communication in representative mode (one send stands for every replica's): a send due
     at 3 us (tiny: no launch) leaves then and lands ``d`` later, no sooner than its bytes alone over
-    NVLink; one due at 1 us when the clock is past it leaves at once, is late by the gap, and takes
-    the same ``d``."""
-    step = MoEStep(Scenario(load_scenario("tiny", communication="live")), "representative")
+    NVLink; one 1e-13 s behind the clock (rounding) is not late; one due at 1 us when the clock is
+    past it leaves at once, is late by the gap, and takes the same ``d``. The sends block: the
+    sender's clock moves to each landing."""
+    step = MoEStep(Scenario(load_scenario("tiny", communication="live", pipeline_sends="blocking")), "representative")
     env = simpy.Environment()
     runner = step.runners(Fabric(env, step.scenario.links))[0]
     assert runner.live.representative and runner.send_launch_s == 0.0
@@ -269,6 +270,10 @@ def test_a_representative_live_send_leaves_when_due_or_at_once_when_late():
     env.run(env.process(runner._send(env, 0, 1, ("p",))))
     d = runner.arrivals[("p",)][0] - 3e-6
     assert d >= 262144 / 160e9 and env.now == runner.arrivals[("p",)][0] and runner.late_s == 0.0
+    assert runner.clock[0].tolist() == [env.now] and runner.clock[1].tolist() == [0.0]   # blocking: the sender waited
+    runner.arrivals[("r",)] = np.array([env.now - 1e-13])     # float rounding behind the clock: not late
+    env.run(env.process(runner._send(env, 0, 1, ("r",))))
+    assert runner.late_s == 0.0
     now = env.now
     runner.arrivals[("q",)] = np.array([1e-6])
     env.run(env.process(runner._send(env, 0, 1, ("q",))))

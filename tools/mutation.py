@@ -157,8 +157,12 @@ EQUIVALENT = {
     "sim.schedules.timing.x_inputs_of__mutmut_15": "same as mutmut_14 (the kind compared with 'w')",
     "sim.schedules.timing.x_outputs_of__mutmut_12": "a B also publishes key I(mb,s), which only a W reads, and a B "
                                                     "has no W",
-    "sim.engine.x_start_schedule__mutmut_6": "the start position is overwritten before a rank's first op waits",
-    "sim.engine.x_start_schedule__mutmut_32": "outputs_of does not use num_stages",
+    "sim.schedules.timing.x_rank_ends__mutmut_19": "the order the ranks are started in changes only the order ops "
+                                                   "are timed in (record), not any time: every rank is advanced "
+                                                   "as far as its inputs allow either way",
+    "sim.schedules.timing.x_rank_ends__mutmut_20": "same as mutmut_19",
+    "sim.engine.x_start_schedule__mutmut_7": "the start position is overwritten before a rank's first op waits",
+    "sim.engine.x_start_schedule__mutmut_35": "outputs_of does not use num_stages",
     "sim.schedules.timing.x_inputs_of_exchange__mutmut_10": "outputs_of does not use num_stages",
     # ZB-V: in the steady loop f0 >= f1 >= b1 >= b0, so min(f0, f1, b0, b1) is b0 and dropping another
     # term changes nothing; counters assigned from 0 are the same as incremented from 0; one more
@@ -208,11 +212,10 @@ EQUIVALENT = {
     "sim.training.costs.streams.x_as_streams__mutmut_49": "same as mutmut_41 (the field left to its default)",
     "sim.training.costs.streams.x_walk_op__mutmut_1":
         "record's default: both callers (run_op, the live runner) pass it",
-    "sim.training.costs.streams.x_walk_op__mutmut_40":
+    "sim.training.costs.streams.x_walk_op__mutmut_55":
         "the communication stream's ends never decrease, so a kernel that ended "
                                             "at the earliest start is followed only by kernels that ended no later, "
                                             "none of which any GPU's start falls inside",
-    "sim.training.costs.streams.x_walk_op__mutmut_55": "np.where(None, shared, full) is full",
     "sim.training.costs.streams.x__walk_one__mutmut_3":
         "a part waits only for parts visited before it, so every end is written "
                                              "before it is read: the compute stream's first values are never read",
@@ -236,21 +239,28 @@ EQUIVALENT = {
                                                           "and are skipped",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_22": "the bin after the last overlaps by at most 0",
     "sim.network.timeline.xǁLinkTimelineǁ_add__mutmut_37": "an overlap of 0 adds nothing",
-    "sim.training.runner.xǁGroupRunnerǁ_run_live__mutmut_23": "an all-to-all launched now also waits 0 s first: one "
+    "sim.training.runner.xǁGroupRunnerǁ_run_live__mutmut_27": "an all-to-all launched now also waits 0 s first: one "
                                                           "more event, the same times",
-    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_46": "numpy reads a sort kind case-insensitively: 'STABLE' is "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_57": "numpy reads a sort kind case-insensitively: 'STABLE' is "
                                                       "'stable'",
-    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_68": "differs only for a send late by exactly 1e-12 s",
-    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_77": "a representative send due now also waits 0 s first: one "
-                                                      "more event, the same times",
-    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_89":
-        "representative mode sends for one replica: arrived[None] = t "
-                                                      "sets that one element",
-    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_92": "representative mode has no send grid (faults simulate every "
-                                                      "rank), so its sends are credited 0 s anyway",
-    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_93": "a send due now handed to transfer_at, which starts a send "
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_79": "differs only for a send late by exactly 1e-12 s",
+    "sim.training.runner.xǁGroupRunnerǁ_send__mutmut_88": "a send due now handed to transfer_at, which starts a send "
                                                       "that is not after now with transfer itself, credited "
                                                       "at - max(due, now) = 0 s",
+    "sim.training.runner.xǁGroupRunnerǁ_send_all__mutmut_5": "differs only for a send late by exactly 1e-12 s",
+    "sim.training.runner.xǁGroupRunnerǁ_send_all__mutmut_14": "a representative send due now also waits 0 s first: one "
+                                                          "more event, the same times",
+    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_12": "without the plan cache every op's plan is built again: the "
+                                                     "same plans, slower",
+    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_13": "same as mutmut_12 (a cache that never hits)",
+    "sim.training.runner.xǁGroupRunnerǁ_run_one__mutmut_94": "outputs_of does not use num_stages",
+    "sim.training.runner.xǁGroupRunnerǁ_run_one__mutmut_131": "an op that ends now also waits 0 s: one more event, the "
+                                                         "same times",
+    "sim.training.runner.xǁGroupRunnerǁ_run_group__mutmut_118": "outputs_of does not use num_stages",
+    "sim.training.runner.xǁGroupRunnerǁ_run_group__mutmut_160": "an op that ends now also waits 0 s: one more event, the "
+                                                           "same times",
+    "sim.training.runner.xǁGroupRunnerǁ_compiled__mutmut_5": "only a tag: an FB unit's work tuple (5 items) never "
+                                                         "equals a plain op's (3 items)",
     "sim.training.runner.xǁGroupRunnerǁ_grid__mutmut_1": "without the cache each call works the same grid out again",
     "sim.training.runner.xǁGroupRunnerǁ_grid__mutmut_2": "a cache key that never hits (None): each call works the "
                                                      "same grid out again",
@@ -258,19 +268,9 @@ EQUIVALENT = {
                                                               "are valid",
     "sim.network.fabric.xǁFabricǁroute_bandwidth__mutmut_11": "a route cache key that never hits (None): the "
                                                                "route is looked up again, the same",
-    "sim.training.runner.xǁGroupRunnerǁ__init____mutmut_1": "send_launch_s's default: the step always passes it",
-    "sim.training.runner.xǁGroupRunnerǁ__init____mutmut_49":
-        "faults without jitter as the jitter source: their jitter() "
-                                                        "is None, so each part is scaled by its factor (or 1.0)",
-    "sim.training.runner.xǁGroupRunnerǁrun__mutmut_85": "outputs_of does not use num_stages",
-    "sim.training.runner.xǁGroupRunnerǁrun__mutmut_127": "an op that ends now also waits 0 s: one more event, the same "
-                                                    "times",
     "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_4": "the plan cache's key for an F&B unit only has to differ from "
                                                     "a single op's (kind, stage): any first word does",
     "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_5": "same as mutmut_4",
-    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_6": "without the plan cache every op's plan is built again: the "
-                                                    "same plans, slower",
-    "sim.training.runner.xǁGroupRunnerǁ_plan__mutmut_7": "same as mutmut_6 (a cache that never hits)",
     "sim.training.comm.live.xǁLiveCommǁ_bundle__mutmut_2":
         "the representative's runner always asks for group 0: its cache "
                                                  "key (shape, stage, 0) stands for the stage as -1 does",
