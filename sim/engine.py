@@ -35,7 +35,7 @@ class OpRunner(Protocol):
     def run(self, env: simpy.Environment, rank: int, op: AnyOp) -> Generator:
         """A SimPy generator that occupies ``rank`` for the op and returns when it ends."""
 
-    def deliver(self, env: simpy.Environment, src: int, dst: int, key: Key) -> Optional[Generator]:
+    def deliver(self, env: simpy.Environment, src: int, dst: int, key: Key) -> Optional[Union[simpy.Event, Generator]]:
         """``None`` for an instant hand-over, else an event that fires (or a generator that ends)
         when ``key`` has arrived at ``dst`` (e.g. a pipeline send over the fabric)."""
 

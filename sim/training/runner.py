@@ -239,6 +239,7 @@ class GroupRunner:
         return self._stats
 
     def _run_group(self, env: simpy.Environment, rank: int, op):
+        """The op on every replica of the group at once, each replica's times a numpy vector."""
         S = self.num_stages
         free = start = self.clock[rank]
         sent = free
