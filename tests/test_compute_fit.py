@@ -9,7 +9,8 @@ from test_outputs import cli
 
 from sim.compute import KernelModel, load_families
 from sim.compute.attention import AttentionFit
-from sim.compute.fit import attention_flops, calibrate, gemm_row_seconds
+from sim.compute.device import peaks_of
+from sim.compute.fit import attention_flops, calibrate, fit_gemm, gemm_row_seconds
 from sim.compute.gemm import GemmFit
 from sim.compute.tables import KernelTableError, read_attention_table, read_gemm_table
 from sim.training.model.specs import gpu_names, load_gpu, load_scenario
@@ -68,11 +69,15 @@ def test_each_table_is_reproduced_within_its_printed_error(fresh, gpus):
 
 
 def test_a_family_that_borrows_scales_by_the_best_measured_gemms(fresh):
-    """A100 has no shape table: sm90's fit, its rate times MAMF's A100 / H100 ratio (271.2 / 794.5)."""
+    """GB200 has no shape table: sm100's fit, its rate times MAMF's GB200 / B200 ratio (BF16 1822 / 1745,
+    FP8 3615.6 / 3432.5); A100 has its own (Vidur's measured GEMMs)."""
     fitted, _ = fresh
-    assert fitted["sm80"]["gemm"]["bf16"]["rate_tflops"] == pytest.approx(
-        fitted["sm90"]["gemm"]["bf16"]["rate_tflops"] * 271.2 / 794.5, rel=1e-4)
-    assert fitted["sm80"]["gemm"]["bf16"]["k0"] == fitted["sm90"]["gemm"]["bf16"]["k0"]
+    for precision, ratio in (("bf16", 1822.0 / 1745.0), ("fp8", 3615.6 / 3432.5)):
+        assert fitted["gb200"]["gemm"][precision]["rate_tflops"] == pytest.approx(
+            fitted["sm100"]["gemm"][precision]["rate_tflops"] * ratio, rel=1e-4)
+        assert fitted["gb200"]["gemm"][precision]["k0"] == fitted["sm100"]["gemm"][precision]["k0"]
+    assert fitted["sm80"]["gemm"]["bf16"]["source"] == "gemm_vidur_a100.csv, gemm_mamf.csv"
+    assert fitted["sm80"]["gemm"]["bf16"]["rows"] == 337
     # A100's FlashAttention-2: FA2-on-H100's curve at 73% of the A100's peak at 16K tokens, head 128
     a100 = KernelModel(load_gpu("a100").figures())
     assert a100.family.attention.rate("fwd", False, 16384, 128) == pytest.approx(0.73 * 312e12, rel=1e-9)
@@ -127,12 +132,14 @@ def test_calibrate_kernels_prints_each_tables_error():
     rc, out, err = cli(["calibrate", "--kernels"])
     assert rc == 0, err
     assert "gemm_xla_sm90_bf16.csv" in out and "gemm_deepgemm_h800_fp8.csv" in out and "worst_error_pct" in out
-    assert "sm80 (a100): bf16: rate 291.4 TFLOPS" in out
+    assert "gemm_vidur_a100.csv" in out and "gemm_vidur_h100.csv" in out
+    assert "sm80 (a100): bf16: rate 238.1 TFLOPS" in out
 
 
 def test_a_users_table_makes_a_family_a_run_uses(tmp_path):
     """A user's own GEMM table (here: XLA's H100 rows at 90% of their throughput, as if measured on a
-    slower machine) fitted into family `mine`; a GPU of their own naming it runs slower GEMMs."""
+    slower machine) fitted into family `mine`: 90% of the rate fitted to XLA's rows as they are; a GPU
+    of their own naming it runs slower GEMMs."""
     from sim.compute.tables import TABLES
     lines = (TABLES / "gemm_xla_sm90_bf16.csv").read_text().splitlines()
     rows = [lines[i] for i in range(len(lines)) if not lines[i].startswith("#")]
@@ -144,8 +151,9 @@ def test_a_users_table_makes_a_family_a_run_uses(tmp_path):
     assert rc == 0, err
     fams = yaml.safe_load(out.read_text())
     assert list(fams)[0] == "mine" and fams["mine"]["gpus"] == ["h100"]
-    assert fams["mine"]["gemm"]["bf16"]["rate_tflops"] == pytest.approx(0.9 * fams["sm90"]["gemm"]["bf16"]["rate_tflops"],
-                                                                        rel=0.02)
+    gpus = {n: load_gpu(n).figures() for n in ("h100", "h800", "h200")}
+    as_measured = fit_gemm(read_gemm_table(TABLES / "gemm_xla_sm90_bf16.csv", peaks_of(gpus)), gpus, "xla")
+    assert fams["mine"]["gemm"]["bf16"]["rate_tflops"] == pytest.approx(0.9 * as_measured.rate_tflops, rel=0.02)
     gpu = tmp_path / "my-h100.yaml"
     gpu.write_text("sms: 132\nbf16_tflops: 989\nfp8_tflops: 1979\nhbm_gb: 80\nhbm_tbps: 3.35\nkernel_family: mine\n")
     run = dict(gpu=str(gpu), topology="h800-16", model="llama3-8b", pp=1, ep=1, dp=1, schedule="1f1b", microbatches=1)

@@ -252,9 +252,10 @@ def test_kernel_families_said_in_one_line_and_read_again_when_changed(tmp_path):
     assert a100.attention.source.startswith("FlashAttention-2 (Dao 2023")
     assert KernelModel(load_gpu("h100").figures(), attention_kernel="flash2").attention.source == \
         "attention_flash_h100.csv"
-    assert a100.family.source.startswith("bf16: gemm_xla_sm90_bf16.csv, gemm_mamf.csv (family h100's fit)")
+    assert a100.family.source == "bf16: gemm_vidur_a100.csv, gemm_mamf.csv"
     h100 = KernelModel(load_gpu("h100").figures()).family.source
-    assert h100 == "bf16: gemm_xla_sm90_bf16.csv, gemm_mamf.csv; fp8: gemm_deepgemm_h800_fp8.csv, gemm_mamf.csv"
+    assert h100 == ("bf16: gemm_xla_sm90_bf16.csv, gemm_vidur_h100.csv, gemm_mamf.csv; "
+                    "fp8: gemm_deepgemm_h800_fp8.csv, gemm_mamf.csv")
 
 
 def test_unfused_kernels_follow_their_kind_in_the_experts_and_the_head():
