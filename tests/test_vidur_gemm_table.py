@@ -68,3 +68,11 @@ def test_main_writes_a_table_that_reads_back(tmp_path, monkeypatch):
     rows = read_gemm_table(table, peaks_of({"a100": load_gpu("a100").figures()}))
     assert [(r.m, r.n, r.k) for r in rows] == [(1024, 4096, 2048), (1024, 4096, 5504), (1024, 6144, 4096),
                                                 (1024, 11008, 4096)]
+
+
+def test_a_folder_without_vidurs_profiles_is_one_line(tmp_path, capsys):
+    assert vidur.main([str(tmp_path), "a100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no data/profiling/compute/a100/<model>/mlp.csv for meta-llama/Llama-2-7b-hf" in err[0]
+    with pytest.raises(SystemExit):
+        vidur.main([str(tmp_path), "v100"])

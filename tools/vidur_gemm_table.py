@@ -24,6 +24,7 @@ It needs a checkout of Vidur (not shipped); the tables it wrote are in the repos
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -59,7 +60,16 @@ def table_rows(checkout: Path, gpu: str) -> list[tuple[int, int, int, float]]:
 
 
 def main(argv: list[str]) -> int:
-    checkout, gpu = Path(argv[0]), argv[1]
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkout", type=Path, help="a checkout of github.com/microsoft/vidur")
+    p.add_argument("gpu", choices=sorted(GPU_NAMES), help="which GPU's profiles to transcribe")
+    args = p.parse_args(argv)
+    checkout, gpu = args.checkout, args.gpu
+    missing = [m for m in MODELS if not (checkout / "data/profiling/compute" / gpu / m / "mlp.csv").is_file()]
+    if missing:
+        print(f"error: {checkout}: no data/profiling/compute/{gpu}/<model>/mlp.csv for {', '.join(missing)} "
+              "(a checkout of github.com/microsoft/vidur is needed)", file=sys.stderr)
+        return 2
     print(f"# GEMM kernel times measured by Vidur's profiler (Agrawal et al., \"Vidur: A Large-Scale Simulation "
           f"Framework for LLM\n# Inference\", MLSys 2024; github.com/microsoft/vidur, data/profiling/compute/{gpu}/"
           f"<model>/mlp.csv as of commit\n# 7d47513, November 2024) on {GPU_NAMES[gpu]}: PyTorch linear layers in "
