@@ -52,10 +52,10 @@ def table_rows(checkout: Path, gpu: str) -> list[tuple[int, int, int, float]]:
     seconds: dict[tuple[int, int, int], list[float]] = {}
     for model in MODELS:
         frame = pd.read_csv(checkout / "data/profiling/compute" / gpu / model / "mlp.csv")
+        frame.columns = [c.replace(".", "_") for c in frame.columns]      # time_stats.OP.median: an attribute
         for row in frame[frame["num_tokens"].isin(TOKENS)].itertuples(index=False):
             for op, shape in shapes(row).items():
-                ms = getattr(row, f"_{list(frame.columns).index(f'time_stats.{op}.median')}")
-                seconds.setdefault(shape, []).append(ms * 1e-3)
+                seconds.setdefault(shape, []).append(getattr(row, f"time_stats_{op}_median") * 1e-3)
     return [(m, n, k, 2.0 * m * n * k / statistics.median(s) / 1e12) for (m, n, k), s in sorted(seconds.items())]
 
 
