@@ -5,13 +5,18 @@
 * A worker that dies (out of memory, a crash, killed) while running a point: Dask runs the point
   again on another worker; a point that kills its worker twice gets the row ``error`` /
   ``worker died: ...``, written once a worker is alive again: when every worker went at once and
-  none comes back, the cluster was lost, not the point, and the point stays unrun for the resume. The embedded cluster is started with Dask's
-  ``distributed.scheduler.allowed-failures`` set to :data:`RETRIES` (1: one retry); a cluster of
-  your own applies its scheduler's setting (set it to 1 there to match).
+  none comes back, the cluster was lost, not the point, and the point stays unrun for the resume.
+  The embedded cluster is started with Dask's ``distributed.scheduler.allowed-failures`` set to
+  :data:`RETRIES` (1: one retry); a cluster of your own applies its scheduler's setting (set it to
+  1 there to match).
 * Per-point time limit: the engine and the fabric stop a point past its limit themselves (a
   ``timeout`` row, the worker keeps working); a point that does not stop within a grace period
   more (stuck outside the simulation loop) gets its ``timeout`` row here and its worker is
   restarted.
+* A point whose result was lost before it was read (its worker finished it and died): Dask runs
+  it again on a live worker and the sweep waits for it as a running point; the wait for a row is
+  bounded (:data:`RESULT_WAIT_S`), so a result that no worker is left to recompute cannot hang
+  the sweep, and it ends as a lost cluster below.
 * A cluster with no worker for ``lost_after_s``, a scheduler that cannot be reached or is lost:
   the sweep stops with :class:`ClusterLost`, one line naming what happened; the finished rows are
   on disk and the next run resumes from them.
@@ -25,7 +30,9 @@ from .sweep_rows import SweepTable, failed_row, run_point
 
 RETRIES = 1
 POLL_S = 0.5
+RESULT_WAIT_S = 5.0       # the longest wait for a finished point's row (a few hundred bytes) to arrive
 _PARKED = object()        # _outcome's answer for a worker-died row held until a worker is seen alive
+_LOST = object()          # _outcome's answer for a result lost with its worker: the point runs again
 
 
 class ClusterLost(ConnectionError):
@@ -116,7 +123,9 @@ class _Runner:
             for fut in self._wait():
                 p, _ = self.running.pop(fut)
                 row = self._outcome(fut, p)
-                if row is None:
+                if row is _LOST:
+                    self.running[fut] = (p, time.monotonic())   # Dask recomputes it: running again
+                elif row is None:
                     queue.insert(0, p)           # lost with its worker or the scheduler: run it again
                 elif row is not _PARKED:
                     self._add(row)
@@ -124,13 +133,14 @@ class _Runner:
 
     def _wait(self):
         """The futures that finished within :data:`POLL_S` (none when nothing runs)."""
+        from distributed import TimeoutError as DaskTimeoutError
         from distributed import wait
         if not self.running:
             time.sleep(POLL_S)
             return ()
         try:
             return wait(list(self.running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
-        except TimeoutError:
+        except (TimeoutError, DaskTimeoutError):    # the same class from Python 3.11
             return ()
 
     def _release_parked(self) -> None:
@@ -146,9 +156,14 @@ class _Runner:
             self.bar.update(1)
 
     def _outcome(self, fut, point: dict) -> dict | None:
+        from distributed import TimeoutError as DaskTimeoutError
         from distributed.scheduler import KilledWorker
+        if fut.status in ("lost", "pending"):    # finished, then its worker died with the row unread
+            return _LOST
         try:
-            return fut.result()
+            return fut.result(timeout=RESULT_WAIT_S)
+        except (TimeoutError, DaskTimeoutError):    # the same, before Dask had said so
+            return _LOST
         except KilledWorker as exc:
             row = failed_row(point, "error", f"worker died: {' '.join(str(exc).split())}")
             self.parked.append((row, time.monotonic()))
@@ -163,7 +178,7 @@ class _Runner:
     def _threads(self) -> int:
         """Threads of the live workers; stop when there have been none for ``lost_after_s``."""
         try:
-            threads = sum(self.client.nthreads().values())
+            threads = sum(self.client.nthreads(callback_timeout=self.lost_after_s).values())
         except (OSError, TimeoutError) as exc:
             self._lost(f"lost the Dask scheduler ({type(exc).__name__})")
         now = time.monotonic()
@@ -205,4 +220,4 @@ class _Runner:
                                                "and did not stop; its worker was restarted", now - t0))
 
 
-__all__ = ["ClusterLost", "RETRIES", "run_on_dask"]
+__all__ = ["ClusterLost", "RESULT_WAIT_S", "RETRIES", "run_on_dask"]

@@ -147,6 +147,29 @@ def test_all_workers_lost_stops_within_the_grace_and_resumes(cluster, tmp_path):
     pd.testing.assert_frame_equal(rows(df), rows(reference))
 
 
+def test_a_finished_point_whose_worker_died_before_its_row_was_read_does_not_hang(cluster, tmp_path):
+    """The race that hung CI: a point finished, then every worker died before the sweep read its
+    row. Reading it waits for a recomputation no worker is left to run; the read is bounded, the
+    point counts as running again, and the sweep stops as a lost cluster."""
+    from distributed import Client, wait
+
+    import sim.sweep_dask as sd
+    from sim.sweep_rows import run_point
+    cluster.add_workers(1)
+    point = {"x": 3}
+    with Client(cluster.address, timeout=30) as client:
+        fut = client.submit(run_point, square, point, None, pure=False)
+        wait([fut], timeout=30)
+        cluster.kill_all_workers()
+        runner = _Runner(client, square, SweepTable(tmp_path / "s.csv", [point], []), None, 3.0, None)
+        t0 = time.monotonic()
+        assert runner._outcome(fut, point) is sd._LOST
+        assert time.monotonic() - t0 < sd.RESULT_WAIT_S + 5
+        runner.running[fut] = (point, time.monotonic())
+        with pytest.raises(ClusterLost, match=r"no Dask worker for 3 s: the sweep stopped with 1 point\(s\) not run"):
+            runner.run([])
+
+
 def test_time_limit_cooperative_and_stuck_points(cluster, tmp_path):
     cluster.add_workers(2)
     points = grid(x=range(6), sleep=(0.05,), spin_at=(1,), stuck_at=(4,))
@@ -191,7 +214,7 @@ class ScriptedClient:
     def __init__(self, threads):
         self.threads, self.t0 = threads, time.monotonic()
 
-    def nthreads(self):
+    def nthreads(self, callback_timeout=None):
         return {"w": 1} if self.threads(time.monotonic() - self.t0) else {}
 
     def submit(self, run, fn, point, timeout_s, pure):
@@ -199,10 +222,12 @@ class ScriptedClient:
 
 
 class KilledFuture:
+    status = "error"
+
     def __init__(self, point):
         self.point = point
 
-    def result(self):
+    def result(self, timeout=None):
         from types import SimpleNamespace
 
         from distributed.scheduler import KilledWorker
@@ -236,6 +261,57 @@ def test_a_killed_worker_with_no_worker_left_is_the_clusters_loss_not_the_points
         scripted_run(tmp_path, lambda t: False)
 
 
+class LostResultClient(ScriptedClient):
+    """A stand-in Dask client whose points finish, but each point's row is lost with its worker
+    before it is read (``result`` times out) ``losses`` times; after that it arrives."""
+
+    def __init__(self, threads, losses):
+        super().__init__(threads)
+        self.losses, self.submitted = losses, []
+
+    def submit(self, run, fn, point, timeout_s, pure):
+        self.submitted.append(point)
+        return LostResultFuture(self, run(fn, point, timeout_s))
+
+
+class LostResultFuture:
+    status = "finished"                               # Dask has not yet said the row is lost
+
+    def __init__(self, client, row):
+        self.client, self.row, self.reads = client, row, 0
+
+    def result(self, timeout=None):
+        from distributed import TimeoutError as DaskTimeoutError
+        assert timeout is not None                    # a wait without a bound is what hung CI
+        self.reads += 1
+        if self.reads <= self.client.losses:
+            raise DaskTimeoutError
+        return self.row
+
+
+def test_a_row_lost_with_its_worker_is_waited_for_once_more_not_run_twice(tmp_path):
+    """A point finished and its worker died before its row was read: Dask recomputes it, the sweep
+    waits for it again (bounded), and each point is submitted once and has one row."""
+    points = grid(x=range(3))
+    table = SweepTable(tmp_path / "s.csv", points, [])
+    client = LostResultClient(lambda t: True, losses=2)
+    ScriptedRunner(client, square, table, None, 5.0, None).run(points)
+    assert [p["x"] for p in client.submitted] == [0, 1, 2]
+    assert sorted((r["x"], r["y"], r["status"]) for r in table.rows.values()) == [(0, 0, "ok"), (1, 1, "ok"),
+                                                                                   (2, 4, "ok")]
+
+
+def test_a_row_lost_with_the_last_worker_stops_the_sweep_as_lost_not_hung(tmp_path):
+    """Rows lost with workers that never come back: the sweep does not wait for them for ever; it
+    stops as a lost cluster within ``lost_after_s`` and leaves the points for the resume."""
+    points = grid(x=range(2))
+    table = SweepTable(tmp_path / "s.csv", points, [])
+    t0 = time.monotonic()
+    with pytest.raises(ClusterLost, match=r"no Dask worker for 1 s: the sweep stopped with 2 point\(s\) not run"):
+        ScriptedRunner(LostResultClient(lambda t: False, losses=10**9), square, table, None, 1.0, None).run(points)
+    assert time.monotonic() - t0 < 10 and not table.rows
+
+
 class RecordingClient:
     """A stand-in Dask client of ``threads`` one-thread workers that runs each submitted point at
     once and records it; ``in_flight`` counts points submitted and not yet collected (their
@@ -246,7 +322,7 @@ class RecordingClient:
     def __init__(self, threads):
         self.threads, self.submitted, self.in_flight, self.most = threads, [], 0, 0
 
-    def nthreads(self):
+    def nthreads(self, callback_timeout=None):
         return {f"w{i}": 1 for i in range(self.threads)}
 
     def submit(self, run, fn, point, timeout_s, pure):
@@ -257,10 +333,12 @@ class RecordingClient:
 
 
 class DoneFuture:
+    status = "finished"
+
     def __init__(self, client, row):
         self.client, self.row = client, row
 
-    def result(self):
+    def result(self, timeout=None):
         self.client.in_flight -= 1
         return self.row
 
