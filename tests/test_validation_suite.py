@@ -58,7 +58,7 @@ def test_transcribed_values_spot_checked(runs):
     r = runs["nv-25.11-h100-qwen3-30b-a3b-fp8-cs-16"]
     assert (r.measured, r.pp, r.vp, r.ep, r.dp, r.microbatches) == (5275, 2, 24, 8, 8, 32)
     t = runs["tt-t5-interleaved"]                                   # torchtitan, Table 5
-    assert (t.measured, t.tp, t.pp, t.vp, t.dp, t.microbatches, t.tp_comm_overlap) == (128, 8, 8, 2, 8, 32, 1)
+    assert (t.measured, t.tp, t.pp, t.vp, t.dp, t.microbatches, t.tp_comm_overlap) == (128, 8, 8, 2, 8, 8, 1)
     assert runs["tt-t1-fsdp"].measured == 5762 and runs["tt-t1-fsdp"].fusion == "unfused"      # Table 1, eager
     assert runs["tt-t6-cp8"].measured == 16 and runs["tt-t6-cp8"].microbatches == 8           # Table 6
 
@@ -88,6 +88,19 @@ def test_a_torchtitan_row_runs_as_the_page_states(runs):
     assert asynctp.tp_comm_overlap and asynctp.sequence_parallel and not run_spec(runs["tt-t4-2d"]).tp_comm_overlap
     pp = run_spec(runs["tt-t5-interleaved"])
     assert (pp.schedule, pp.chunks, pp.reshard_after_forward, pp.gemm_precision) == ("interleaved-1f1b", 2, False, "fp8")
+
+
+def test_torchtitan_pipelines_run_as_its_code_builds_them(runs):
+    """torchtitan 9dec370 (the commit Tables 5 and 6 name) sets as many micro-batches as pipeline
+    ranks when none are given, and splits the 126 layers by its generate_split_points: the first
+    stage the even share, the middle ones one more where the remainder allows, the last the rest."""
+    from sim.training.costs.chunk import stage_layer_counts
+    for rid, stages, split in (("tt-t5-1f1b", 8, [15] + [16] * 6 + [15]),
+                               ("tt-t5-interleaved", 16, [7] + [8] * 14 + [7])):
+        r = runs[rid]
+        assert (r.microbatch_size, r.microbatches) == (4, 8)          # local batch 32 over 8 ranks' worth
+        assert stage_layer_counts(126, stages, None, r.first_stage_layers, r.last_stage_layers) == split
+    assert (runs["tt-t6-cp1"].microbatch_size, runs["tt-t6-cp1"].microbatches) == (1, 8)   # local batch 8
 
 
 def test_pipeline_sends_follow_each_runtime(runs):
