@@ -98,7 +98,7 @@ def test_torchtitan_pipelines_run_as_its_code_builds_them(runs):
     for rid, stages, split in (("tt-t5-1f1b", 8, [15] + [16] * 6 + [15]),
                                ("tt-t5-interleaved", 16, [7] + [8] * 14 + [7])):
         r = runs[rid]
-        assert (r.microbatch_size, r.microbatches) == (4, 8)          # local batch 32 over 8 ranks' worth
+        assert (r.microbatch_size, r.microbatches) == (4, 8)          # local batch 32 as 8 micro-batches
         assert stage_layer_counts(126, stages, None, r.first_stage_layers, r.last_stage_layers) == split
     assert (runs["tt-t6-cp1"].microbatch_size, runs["tt-t6-cp1"].microbatches) == (1, 8)   # local batch 8
 
