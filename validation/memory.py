@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number
-from sim.training.model.specs import MEMORY_POLICIES, RunSpec
+from sim.compute.ops import FUSIONS, LOSS_KERNELS
+from sim.training.model.specs import FSDP_GRADS, MEMORY_POLICIES, RunSpec
 from sim.training.scenario import Scenario
 
 from .suite import ROOT, ValidationDataError, load_sources, resolve, row_gpu_as_stated
@@ -51,6 +52,9 @@ class MemoryRun:
     unit: str
     measure: str
     vp: int | None = None
+    fusion: str = "fused"
+    loss_kernel: str = "fused"
+    fsdp_grads: str = "sharded"
     note: str = ""
 
     @property
@@ -97,6 +101,9 @@ def load_memory_runs(path: Path = MEMORY) -> list[MemoryRun]:
         choice(run.unit, f"{where}: unit", tuple(UNITS), error=ValidationDataError)
         choice(run.measure, f"{where}: measure", MEASURES, error=ValidationDataError)
         choice(run.recompute, f"{where}: recompute", MEMORY_POLICIES, error=ValidationDataError)
+        choice(run.fusion, f"{where}: fusion", FUSIONS, error=ValidationDataError)
+        choice(run.loss_kernel, f"{where}: loss_kernel", LOSS_KERNELS, error=ValidationDataError)
+        choice(run.fsdp_grads, f"{where}: fsdp_grads", FSDP_GRADS, error=ValidationDataError)
         if run.tp * run.cp * run.pp * run.dp != run.gpus:
             raise ValidationDataError(f"{where}: tp x cp x pp x dp = {run.tp * run.cp * run.pp * run.dp}, but gpus = "
                                       f"{run.gpus}")
@@ -115,6 +122,7 @@ def memory_spec(run: MemoryRun) -> RunSpec:
                    cp=run.cp, sequence_parallel=run.tp > 1, schedule=run.schedule, microbatches=run.microbatches,
                    seq_len=run.seq_len, microbatch_size=run.microbatch_size, chunks=run.vp, zero_stage=run.zero,
                    reshard_after_forward=bool(run.reshard_after_forward), memory_policy=run.recompute,
+                   fusion=run.fusion, loss_kernel=run.loss_kernel, fsdp_grads=run.fsdp_grads,
                    gemm_precision=run.precision, weight_bytes=weight, grad_bytes=grad, optimizer_bytes=optimizer,
                    description=run.id)
 

@@ -83,7 +83,9 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    zero_stage=run.zero, reshard_after_forward=bool(run.reshard_after_forward),
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
                    optimizer_sync=run.optimizer_sync or "global", attention_kernel=run.attention_kernel or "flash",
-                   fusion=run.fusion or "fused", tp_comm_overlap=bool(run.tp_comm_overlap),
+                   fusion=run.fusion or "fused", loss_kernel=run.loss_kernel or "fused",
+                   fsdp_grads=run.fsdp_grads or "sharded",
+                   tp_comm_overlap=bool(run.tp_comm_overlap),
                    pipeline_sends=run.pipeline_sends or "async", profile=profile, description=run.id)
 
 

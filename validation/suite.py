@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
-from sim.compute.ops import ATTENTION_KERNELS, FUSIONS
-from sim.training.model.specs import GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC, PIPELINE_SENDS
+from sim.compute.ops import ATTENTION_KERNELS, FUSIONS, LOSS_KERNELS
+from sim.training.model.specs import FSDP_GRADS, GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC, PIPELINE_SENDS
 
 ROOT = Path(__file__).resolve().parent
 RUNS = ROOT / "runs.csv"
@@ -91,6 +91,8 @@ class Run:
     fusion: str | None = None             # "unfused": eager PyTorch (each op its own kernels); None: fused
     tp_comm_overlap: int = 0              # 1: TP collectives overlapped with their GEMMs (torchtitan's AsyncTP)
     pipeline_sends: str | None = None     # "blocking": the pipeline waited for its sends (None: asynchronous)
+    loss_kernel: str | None = None        # "eager" / "compiled": PyTorch's cross-entropy (None: a fused one)
+    fsdp_grads: str | None = None         # "unsharded": ZeRO-3's gradients whole until the last backward
 
     @property
     def is_kernel(self) -> bool:
@@ -185,6 +187,10 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         choice(run.fusion, f"{where}: fusion", FUSIONS, error=ValidationDataError)
     if run.pipeline_sends is not None:
         choice(run.pipeline_sends, f"{where}: pipeline_sends", PIPELINE_SENDS, error=ValidationDataError)
+    if run.loss_kernel is not None:
+        choice(run.loss_kernel, f"{where}: loss_kernel", LOSS_KERNELS, error=ValidationDataError)
+    if run.fsdp_grads is not None:
+        choice(run.fsdp_grads, f"{where}: fsdp_grads", FSDP_GRADS, error=ValidationDataError)
     if run.tp_comm_overlap and not run.sequence_parallel:
         raise ValidationDataError(f"{where}: tp_comm_overlap 1 needs sequence_parallel 1 (the overlapped TP "
                                   "collectives are sequence parallelism's all-gathers and reduce-scatters)")

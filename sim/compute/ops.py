@@ -43,6 +43,7 @@ from typing import NamedTuple
 BF16 = 2.0
 FP32 = 4.0
 FUSIONS = ("fused", "unfused")
+LOSS_KERNELS = ("fused", "eager", "compiled")       # how the trainer computes the cross-entropy (head_ops)
 ATTENTION_KERNELS = ("flash", "flash2", "unfused")   # flash2: FlashAttention-2 on a GPU whose own kernel is faster
 # unfused: (kernels, factor on bytes) of an op run as eager PyTorch pieces
 UNFUSED = {"softmax": (3, 1.5), "norm": (4, 2.0), "rope": (4, 2.0), "swiglu": (3, 5 / 3), "gelu": (2, 1.5), "residual": (1, 1.0),
@@ -292,14 +293,25 @@ def embedding_ops(tokens: float, hidden: int, fusion: str = "fused") -> list[Op]
             _memory("embedding.wgrad", "embed", "w", tokens * hidden * 10, tokens * hidden, fusion, "embedding")]
 
 
-def head_ops(tokens: float, norm_tokens: float, hidden: int, vocab: float, tp: int, fusion: str = "fused") -> list[Op]:
-    """The last stage's final norm, output head (BF16, vocabulary-parallel) and cross-entropy (read the
-    logits as FP32 and write their softmax: 8 V / tp bytes a token forward, 6 V / tp backward)."""
+LOSS_BYTES = {"fused": (8.0, 6.0), "eager": (8.0, 6.0), "compiled": (2.0, 4.0)}   # per logit: forward, backward
+
+
+def head_ops(tokens: float, norm_tokens: float, hidden: int, vocab: float, tp: int, fusion: str = "fused",
+             loss_kernel: str = "fused") -> list[Op]:
+    """The last stage's final norm, output head (BF16, vocabulary-parallel) and cross-entropy
+    (:data:`LOSS_BYTES` per logit on a GPU, ``V / tp`` a token): a fused loss reads the logits as
+    FP32 and writes their softmax (8 bytes forward, 6 backward); an eager one (PyTorch's
+    ``cross_entropy`` on ``logits.float()``) runs as the unfused kernels it is made of whatever
+    ``fusion`` says (:data:`UNFUSED`: its cast, log-softmax and loss); a compiled one reads the BF16
+    logits forward and writes their BF16 gradient backward."""
     B = _Block(LayerShape(hidden, 1, 1, 1, tokens, 1, tp=tp, fusion=fusion), "head")
     B.memory("final_norm", norm_tokens * hidden, norm_tokens * hidden, 1.5, kind="norm")
     B.gemm("head", tokens, vocab / tp, hidden, precision="bf16")
-    B.f.append(_memory("cross_entropy", "head", "f", tokens * 8 * vocab / tp, tokens * vocab / tp, fusion))
-    B.i.append([_memory("cross_entropy.grad", "head", "i", tokens * 6 * vocab / tp, tokens * vocab / tp, fusion)])
+    forward, backward = LOSS_BYTES[loss_kernel]
+    loss_fusion = "unfused" if loss_kernel == "eager" else fusion
+    logits = tokens * vocab / tp
+    B.f.append(_memory("cross_entropy", "head", "f", logits * forward, logits, loss_fusion))
+    B.i.append([_memory("cross_entropy.grad", "head", "i", logits * backward, logits, loss_fusion)])
     return B.ops()
 
 
@@ -308,5 +320,5 @@ def layer_ops(L: LayerShape) -> list[Op]:
     return attention_ops(L) + mlp_ops(L)
 
 
-__all__ = ["ATTENTION_KERNELS", "FUSIONS", "LayerShape", "Op", "UNFUSED", "attention_ops", "embedding_ops", "head_ops", "layer_ops",
-           "mlp_ops"]
+__all__ = ["ATTENTION_KERNELS", "FUSIONS", "LOSS_BYTES", "LOSS_KERNELS", "LayerShape", "Op", "UNFUSED", "attention_ops",
+           "embedding_ops", "head_ops", "layer_ops", "mlp_ops"]

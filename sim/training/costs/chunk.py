@@ -21,7 +21,9 @@ part, before the input gradient of the attention (``attn_r``) and the MLP (``mlp
 ``selective`` reruns the attention core's forward; ``full`` reruns the layer's forward (the MoE
 layer's dispatch and combine are not sent again: not modelled); ``deepseek-v3`` reruns the MLA
 up-projections (2 T (q_r H (d+r) + kv_r H 2d) FLOPs) and, its attention core being
-FlashAttention-style, the attention scores (the core's Q K^T share, ``d_qk / (d_qk + d_v)``).
+FlashAttention-style, the attention scores (the core's Q K^T share, ``d_qk / (d_qk + d_v)``);
+``selective-op`` (torchtitan's per-op policy) reruns wk, wo and w3 and, in the kernel model, the
+layer's memory-bound kernels (:func:`sim.training.model.recompute.kernel_shares_rerun`).
 Recomputation is not useful work: MFU does not count it.
 
 Time = FLOPs / (peak x efficiency): GEMMs at ``gemm_precision`` peak x ``gemm_efficiency``, the
@@ -57,7 +59,7 @@ from ...checks import number
 from ...compute import LayerShape, OpCost, embedding_ops, head_ops, layer_ops, shared_kernel_model
 from ...network import token_bytes
 from ..model.params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
-from ..model.recompute import CORE_KERNELS, check_layers, kernels_rerun, recompute_of
+from ..model.recompute import CORE_KERNELS, check_layers, check_op_policy, kernel_shares_rerun, recompute_of
 from ..model.specs import FLOPS_MODEL_EFFICIENCY, PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
 
 
@@ -268,6 +270,7 @@ class ChunkModel:
                                                    run.embedding_stage, run.loss_stage)
         self.recompute = recompute_of(run)
         check_layers(self.recompute, self.layers_per_stage)
+        check_op_policy(self.recompute, model, run)
         self.num_stages = num_stages
         first = 0
         self.stage_layers: list[list[LayerCost]] = []
@@ -327,7 +330,8 @@ class ChunkModel:
             w = heads * gemm
         else:
             norm_tokens = T / t if self.run.sequence_parallel else T
-            sums = _by_phase(self.kernels.costs(head_ops(T, norm_tokens, m.hidden, m.vocab, t, self.run.fusion)))
+            ops = head_ops(T, norm_tokens, m.hidden, m.vocab, t, self.run.fusion, self.run.loss_kernel)
+            sums = _by_phase(self.kernels.costs(ops))
             f, i, w = (heads * sums[("head", p)] for p in "fiw")
         measured = self.profile.get("head", {}).get("head")
         if measured is not None:                       # the profile's head is the forward; keep our ratios
@@ -385,9 +389,11 @@ class ChunkModel:
         else:
             deepseek = self.run.memory_policy == "deepseek-v3"
             for block in ("attn", "mlp"):
-                names = kernels_rerun(self.recompute, block) | (set(DEEPSEEK_SWIGLUS) if deepseek else set())
-                parts[f"{block}_r"] = sum(c.seconds for c in costs if c.op.block == block and c.op.phase == "f"
-                                          and c.op.name.split(".cast")[0] in names)
+                shares = kernel_shares_rerun(self.recompute, block, self.model)
+                if deepseek:
+                    shares.update(dict.fromkeys(DEEPSEEK_SWIGLUS, 1.0))
+                parts[f"{block}_r"] = sum(c.seconds * shares.get(c.op.name.split(".cast")[0], 0.0) for c in costs
+                                          if c.op.block == block and c.op.phase == "f")
         mlp = parts["mlp_f"] + parts["mlp_i"] + parts["mlp_w"]
         routed = sum(c.seconds for c in costs if c.op.routed)
         core_f = sum(c.seconds for c in costs if c.op.block == "attn" and c.op.phase == "f" and c.op.name in CORE_KERNELS)
@@ -416,10 +422,14 @@ class ChunkModel:
         """Seconds recomputed in the backward (the FLOPs model, which costs GEMMs and the core only;
         see the module docstring): a full layer, its forward; ``core_attn``, the core;
         ``mla_up_proj``, the up-projections; ``mlp`` or ``moe``, the MLP block's GEMMs; under the
-        deepseek-v3 policy also the scores' share of the core (FlashAttention-style)."""
+        deepseek-v3 policy also the scores' share of the core (FlashAttention-style); torchtitan's
+        per-op policy, wk and wo (``2 T h d (kv_heads + heads)``) and w3 (a third of the MLP's GEMMs)."""
         if full:
             return {"attn_r": attn_f, "mlp_r": mlp_f}
         modules, m = self.recompute.modules, self.model
+        if self.recompute.granularity == "op":
+            wk_wo = 2 * self.microbatch_tokens * m.hidden * m.head_dim * ((m.kv_heads or m.heads) + m.heads)
+            return {"attn_r": self._gemm(wk_wo / self.split), "mlp_r": mlp_f / 3}
         attn = core_s if "core_attn" in modules else 0.0
         if "mla_up_proj" in modules:
             attn += self._gemm(2 * self.microbatch_tokens * mla_up_projection_params(m) / self.split)

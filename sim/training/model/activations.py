@@ -21,7 +21,21 @@ An :class:`ActivationRecipe` says, for one layer:
 * ``deepseek``: DeepSeek-V3's caches (arXiv 2412.19437, sections 3.2.3 and 3.3): Linear inputs in
   FP8 with 1x128 scales, except the input of the Linear after attention, cached in E5M6 and also
   used by the attention backward; the SwiGLU inputs in FP8 and every SwiGLU output recomputed;
-  gating, normalisation and the output head in their original precision.
+  gating, normalisation and the output head in their original precision;
+* ``op``: torchtitan's per-op selective checkpointing (:mod:`sim.training.model.recompute`): a layer
+  keeps its input, the attention core's output and log-sum-exp, and the outputs of its odd-numbered
+  GEMMs: q (wq), v (wv), the SwiGLU gate (w1) and the MLP's output (w2), all BF16 (the GEMMs'
+  outputs, whatever their inputs' precision); ``compiled`` (torch.compile, ``fusion: fused``) keeps
+  only those its backward reads, so not w2's output, which eager PyTorch's checkpoint keeps.
+
+The loss (``loss_kernel``, :func:`head_tensors` and :data:`LOSS_TRANSIENT`): Megatron's fused
+vocabulary-parallel cross-entropy (``fused``) keeps the FP32 softmax it computes in place, and holds
+the BF16 logits beside it while it makes that copy; PyTorch's ``cross_entropy(logits.float())``
+(``eager``, torchtitan's loss) keeps the FP32 log-softmax, and when its backward runs holds that
+log-softmax's FP32 gradient and the FP32 input gradient beside it (8 bytes a logit: the peak of
+the step on a GPU that computes a loss over a large vocabulary; 12 under TP, whose
+vocabulary-parallel backward is made of separate FP32 tensors: :func:`loss_transient_bytes`);
+compiled (``compiled``), the graph keeps the BF16 logits and writes their BF16 gradient.
 
 With unfused attention and no recomputation a GPT layer with dropout keeps ``sbh(34 + 5as/h)``
 bytes (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models");
@@ -82,8 +96,9 @@ class SavedTensor:
 
 SPLITS = ("tp", "sp", "")
 TP_SPLIT = ("attn.q", "attn.k", "attn.v", "attn.softmax", "attn.softmax_dropout_mask", "attn.softmax_dropout",
-            "attn.logsumexp", "attn.out_proj_input", "mlp.gelu_input", "mlp.down_input", "mlp.swiglu_input",
-            "shared.swiglu_input", "shared.down_input", "routed.swiglu_input", "routed.down_input", "head.softmax")
+            "attn.logsumexp", "attn.out_proj_input", "mlp.gelu_input", "mlp.down_input", "mlp.swiglu_input", "mlp.gate",
+            "shared.swiglu_input", "shared.down_input", "routed.swiglu_input", "routed.down_input", "head.softmax",
+            "head.logits")
 NEVER_SPLIT = ("embed.token_ids",)
 ROW_PARALLEL = ("out_proj", "mlp_down", "shared_down", "routed_down")    # input split, output h wide
 
@@ -96,13 +111,16 @@ def split_of(name: str) -> str:
 class ActivationRecipe(NamedTuple):
     """What one layer keeps (see the module): ``full`` recomputation, the ``freed`` tensors of its
     recomputed modules, fused attention (``flash``), Transformer Engine's FP8 caches (``fp8``),
-    DeepSeek-V3's caches (``deepseek``)."""
+    DeepSeek-V3's caches (``deepseek``), torchtitan's per-op policy (``op``) compiled or eager
+    (``compiled``)."""
 
     full: bool = False
     freed: frozenset = frozenset()
     flash: bool = True
     fp8: bool = False
     deepseek: bool = False
+    op: bool = False
+    compiled: bool = True
 
     @classmethod
     def named(cls, policy: str, attention_kernel: str = "flash", fp8: bool = False) -> "ActivationRecipe":
@@ -116,11 +134,13 @@ class ActivationRecipe(NamedTuple):
                       policy == "deepseek-v3")
 
     @classmethod
-    def of(cls, rc, layer_full: bool, attention_kernel: str, fp8: bool, deepseek: bool) -> "ActivationRecipe":
+    def of(cls, rc, layer_full: bool, attention_kernel: str, fp8: bool, deepseek: bool,
+           fusion: str = "fused") -> "ActivationRecipe":
         """A layer's recipe from a :class:`~sim.training.model.recompute.Recompute` (``layer_full``: this layer
-        is one its full recomputation covers)."""
+        is one its full recomputation covers; ``fusion``: unfused is eager PyTorch)."""
         freed = frozenset() if rc.granularity != "selective" else frozenset(tensors_freed(rc))
-        return cls(layer_full, freed, attention_kernel != "unfused", fp8 and not deepseek, deepseek)
+        return cls(layer_full, freed, attention_kernel != "unfused", fp8 and not deepseek, deepseek,
+                   rc.granularity == "op", fusion != "unfused")
 
     def linear_input(self, after_attention: bool = False) -> float:
         """Bytes per element of a Linear's saved input."""
@@ -146,6 +166,12 @@ def attention_tensors(m: ModelSpec, recipe: ActivationRecipe, seq_len: int) -> l
     keep = lambda name, el, prec: _keep(out, name, el, prec, recipe)   # noqa: E731
     keep("attn.norm_input", h, BF16)                  # the layer input: stored by every recipe
     if recipe.full:
+        return out
+    if recipe.op:                                      # torchtitan's per-op policy (GQA only: check_op_policy)
+        keep("attn.q", a * d, BF16)                    # wq's output (1st GEMM)
+        keep("attn.v", (m.kv_heads or a) * d, BF16)    # wv's output (3rd)
+        keep("attn.logsumexp", a, FP32)                # the attention core's outputs
+        keep("attn.out_proj_input", a * d, BF16)
         return out
     ds = recipe.deepseek
     if m.attention == "gqa":
@@ -198,6 +224,10 @@ def mlp_tensors(m: ModelSpec, moe: bool, recipe: ActivationRecipe, routed_pairs:
         return out
     ds = recipe.deepseek
     keep = lambda name, el, prec: _keep(out, name, el, prec, recipe)   # noqa: E731
+    if recipe.op:                                      # w1's output (5th GEMM); w2's (7th), kept by eager PyTorch
+        keep("mlp.gate", m.dense_intermediate, BF16)
+        keep("mlp.down_output", 0 if recipe.compiled else h, BF16)
+        return out
     keep("mlp.norm_input", h, BF16)
     keep("mlp.input", h, 0 if ds else recipe.linear_input())         # the norm's output
     if not moe:
@@ -225,14 +255,33 @@ def layer_tensors(m: ModelSpec, moe: bool, recipe: ActivationRecipe, seq_len: in
     return attention_tensors(m, recipe, seq_len) + mlp_tensors(m, moe, recipe, routed_pairs, expert_tp)
 
 
-def head_tensors(m: ModelSpec, recipe: ActivationRecipe) -> list[SavedTensor]:
+LOSS_TRANSIENT = {"fused": BF16, "eager": 2 * FP32, "compiled": BF16}   # bytes a logit beside what the loss keeps
+LOSS_PARALLEL_TRANSIENT = 3 * FP32     # eager under TP: the vocabulary-parallel backward's zeros, exp and sum
+
+
+def loss_transient_bytes(loss_kernel: str, tp: int = 1) -> float:
+    """Bytes per logit (of a GPU's vocabulary shard) the loss holds beside what it keeps, at its
+    peak: :data:`LOSS_TRANSIENT`; an eager loss under TP runs PyTorch's vocabulary-parallel
+    cross-entropy (``torch.distributed.tensor.parallel.loss_parallel``, torchtitan's default with
+    TP), whose backward builds ``(zeros_like(x) + exp(x)) * grad`` out of separate FP32 tensors: the
+    zeros, the exponential and their sum beside the saved log-softmax (12 bytes; then the product
+    replaces the exponential), :data:`LOSS_PARALLEL_TRANSIENT`."""
+    return LOSS_PARALLEL_TRANSIENT if loss_kernel == "eager" and tp > 1 else LOSS_TRANSIENT[loss_kernel]
+
+
+def head_tensors(m: ModelSpec, recipe: ActivationRecipe, loss_kernel: str = "fused") -> list[SavedTensor]:
     """One output head and its loss (the last stage has ``1 + mtp_modules`` of them): the final
-    norm's input and output (the head stays in BF16) and the FP32 softmax of the logits."""
+    norm's input and output (the head stays in BF16) and what the loss keeps (see the module): the
+    FP32 softmax (``fused``) or log-softmax (``eager``) of the logits, or the BF16 logits
+    (``compiled``)."""
     out: list[SavedTensor] = []
     head = recipe._replace(full=False)
     _keep(out, "head.norm_input", m.hidden, BF16, head)
     _keep(out, "head.input", m.hidden, 0 if recipe.deepseek else BF16, head)
-    _keep(out, "head.softmax", m.vocab, FP32, head)
+    if loss_kernel == "compiled":
+        _keep(out, "head.logits", m.vocab, BF16, head)
+    else:
+        _keep(out, "head.softmax", m.vocab, FP32, head)
     return out
 
 
@@ -312,6 +361,8 @@ def bytes_per_token(tensors: list[SavedTensor], tp: int = 1, sequence_parallel: 
     return sum(t.bytes_per_token * t.share(tp, sequence_parallel) for t in tensors)
 
 
-__all__ = ["ActivationRecipe", "BF16", "E5M6", "FP32", "FP8", "ROW_PARALLEL", "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token",
+__all__ = ["ActivationRecipe", "BF16", "E5M6", "FP32", "FP8", "LOSS_PARALLEL_TRANSIENT", "LOSS_TRANSIENT",
+           "ROW_PARALLEL",
+           "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token", "loss_transient_bytes",
            "embedding_tensors", "head_tensors", "head_weight_grad_bytes", "layer_tensors", "linear_shapes",
            "mlp_tensors", "mtp_extra_tensors", "mtp_weight_grad_bytes", "weight_grad_bytes"]

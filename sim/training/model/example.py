@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, fields
 
-from ...compute.ops import ATTENTION_KERNELS, FUSIONS
+from ...compute.ops import ATTENTION_KERNELS, FUSIONS, LOSS_KERNELS
 from .recompute import GRANULARITIES, METHODS, MODULES
 from .specs import (
     COMMUNICATION,
     COMPUTE_MODELS,
     DP_SYNC,
+    FSDP_GRADS,
     GEMM_PRECISIONS,
     MEMORY_POLICIES,
     OPTIMIZER_SYNC,
@@ -70,6 +71,8 @@ HELP = {
     "fusion": f"which kernels the trainer fuses: {', '.join(FUSIONS)} (fused: Transformer Engine / Megatron)",
     "attention_kernel": f"the attention core: {', '.join(ATTENTION_KERNELS)} (flash2: FlashAttention-2, PyTorch's "
                         "attention on Hopper; unfused: Megatron's core, scores in HBM)",
+    "loss_kernel": f"the cross-entropy: {', '.join(LOSS_KERNELS)} (fused: Megatron's; eager / compiled: PyTorch's "
+                   "F.cross_entropy on FP32 logits, without or with torch.compile)",
     "compute_kernels": "a YAML of fitted kernel families (python -m sim calibrate --kernels; null: shipped)",
     "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
     "a2a_chunks": "pieces an all-to-all is sent in",
@@ -77,6 +80,8 @@ HELP = {
     "routing_seed": "seed of the skewed routing",
     "memory_policy": f"what layers keep and recompute: {', '.join(MEMORY_POLICIES)}",
     "zero_stage": "ZeRO stage 0-3 (sharding over the data-parallel group)",
+    "fsdp_grads": f"ZeRO-3's gradients: {', '.join(FSDP_GRADS)} (unsharded: accumulated whole until the last "
+                  "micro-batch's backward, as PyTorch's pipeline stages run FSDP2)",
     "weight_bytes": "bytes per parameter of the weights",
     "grad_bytes": "bytes per parameter of the gradients",
     "optimizer_bytes": "bytes per parameter of the optimizer state",

@@ -17,7 +17,13 @@ ZeRO       weights    gradients  optimizer
 
 (the ZeRO paper's 7.5B model with 2 + 2 + 12 bytes on 64 GPUs: 120, 31.4, 16.6, 1.88 GB); ZeRO-3
 without ``reshard_after_forward`` holds the rank's whole weights (gathered once per step) in BF16
-besides its shard of the stored weights (FSDP2's all-gather buffers are apart from the shards). Under
+besides its shard of the stored weights (FSDP2's all-gather buffers are apart from the shards).
+``fsdp_grads: unsharded`` keeps ZeRO-3's gradients whole, ``4 Psi``, until the one reduce-scatter
+after the last backward, as PyTorch's pipeline stages and gradient accumulation run FSDP2: they
+turn its gradient sync off for every micro-batch but the last, and FSDP2 then upcasts each
+unsharded gradient to its reduce precision (FP32, :data:`ACCUMULATED_GRAD_BYTES`) and accumulates
+it there (``torch.distributed.pipelining`` ``backward_maybe_with_nosync``; FSDP2's
+``to_accumulated_grad_if_needed``). Under
 tensor parallelism a GPU holds 1/tp of every parameter (:meth:`~sim.training.model.params.ParamCount.split`);
 under context parallelism ``N`` is DP x CP (:func:`sharding_groups`). ZeRO-3
 adds the whole weights of two layers in BF16 (the one running and the one prefetched). The
@@ -40,9 +46,11 @@ Fixed terms (:func:`fixed_terms`, our assumptions, each in the per-rank breakdow
 context with the libraries' workspaces (:data:`CUDA_CONTEXT_GB`); NCCL's buffers, per communicator
 the rank joins (:data:`NCCL_GB`: 4 MiB x 2 directions x 16 channels; DP, expert DP, TP, CP, EP and
 the two pipeline neighbours); an MoE layer's all-to-all buffers (one micro-batch's dispatched
-copies received and combined, BF16); on the last stage the head's BF16 logits of one micro-batch;
-under full recomputation the layer (or group) it rematerialises for a backward; allocator
-fragmentation, :data:`FRAGMENTATION` of the rest
+copies received and combined, BF16); on the last stage the loss's buffers beside what it keeps (the
+head's BF16 logits of one micro-batch under a fused loss, the two FP32 gradients of an eager one:
+:mod:`sim.training.model.activations`); under full recomputation the layer (or group) it
+rematerialises for a backward, under torchtitan's per-op checkpointing the part of a layer it
+rematerialises; allocator fragmentation, :data:`FRAGMENTATION` of the rest
 (PyTorch's caching allocator with expandable segments, which Megatron-Bridge and torchtitan set).
 ``RunSpec.memory_reserve_gb``, when set, replaces them with one flat reserve.
 """
@@ -59,12 +67,13 @@ from .activations import (
     head_tensors,
     head_weight_grad_bytes,
     layer_tensors,
+    loss_transient_bytes,
     mtp_extra_tensors,
     mtp_weight_grad_bytes,
     weight_grad_bytes,
 )
 from .params import ParamCount, layer_params, rank_params
-from .recompute import check_layers, recompute_of
+from .recompute import check_layers, check_op_policy, recompute_of
 from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
 
 CUDA_CONTEXT_GB = 0.8        # CUDA context, cuBLAS/cuDNN workspaces, loaded kernels: our assumption
@@ -72,6 +81,7 @@ NCCL_GB = 0.134              # per communicator: 4 MiB buffers x 2 directions x 
 FRAGMENTATION = 0.02         # caching allocator's reserved beyond allocated, with expandable segments: our assumption
 FP8_WEIGHT_BYTES = 2.0       # Transformer Engine's FP8 weight copies, row-wise and column-wise
 GATHERED_WEIGHT_BYTES = 2.0  # ZeRO-3 / FSDP gathers weights in the compute precision, BF16
+ACCUMULATED_GRAD_BYTES = 4.0  # FSDP2 accumulates unsynchronised gradients in its reduce precision, FP32
 
 
 @dataclass(frozen=True)
@@ -140,10 +150,11 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
     tp, sp, etp = run.tp, run.sequence_parallel, run.expert_tp
     rc = recompute_of(run)
     check_layers(rc, layers_per_stage)
+    check_op_policy(rc, m, run)
     fp8, ds = run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3"
 
     def recipe(full: bool) -> ActivationRecipe:
-        return ActivationRecipe.of(rc, full, run.attention_kernel, fp8, ds)
+        return ActivationRecipe.of(rc, full, run.attention_kernel, fp8, ds, run.fusion)
 
     def per_token(tensors) -> float:
         return bytes_per_token(tensors, tp, sp)
@@ -174,7 +185,7 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
                 held += per_token(mtp_extra_tensors(m, mtp))
                 wkeep += weight_grad_bytes(m, m.is_moe, mtp, pairs, tp, sp, etp) + mtp_weight_grad_bytes(m, mtp)
             heads = 1 + m.mtp_modules
-            held += heads * per_token(head_tensors(m, mtp))
+            held += heads * per_token(head_tensors(m, mtp, run.loss_kernel))
             wkeep += heads * head_weight_grad_bytes(m, tp, sp)
         first += count
         out.append((held * T, wkeep * T))
@@ -191,33 +202,40 @@ def communicators(model: ModelSpec, run: RunSpec) -> int:
 
 def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], stages: set[int]) -> float:
     """Bytes a fully recomputed layer rematerialises for its backward, one micro-batch (the group of
-    ``recompute_num_layers`` under the uniform method): its activations as if nothing were recomputed."""
+    ``recompute_num_layers`` under the uniform method): its activations as if nothing were recomputed;
+    under torchtitan's per-op policy (granularity ``op``) the layer's activations less what it kept."""
     rc = recompute_of(run)
-    if rc.granularity != "full":
+    if rc.granularity not in ("full", "op"):
         return 0.0
-    recipe = ActivationRecipe.of(rc._replace(granularity=None), False, run.attention_kernel,
-                                 run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3")
+    fp8, ds = run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3"
+    recipe = ActivationRecipe.of(rc._replace(granularity=None), False, run.attention_kernel, fp8, ds)
     T = run.tokens_per_microbatch // run.cp
-    per_layer = max(bytes_per_token(layer_tensors(model, moe, recipe, run.seq_len, float(model.topk), run.expert_tp),
-                                    run.tp, run.sequence_parallel) for moe in ({False, True} if model.is_moe and
-                                                                              model.dense_layers else {model.is_moe}))
+
+    def per_token(rec: ActivationRecipe, moe: bool) -> float:
+        return bytes_per_token(layer_tensors(model, moe, rec, run.seq_len, float(model.topk), run.expert_tp),
+                               run.tp, run.sequence_parallel)
+    kinds = {False, True} if model.is_moe and model.dense_layers else {model.is_moe}
+    if rc.granularity == "op":
+        kept = ActivationRecipe.of(rc, False, run.attention_kernel, fp8, ds, run.fusion)
+        return max(per_token(recipe, moe) - per_token(kept, moe) for moe in kinds) * T
     group = rc.num_layers if rc.method == "uniform" else 1
-    return per_layer * T * min(group, min(layers_per_stage[s] for s in stages))
+    return max(per_token(recipe, moe) for moe in kinds) * T * min(group, min(layers_per_stage[s] for s in stages))
 
 
 def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
                 working_bytes: float = 0.0) -> tuple[tuple[str, float], ...]:
     """(name, GB) of each fixed term (see the module) for a GPU that allocates ``allocated_gb``
-    besides them: ``last_stage`` adds the loss's buffer (the head's BF16 logits of one micro-batch,
-    before the loss turns them into the FP32 softmax the activations hold), ``working_bytes`` a full
-    recomputation's working set (:func:`working_set`)."""
+    besides them: ``last_stage`` adds the loss's buffers beside what its activations keep, one
+    micro-batch's logits at :func:`~sim.training.model.activations.loss_transient_bytes` each (the
+    BF16 logits before a fused loss turns them into its FP32 softmax; an eager loss's FP32
+    gradients), ``working_bytes`` a recomputation's working set (:func:`working_set`)."""
     terms = [("CUDA context", CUDA_CONTEXT_GB), ("NCCL", NCCL_GB * communicators(model, run))]
     T = run.tokens_per_microbatch // run.cp
     if model.is_moe:
         shard = T / (run.tp if run.sequence_parallel else 1)
         terms.append(("all-to-all buffers", 2 * shard * model.topk * model.hidden * 2 * run.expert_tp / 1e9))
     if last_stage:
-        terms.append(("logits", T * model.vocab / run.tp * 2 / 1e9))
+        terms.append(("logits", T * model.vocab / run.tp * loss_transient_bytes(run.loss_kernel, run.tp) / 1e9))
     if working_bytes:
         terms.append(("recompute working set", working_bytes / 1e9))
     terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
@@ -274,6 +292,8 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
             w += 2 * GATHERED_WEIGHT_BYTES * max(layer_params(model, moe, run.ep).on_gpu(run).total
                                                  for moe in (False, True))
+        if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
+            g = ACCUMULATED_GRAD_BYTES * count.total
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
         fp8_w = FP8_WEIGHT_BYTES * count.total if run.gemm_precision in ("fp8", "mxfp8") and \
             run.memory_policy != "deepseek-v3" and run.zero_stage < 3 else 0.0
@@ -289,6 +309,6 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
     return out
 
 
-__all__ = ["CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak", "communicators",
-           "fixed_terms", "memory_per_rank", "model_state_bytes", "sharding_groups", "stage_activation_bytes",
-           "stages_held"]
+__all__ = ["ACCUMULATED_GRAD_BYTES", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak",
+           "communicators", "fixed_terms", "memory_per_rank", "model_state_bytes", "sharding_groups",
+           "stage_activation_bytes", "stages_held"]

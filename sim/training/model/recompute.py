@@ -18,6 +18,15 @@ Megatron-Core's knobs (``RunSpec`` fields of the same names):
 :data:`MODULE_TENSORS` (activations) and :data:`MODULE_KERNELS` (the forward kernels run again,
 :mod:`sim.compute.ops` names). A recomputed MoE block does not send its all-to-alls again (not
 modelled).
+
+``selective-op`` is not Megatron's: it is torchtitan's per-op selective activation checkpointing
+(``selective_ac_option = 'op'``, ``torchtitan/parallelisms/parallelize_llama.py``): every layer is
+checkpointed, and of the ops it runs the outputs of the attention core and of every other matrix
+multiply are saved (the 1st, 3rd, 5th and 7th of a Llama layer's wq, wk, wv, wo, w1, w3, w2),
+everything else recomputed in the backward (granularity ``op``). The kernels rerun
+(:func:`kernel_shares_rerun`): the normalisations, RoPE, the SwiGLU and the residual adds whole, and
+of the GEMMs wk (its share of the fused QKV kernel), wo, and w3 (half of the fused w1-w3 kernel). It
+is modelled for dense GQA layers without tensor parallelism (:func:`check_op_policy`).
 """
 from __future__ import annotations
 
@@ -29,7 +38,8 @@ MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "moe", "sh
 GRANULARITIES = ("selective", "full")
 METHODS = ("uniform", "block")
 POLICY_RECIPES = {"none": (None, ()), "selective": ("selective", ("core_attn",)), "full": ("full", ()),
-                  "deepseek-v3": ("selective", ("layernorm", "mla_up_proj", "moe_act"))}
+                  "deepseek-v3": ("selective", ("layernorm", "mla_up_proj", "moe_act")),
+                  "selective-op": ("op", ())}
 CORE_KERNELS = ("attn_core", "attn_scores", "attn_softmax", "attn_dropout", "attn_values")
 # The forward kernels each module runs again before its backward, by block.
 MODULE_KERNELS = {
@@ -84,6 +94,8 @@ class Recompute(NamedTuple):
     def label(self) -> str:
         if self.granularity is None:
             return "no recomputation"
+        if self.granularity == "op":
+            return "selective recomputation of every op but the attention core and every other GEMM (torchtitan's)"
         if self.granularity == "full":
             return f"full recomputation ({self.method}, {self.num_layers} layer{'s' if self.num_layers > 1 else ''})"
         return f"selective recomputation of {', '.join(self.modules)}"
@@ -135,11 +147,45 @@ def kernels_rerun(rc: Recompute, block: str) -> set[str]:
     return {k for module in rc.modules for k in MODULE_KERNELS[module].get(block, ())}
 
 
+OP_POLICY_KERNELS = {"attn": ("norm", "rope", "out_proj", "dropout", "residual"),
+                     "mlp": ("norm", "fc.swiglu", "dropout", "residual")}
+
+
+def kernel_shares_rerun(rc: Recompute, block: str, model) -> dict[str, float]:
+    """The forward kernels of ``block`` a selectively recomputed layer reruns, each with the share
+    of it that runs again: 1 for every module's kernel (:func:`kernels_rerun`); under the ``op``
+    granularity the kernels of :data:`OP_POLICY_KERNELS` whole, and of the fused GEMMs the share
+    of wk in QKV (``kv_heads / (heads + 2 kv_heads)``) and of w3 in w1-w3 (1/2)."""
+    if rc.granularity != "op":
+        return dict.fromkeys(kernels_rerun(rc, block), 1.0)
+    shares = dict.fromkeys(OP_POLICY_KERNELS[block], 1.0)
+    if block == "attn":
+        kv = model.kv_heads or model.heads
+        shares["qkv"] = kv / (model.heads + 2 * kv)
+    else:
+        shares["fc1"] = 0.5
+    return shares
+
+
+def check_op_policy(rc: Recompute, model, run) -> None:
+    """torchtitan's per-op policy is modelled for dense GQA layers with SwiGLU, a fused attention
+    core (whose outputs it saves) and no TP: one line otherwise."""
+    if rc.granularity != "op":
+        return
+    if model.is_moe or model.attention != "gqa" or model.mlp_activation != "swiglu" or run.tp != 1 or \
+            run.attention_kernel == "unfused":
+        raise SpecError(f"memory_policy selective-op (torchtitan's per-op checkpointing) is modelled for dense "
+                        f"GQA models with SwiGLU and a fused attention core at tp 1, got {model.name} (attention "
+                        f"{model.attention}, {'MoE' if model.is_moe else 'dense'}, {model.mlp_activation}, "
+                        f"attention_kernel {run.attention_kernel}) at tp {run.tp}; allowed: selective, full or "
+                        "Megatron's recompute_* fields")
+
+
 def tensors_freed(rc: Recompute) -> set[str]:
     """The saved tensors a selectively recomputed layer does not keep."""
     return {t for module in rc.modules for t in MODULE_TENSORS[module]}
 
 
 __all__ = ["CORE_KERNELS", "GRANULARITIES", "METHODS", "MODULES", "MODULE_KERNELS", "MODULE_TENSORS",
-           "POLICY_RECIPES", "Recompute", "check_layers", "check_recompute", "kernels_rerun", "recompute_of",
-           "tensors_freed"]
+           "OP_POLICY_KERNELS", "POLICY_RECIPES", "Recompute", "check_layers", "check_op_policy", "check_recompute",
+           "kernel_shares_rerun", "kernels_rerun", "recompute_of", "tensors_freed"]

@@ -12,12 +12,13 @@ from typing import Optional
 
 from ...checks import InputError, SpecError, choice, did_you_mean, number, read_yaml, yaml_load
 from ...compute.device import GpuFigures
-from ...compute.ops import ATTENTION_KERNELS, FUSIONS
+from ...compute.ops import ATTENTION_KERNELS, FUSIONS, LOSS_KERNELS
 from .faults import FaultSpec
 
 PRESETS = Path(__file__).parent.parent / "presets"
-MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3")
+MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3", "selective-op")
 DP_SYNC = ("overlap", "end")
+FSDP_GRADS = ("sharded", "unsharded")                             # ZeRO-3's gradients between micro-batches
 OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.training.dpsync)
 COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (comm.live)
 PIPELINE_SENDS = ("async", "blocking")                            # does a rank wait for its sends (sim.engine)
@@ -198,7 +199,11 @@ class RunSpec:
     core runs (``flash``: fused, FlashAttention-style, the scores never in HBM, at the GPU family's
     own kernel's speed: FlashAttention-3 on Hopper; ``flash2``: the same at FlashAttention-2's, as
     PyTorch's scaled_dot_product_attention runs it on Hopper; ``unfused``: Megatron's core
-    attention, the scores written, soft-maxed and stored); ``compute_kernels`` a YAML of fitted
+    attention, the scores written, soft-maxed and stored); ``loss_kernel`` how the cross-entropy
+    runs (``fused``: Megatron's vocabulary-parallel kernel, in place on an FP32 copy of the logits;
+    ``eager``: PyTorch's ``cross_entropy`` on the logits cast to FP32, as torchtitan's loss ran
+    uncompiled; ``compiled``: the same under torch.compile, one fused kernel each way,
+    :mod:`sim.training.model.activations`); ``compute_kernels`` a YAML of fitted
     families of one's own (``python -m sim calibrate --kernels``). ``gemm_efficiency`` or
     ``attention_efficiency``, when set, cost that class flat at that fraction of the dense peak.
     ``compute_model: flops`` is the FLOPs model (every GEMM at ``gemm_efficiency``, default 0.6,
@@ -207,17 +212,22 @@ class RunSpec:
     assumption, 0.7, in both).
 
     Memory (:mod:`sim.training.model.memory`): ``memory_policy`` says what each layer keeps for its backward
-    and what it recomputes (``none``, ``selective``, ``full``, ``deepseek-v3``; see
+    and what it recomputes (``none``, ``selective``, ``full``, ``deepseek-v3``, ``selective-op``:
+    torchtitan's per-op policy; see
     :mod:`sim.training.model.activations`); ``recompute_granularity``, ``recompute_modules``,
     ``recompute_method`` and ``recompute_num_layers``, Megatron-Core's knobs, replace the policy's
-    recomputation when given (:mod:`sim.training.model.recompute`); ``weight_bytes``, ``grad_bytes`` and ``optimizer_bytes`` are bytes
+    recomputation when given (:mod:`sim.training.model.recompute`); ``weight_bytes``, ``grad_bytes`` and
+    ``optimizer_bytes`` are bytes
     per parameter (DeepSeek-V3: BF16 weights, FP32 gradients, FP32 master + two BF16 AdamW moments;
     the common mixed-precision Adam is 2, 2, 12), sharded by ZeRO ``zero_stage`` 0-3 over each
     parameter's data-parallel group (ZeRO-3 gathers each layer's weights before every forward and
     backward that uses them; with ``reshard_after_forward`` off, as PyTorch FSDP runs under pipeline
     parallelism and Llama 3 ran, once per step at the stage's first forward, kept to its last
-    backward, gradients reduce-scattered once); ``memory_reserve_gb``, when set, is one flat per-GPU
-    reserve replacing the itemized fixed terms (CUDA context, NCCL and all-to-all buffers, allocator
+    backward, gradients reduce-scattered once); ``fsdp_grads: unsharded``, ZeRO-3's gradients kept
+    whole in FP32 from the first micro-batch's backward to the last (FSDP2 with its gradient sync
+    off, as PyTorch's pipeline stages and gradient accumulation run it:
+    :mod:`sim.training.model.memory`); ``memory_reserve_gb``, when set, is one flat per-GPU reserve
+    replacing the itemized fixed terms (CUDA context, NCCL and all-to-all buffers, allocator
     fragmentation: :func:`sim.training.model.memory.fixed_terms`).
 
     Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
@@ -306,6 +316,7 @@ class RunSpec:
     kernel_launch_us: float = 3.0                # a non-GEMM kernel's launch and gap: our assumption
     fusion: str = "fused"                        # fused (TE / Megatron fused kernels) or unfused (eager)
     attention_kernel: str = "flash"              # flash, flash2 (fused, scores never stored) or unfused (Megatron's)
+    loss_kernel: str = "fused"                   # fused (Megatron's vocab-parallel), eager or compiled PyTorch
     compute_kernels: Optional[str] = None        # a YAML of fitted kernel families (calibrate --kernels)
     a2a_algorithm: str = "hierarchical"
     a2a_chunks: int = 4
@@ -318,6 +329,7 @@ class RunSpec:
     recompute_num_layers: Optional[int] = None    # full: layers per group (uniform) or per stage (block)
     zero_stage: int = 1
     reshard_after_forward: bool = True           # ZeRO-3: gather weights in every op (False: once per step)
+    fsdp_grads: str = "sharded"                  # ZeRO-3: unsharded = accumulated whole until the last backward
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
@@ -373,6 +385,7 @@ class RunSpec:
         choice(self.compute_model, "RunSpec.compute_model", COMPUTE_MODELS, error=SpecError)
         choice(self.fusion, "RunSpec.fusion", FUSIONS, error=SpecError)
         choice(self.attention_kernel, "RunSpec.attention_kernel", ATTENTION_KERNELS, error=SpecError)
+        choice(self.loss_kernel, "RunSpec.loss_kernel", LOSS_KERNELS, error=SpecError)
         number(self.kernel_launch_us, "RunSpec.kernel_launch_us (microseconds)", low=0, high=1e4, error=SpecError)
         if self.compute_kernels is not None and not isinstance(self.compute_kernels, str):
             raise SpecError(f"RunSpec.compute_kernels must be a YAML file path, got {self.compute_kernels!r}")
@@ -435,6 +448,10 @@ class RunSpec:
             choice(self.communication, "RunSpec.communication", COMMUNICATION)
             choice(self.pipeline_sends, "RunSpec.pipeline_sends", PIPELINE_SENDS)
             number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
+            choice(self.fsdp_grads, "RunSpec.fsdp_grads", FSDP_GRADS)
+            if self.fsdp_grads == "unsharded" and self.zero_stage != 3:
+                raise InputError(f"RunSpec.fsdp_grads unsharded is for zero_stage 3 (FSDP), got zero_stage "
+                                 f"{self.zero_stage}")
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
                        high=MAX_BYTES_PER_PARAMETER)
