@@ -111,10 +111,11 @@ def test_the_loss_kernels_cost():
     assert eager["cross_entropy"].kernels == kernels and fused["cross_entropy"].kernels == 1
     assert compiled["cross_entropy"].bytes == 1000 * V * 2 and compiled["cross_entropy.grad"].bytes == 1000 * V * 4
     assert loss_ops("eager", "unfused")["cross_entropy"].bytes == eager["cross_entropy"].bytes
+    assert loss_ops("eager-bf16")["cross_entropy"].bytes == eager["cross_entropy"].bytes / 2    # BF16 logits
 
 
 def test_bad_loss_kernel_is_one_line():
-    with pytest.raises(SpecError, match="RunSpec.loss_kernel must be one of fused, eager, compiled, got 'xla'"):
+    with pytest.raises(SpecError, match="RunSpec.loss_kernel must be one of fused, eager, eager-bf16, compiled, got 'xla'"):
         run_of(loss_kernel="xla")
 
 
@@ -146,3 +147,30 @@ def test_per_op_memory_grows_with_the_batch_and_the_sequence(mbs, seq, loss, fus
     for a, b, c in zip(mem, more, longer):
         assert b.total_gb > a.total_gb and c.total_gb > a.total_gb
         assert a.total_gb >= a.params_gb + a.grads_gb + a.optimizer_gb
+
+
+def test_an_eager_bf16_loss_on_logits_gathered_whole():
+    """KempnerForge's loss: cross_entropy on the BF16 logits, gathered whole on each TP GPU: it keeps
+    the BF16 log-softmax of the whole vocabulary (not a TP shard) and holds two BF16 tensors of it."""
+    m = load_model("llama3-8b")
+    kept = {t.name: t for t in head_tensors(m, ActivationRecipe(), "eager-bf16", vocab_parallel=False)}
+    assert kept["head.logits"].bytes_per_token == 2 * V and kept["head.logits"].share(tp=2) == 1.0
+    base = run_of(memory_policy="full", tp=2, dp=1, sequence_parallel=True, loss_kernel="eager-bf16")
+    gathered = dict(Scenario(base.with_(vocab_parallel_loss=False)).memory[-1].fixed)["logits"]
+    sharded = dict(Scenario(base).memory[-1].fixed)["logits"]
+    assert gathered == pytest.approx(4096 * V * 4 / 1e9) and sharded == pytest.approx(gathered / 2)
+    with pytest.raises(SpecError, match="RunSpec.vocab_parallel_loss must be true or false, got 'no'"):
+        run_of(vocab_parallel_loss="no")
+
+
+def test_kempnerforges_bf16_recipe_by_hand():
+    """Its 7B (Llama 3 8B: 32 layers of 218.1M parameters and two 525M embeddings, norms not
+    counted) with FSDP 2 and 4 accumulation steps: BF16 weights sharded (plus two gathered layers),
+    FP32 gradients accumulated whole (4 x 8.03B = 32.1 GB), BF16 AdamW states sharded (4 x 8.03B / 2)."""
+    from validation.memory import load_memory_runs, predict_memory
+    row = predict_memory(next(r for r in load_memory_runs() if r.id == "kf-02-7b-fsdp2"))
+    layer = 4096 * (4096 * 2 + 1024 * 2) + 3 * 4096 * 14336
+    params = 32 * layer + 2 * 128256 * 4096
+    assert row["grads_gb"] == pytest.approx(4 * params / 1e9)
+    assert row["optimizer_gb"] == pytest.approx(4 * params / 2 / 1e9)
+    assert row["params_gb"] == pytest.approx((2 * params / 2 + 2 * 2 * layer) / 1e9)

@@ -25,7 +25,7 @@ MEASURES = ("reserved", "allocated")
 TOPOLOGY = "llama3-h100-roce"          # enough GPUs for every row; memory does not depend on the network, so a
                                        # row's GPU other than the topology's (Trainy's H200) is not warned
 SOURCE_RECIPES = {                     # bytes per parameter of weights, gradients, optimizer (sources.yaml: assumed)
-    "torchtitan": (4.0, 4.0, 8.0), "trainy": (4.0, 4.0, 8.0)}
+    "torchtitan": (4.0, 4.0, 8.0), "trainy": (4.0, 4.0, 8.0), "kempnerforge": (2.0, 2.0, 4.0)}
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class MemoryRun:
     fusion: str = "fused"
     loss_kernel: str = "fused"
     fsdp_grads: str = "sharded"
+    vocab_parallel_loss: int = 1
     note: str = ""
 
     @property
@@ -63,7 +64,7 @@ class MemoryRun:
 
 
 INTS = ("gpus", "tp", "cp", "pp", "vp", "dp", "zero", "reshard_after_forward", "seq_len", "microbatch_size",
-        "microbatches")
+        "microbatches", "vocab_parallel_loss")
 
 
 def load_memory_runs(path: Path = MEMORY) -> list[MemoryRun]:
@@ -123,6 +124,7 @@ def memory_spec(run: MemoryRun) -> RunSpec:
                    seq_len=run.seq_len, microbatch_size=run.microbatch_size, chunks=run.vp, zero_stage=run.zero,
                    reshard_after_forward=bool(run.reshard_after_forward), memory_policy=run.recompute,
                    fusion=run.fusion, loss_kernel=run.loss_kernel, fsdp_grads=run.fsdp_grads,
+                   vocab_parallel_loss=bool(run.vocab_parallel_loss),
                    gemm_precision=run.precision, weight_bytes=weight, grad_bytes=grad, optimizer_bytes=optimizer,
                    description=run.id)
 

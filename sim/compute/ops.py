@@ -43,7 +43,7 @@ from typing import NamedTuple
 BF16 = 2.0
 FP32 = 4.0
 FUSIONS = ("fused", "unfused")
-LOSS_KERNELS = ("fused", "eager", "compiled")       # how the trainer computes the cross-entropy (head_ops)
+LOSS_KERNELS = ("fused", "eager", "eager-bf16", "compiled")   # how the trainer computes the cross-entropy (head_ops)
 ATTENTION_KERNELS = ("flash", "flash2", "unfused")   # flash2: FlashAttention-2 on a GPU whose own kernel is faster
 # unfused: (kernels, factor on bytes) of an op run as eager PyTorch pieces
 UNFUSED = {"softmax": (3, 1.5), "norm": (4, 2.0), "rope": (4, 2.0), "swiglu": (3, 5 / 3), "gelu": (2, 1.5), "residual": (1, 1.0),
@@ -293,7 +293,7 @@ def embedding_ops(tokens: float, hidden: int, fusion: str = "fused") -> list[Op]
             _memory("embedding.wgrad", "embed", "w", tokens * hidden * 10, tokens * hidden, fusion, "embedding")]
 
 
-LOSS_BYTES = {"fused": (8.0, 6.0), "eager": (8.0, 6.0), "compiled": (2.0, 4.0)}   # per logit: forward, backward
+LOSS_BYTES = {"fused": (8.0, 6.0), "eager": (8.0, 6.0), "eager-bf16": (4.0, 3.0), "compiled": (2.0, 4.0)}  # fwd, bwd
 
 
 def head_ops(tokens: float, norm_tokens: float, hidden: int, vocab: float, tp: int, fusion: str = "fused",
@@ -302,13 +302,14 @@ def head_ops(tokens: float, norm_tokens: float, hidden: int, vocab: float, tp: i
     (:data:`LOSS_BYTES` per logit on a GPU, ``V / tp`` a token): a fused loss reads the logits as
     FP32 and writes their softmax (8 bytes forward, 6 backward); an eager one (PyTorch's
     ``cross_entropy`` on ``logits.float()``) runs as the unfused kernels it is made of whatever
-    ``fusion`` says (:data:`UNFUSED`: its cast, log-softmax and loss); a compiled one reads the BF16
-    logits forward and writes their BF16 gradient backward."""
+    ``fusion`` says (:data:`UNFUSED`: its cast, log-softmax and loss), on BF16 logits
+    (``eager-bf16``) at half those bytes; a compiled one reads the BF16 logits forward and writes
+    their BF16 gradient backward."""
     B = _Block(LayerShape(hidden, 1, 1, 1, tokens, 1, tp=tp, fusion=fusion), "head")
     B.memory("final_norm", norm_tokens * hidden, norm_tokens * hidden, 1.5, kind="norm")
     B.gemm("head", tokens, vocab / tp, hidden, precision="bf16")
     forward, backward = LOSS_BYTES[loss_kernel]
-    loss_fusion = "unfused" if loss_kernel == "eager" else fusion
+    loss_fusion = "unfused" if loss_kernel.startswith("eager") else fusion
     logits = tokens * vocab / tp
     B.f.append(_memory("cross_entropy", "head", "f", logits * forward, logits, loss_fusion))
     B.i.append([_memory("cross_entropy.grad", "head", "i", logits * backward, logits, loss_fusion)])

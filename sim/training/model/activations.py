@@ -35,7 +35,11 @@ the BF16 logits beside it while it makes that copy; PyTorch's ``cross_entropy(lo
 log-softmax's FP32 gradient and the FP32 input gradient beside it (8 bytes a logit: the peak of
 the step on a GPU that computes a loss over a large vocabulary; 12 under TP, whose
 vocabulary-parallel backward is made of separate FP32 tensors: :func:`loss_transient_bytes`);
-compiled (``compiled``), the graph keeps the BF16 logits and writes their BF16 gradient.
+on the BF16 logits as the head returns them (``eager-bf16``), the same in BF16: its BF16
+log-softmax kept, two BF16 tensors held; compiled (``compiled``), the graph keeps the BF16 logits
+and writes their BF16 gradient. With ``vocab_parallel_loss`` off the logits are gathered whole on
+every GPU of a TP group before the loss (an output head whose ColwiseParallel output is
+replicated), so these bytes count the whole vocabulary, not a GPU's shard.
 
 With unfused attention and no recomputation a GPT layer with dropout keeps ``sbh(34 + 5as/h)``
 bytes (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models");
@@ -255,7 +259,7 @@ def layer_tensors(m: ModelSpec, moe: bool, recipe: ActivationRecipe, seq_len: in
     return attention_tensors(m, recipe, seq_len) + mlp_tensors(m, moe, recipe, routed_pairs, expert_tp)
 
 
-LOSS_TRANSIENT = {"fused": BF16, "eager": 2 * FP32, "compiled": BF16}   # bytes a logit beside what the loss keeps
+LOSS_TRANSIENT = {"fused": BF16, "eager": 2 * FP32, "eager-bf16": 2 * BF16, "compiled": BF16}   # beside what it keeps
 LOSS_PARALLEL_TRANSIENT = 3 * FP32     # eager under TP: the vocabulary-parallel backward's zeros, exp and sum
 
 
@@ -269,19 +273,19 @@ def loss_transient_bytes(loss_kernel: str, tp: int = 1) -> float:
     return LOSS_PARALLEL_TRANSIENT if loss_kernel == "eager" and tp > 1 else LOSS_TRANSIENT[loss_kernel]
 
 
-def head_tensors(m: ModelSpec, recipe: ActivationRecipe, loss_kernel: str = "fused") -> list[SavedTensor]:
+def head_tensors(m: ModelSpec, recipe: ActivationRecipe, loss_kernel: str = "fused",
+                 vocab_parallel: bool = True) -> list[SavedTensor]:
     """One output head and its loss (the last stage has ``1 + mtp_modules`` of them): the final
     norm's input and output (the head stays in BF16) and what the loss keeps (see the module): the
-    FP32 softmax (``fused``) or log-softmax (``eager``) of the logits, or the BF16 logits
-    (``compiled``)."""
+    FP32 softmax (``fused``) or log-softmax (``eager``) of the logits, their BF16 log-softmax
+    (``eager-bf16``), or the BF16 logits (``compiled``); split over TP (each GPU its vocabulary
+    shard) unless the logits are gathered whole before the loss (``vocab_parallel`` off)."""
     out: list[SavedTensor] = []
     head = recipe._replace(full=False)
     _keep(out, "head.norm_input", m.hidden, BF16, head)
     _keep(out, "head.input", m.hidden, 0 if recipe.deepseek else BF16, head)
-    if loss_kernel == "compiled":
-        _keep(out, "head.logits", m.vocab, BF16, head)
-    else:
-        _keep(out, "head.softmax", m.vocab, FP32, head)
+    name, precision = ("head.softmax", FP32) if loss_kernel in ("fused", "eager") else ("head.logits", BF16)
+    out.append(SavedTensor(name, m.vocab, precision, "tp" if vocab_parallel else ""))
     return out
 
 

@@ -72,7 +72,9 @@ HELP = {
     "attention_kernel": f"the attention core: {', '.join(ATTENTION_KERNELS)} (flash2: FlashAttention-2, PyTorch's "
                         "attention on Hopper; unfused: Megatron's core, scores in HBM)",
     "loss_kernel": f"the cross-entropy: {', '.join(LOSS_KERNELS)} (fused: Megatron's; eager / compiled: PyTorch's "
-                   "F.cross_entropy on FP32 logits, without or with torch.compile)",
+                   "F.cross_entropy on FP32 logits, without or with torch.compile; eager-bf16: on BF16 logits)",
+    "vocab_parallel_loss": "each TP GPU computes the loss on its vocabulary shard (false: the logits gathered "
+                           "whole on every TP GPU first)",
     "compute_kernels": "a YAML of fitted kernel families (python -m sim calibrate --kernels; null: shipped)",
     "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
     "a2a_chunks": "pieces an all-to-all is sent in",

@@ -185,7 +185,7 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
                 held += per_token(mtp_extra_tensors(m, mtp))
                 wkeep += weight_grad_bytes(m, m.is_moe, mtp, pairs, tp, sp, etp) + mtp_weight_grad_bytes(m, mtp)
             heads = 1 + m.mtp_modules
-            held += heads * per_token(head_tensors(m, mtp, run.loss_kernel))
+            held += heads * per_token(head_tensors(m, mtp, run.loss_kernel, run.vocab_parallel_loss))
             wkeep += heads * head_weight_grad_bytes(m, tp, sp)
         first += count
         out.append((held * T, wkeep * T))
@@ -235,7 +235,9 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
         shard = T / (run.tp if run.sequence_parallel else 1)
         terms.append(("all-to-all buffers", 2 * shard * model.topk * model.hidden * 2 * run.expert_tp / 1e9))
     if last_stage:
-        terms.append(("logits", T * model.vocab / run.tp * loss_transient_bytes(run.loss_kernel, run.tp) / 1e9))
+        vocab = model.vocab / run.tp if run.vocab_parallel_loss else model.vocab
+        transient = loss_transient_bytes(run.loss_kernel, run.tp if run.vocab_parallel_loss else 1)
+        terms.append(("logits", T * vocab * transient / 1e9))
     if working_bytes:
         terms.append(("recompute working set", working_bytes / 1e9))
     terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
