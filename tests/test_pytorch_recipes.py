@@ -115,7 +115,8 @@ def test_the_loss_kernels_cost():
 
 
 def test_bad_loss_kernel_is_one_line():
-    with pytest.raises(SpecError, match="RunSpec.loss_kernel must be one of fused, eager, eager-bf16, compiled, got 'xla'"):
+    message = "RunSpec.loss_kernel must be one of fused, eager, eager-bf16, compiled, got 'xla'"
+    with pytest.raises(SpecError, match=message):
         run_of(loss_kernel="xla")
 
 
