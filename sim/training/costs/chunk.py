@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from ...checks import number
 from ...compute import LayerShape, OpCost, embedding_ops, head_ops, layer_ops, shared_kernel_model
 from ...network import token_bytes
+from ..model.memory import offloaded_layer_bytes
 from ..model.params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
 from ..model.recompute import CORE_KERNELS, check_layers, check_op_policy, kernel_shares_rerun, recompute_of
 from ..model.specs import FLOPS_MODEL_EFFICIENCY, PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
@@ -271,6 +272,10 @@ class ChunkModel:
         self.recompute = recompute_of(run)
         check_layers(self.recompute, self.layers_per_stage)
         check_op_policy(self.recompute, model, run)
+        if run.activation_offload and not gpu.host_GBps:
+            raise SpecError(f"RunSpec.activation_offload ({run.activation_offload:g}) needs the GPU's link to host "
+                            f"memory, and GPU {gpu.name} has no host_GBps; give it in a GPU YAML (GB/s, both "
+                            "directions) or set activation_offload to 0")
         self.num_stages = num_stages
         first = 0
         self.stage_layers: list[list[LayerCost]] = []
@@ -374,8 +379,23 @@ class ChunkModel:
                     share = parts[attn] / (parts[attn] + parts[mlp_part])
                     parts[attn], parts[mlp_part] = measured[whole] * share, measured[whole] * (1 - share)
             parts.update({k: v for k, v in measured.items() if k in PROFILE_PARTS})
+            self._offload_exposed(parts, moe, full)
             self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f)
         return self._layers[key]
+
+    def _offload_exposed(self, parts: dict, moe: bool, full: bool) -> None:
+        """Activation offloading: a layer's offloaded bytes (:func:`~sim.training.model.memory.offloaded_layer_bytes`)
+        go to host memory over half the GPU's ``host_GBps`` (one direction) beside its forward and come
+        back beside the backward before it; a copy longer than that compute is exposed, added to the
+        MLP's forward and input-gradient parts."""
+        nbytes = offloaded_layer_bytes(self.model, self.run, moe, full)
+        if not nbytes:
+            return
+        copy = nbytes / (self.gpu.host_GBps / 2 * 1e9)
+        forward = parts["attn_f"] + parts["mlp_f"]
+        backward = parts["attn_i"] + parts["mlp_i"] + parts.get("attn_r", 0.0) + parts.get("mlp_r", 0.0)
+        parts["mlp_f"] += max(0.0, copy - forward)
+        parts["mlp_i"] += max(0.0, copy - backward)
 
     def _kernel_parts(self, moe: bool, extra_gemm: float, full: bool) -> tuple[dict, float, float, float]:
         """(the parts' seconds, routed share, useful FLOPs of the micro-batch, the core's forward) from

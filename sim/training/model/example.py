@@ -81,6 +81,8 @@ HELP = {
     "routing_skew": "Zipf exponent of expert popularity (0: uniform; > 0 simulates every rank)",
     "routing_seed": "seed of the skewed routing",
     "memory_policy": f"what layers keep and recompute: {', '.join(MEMORY_POLICIES)}",
+    "activation_offload": "share (0-1) of each layer's saved activations copied to host memory after its forward and "
+                          "back for its backward, over the GPU's host link (Transformer Engine's CPU offloading)",
     "zero_stage": "ZeRO stage 0-3 (sharding over the data-parallel group)",
     "fsdp_grads": f"ZeRO-3's gradients: {', '.join(FSDP_GRADS)} (unsharded: accumulated whole until the last "
                   "micro-batch's backward, as PyTorch's pipeline stages run FSDP2)",

@@ -141,11 +141,31 @@ def sharding_groups(run: RunSpec) -> tuple[int, int]:
     return run.dp * run.cp, max(1, run.tp * run.cp * run.dp // (run.ep * run.expert_tp))
 
 
+def layer_held_per_token(m: ModelSpec, run: RunSpec, moe: bool, full: bool) -> float:
+    """Bytes per token one GPU keeps of one layer from its forward to its backward, under the run's
+    recomputation (``full``: a layer its full recomputation covers), before any offloading."""
+    rc = recompute_of(run)
+    recipe = ActivationRecipe.of(rc, full, run.attention_kernel, run.gemm_precision in ("fp8", "mxfp8"),
+                                 run.memory_policy == "deepseek-v3", run.fusion)
+    return bytes_per_token(layer_tensors(m, moe, recipe, run.seq_len, float(m.topk), run.expert_tp), run.tp,
+                           run.sequence_parallel)
+
+
+def offloaded_layer_bytes(m: ModelSpec, run: RunSpec, moe: bool, full: bool) -> float:
+    """Bytes of one layer's saved activations one GPU copies to host memory per micro-batch (and
+    back before the backward): ``activation_offload`` of what it keeps, ``T / cp`` tokens."""
+    if not run.activation_offload:
+        return 0.0
+    return run.activation_offload * layer_held_per_token(m, run, moe, full) * (run.tokens_per_microbatch // run.cp)
+
+
 def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[int]) -> list[tuple[float, float]]:
     """Per stage, bytes of one micro-batch on one GPU: (kept from ``F`` to the backward, kept from
     ``I`` to a deferred ``W``). Routed experts: ``topk`` (token, expert) pairs per token (balanced
     routing). A GPU holds ``T / cp`` tokens, each tensor's TP share (:mod:`sim.training.model.activations`).
-    Under uniform full recomputation in groups of ``n`` a stage keeps one layer input per group."""
+    Under uniform full recomputation in groups of ``n`` a stage keeps one layer input per group;
+    ``activation_offload`` of each layer's share is in host memory instead (the head's and the
+    embedding's are not offloaded; a deferred ``W``'s inputs stay on the GPU)."""
     T, pairs = run.tokens_per_microbatch // run.cp, float(m.topk)
     tp, sp, etp = run.tp, run.sequence_parallel, run.expert_tp
     rc = recompute_of(run)
@@ -163,7 +183,7 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
     def one_layer(moe: bool, full: bool) -> tuple[float, float]:
         """(held per token, kept for W) of one layer: the same for every layer of its kind."""
         if (moe, full) not in layer_bytes:
-            layer_bytes[moe, full] = (per_token(layer_tensors(m, moe, recipe(full), run.seq_len, pairs, etp)),
+            layer_bytes[moe, full] = (layer_held_per_token(m, run, moe, full) * (1 - run.activation_offload),
                                       weight_grad_bytes(m, moe, recipe(full), pairs, tp, sp, etp))
         return layer_bytes[moe, full]
     out, first = [], 0
@@ -312,5 +332,5 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
 
 
 __all__ = ["ACCUMULATED_GRAD_BYTES", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak",
-           "communicators", "fixed_terms", "memory_per_rank", "model_state_bytes", "sharding_groups",
-           "stage_activation_bytes", "stages_held"]
+           "communicators", "fixed_terms", "layer_held_per_token", "memory_per_rank", "model_state_bytes",
+           "offloaded_layer_bytes", "sharding_groups", "stage_activation_bytes", "stages_held"]

@@ -117,7 +117,8 @@ class ModelSpec:
 @dataclass(frozen=True)
 class GPUSpec:
     """Peak dense throughput (TFLOPS, no sparsity), HBM capacity (GB = 1e9 B) and bandwidth (TB/s),
-    SM count, NVLink bandwidth (GB/s, aggregate of both directions, as vendors state it) and the
+    SM count, NVLink bandwidth and the host link's (GB/s, aggregate of both directions, as vendors
+    state them: PCIe, or NVLink-C2C to a Grace CPU) and the
     public ``source`` of the figures. ``microscaling``: tensor cores with block-scaled formats
     (MXFP8, Blackwell and later)."""
 
@@ -129,6 +130,7 @@ class GPUSpec:
     fp8_tflops: Optional[float] = None        # no FP8 tensor cores (A100)
     fp4_tflops: Optional[float] = None
     nvlink_GBps: Optional[float] = None
+    host_GBps: Optional[float] = None         # the link to host memory (PCIe, NVLink-C2C), both directions
     microscaling: bool = False
     kernel_family: str = ""                   # the compute kernels' fitted family (sim/compute); "": by name
     source: str = ""
@@ -137,7 +139,7 @@ class GPUSpec:
         _pos(self, "sms", high=100_000)
         for name in ("bf16_tflops", "hbm_gb", "hbm_tbps"):
             _pos(self, name, integer=False)
-        for name in ("fp8_tflops", "fp4_tflops", "nvlink_GBps"):
+        for name in ("fp8_tflops", "fp4_tflops", "nvlink_GBps", "host_GBps"):
             if getattr(self, name) is not None:
                 _pos(self, name, integer=False)
         if not isinstance(self.microscaling, bool):
@@ -330,6 +332,7 @@ class RunSpec:
     recompute_modules: Optional[tuple] = None     # selective: core_attn, layernorm, mla_up_proj, mlp, moe_act, ...
     recompute_method: Optional[str] = None        # full: uniform or block
     recompute_num_layers: Optional[int] = None    # full: layers per group (uniform) or per stage (block)
+    activation_offload: float = 0.0              # share of each layer's saved activations kept in host memory
     zero_stage: int = 1
     reshard_after_forward: bool = True           # ZeRO-3: gather weights in every op (False: once per step)
     fsdp_grads: str = "sharded"                  # ZeRO-3: unsharded = accumulated whole until the last backward
@@ -453,6 +456,8 @@ class RunSpec:
             choice(self.communication, "RunSpec.communication", COMMUNICATION)
             choice(self.pipeline_sends, "RunSpec.pipeline_sends", PIPELINE_SENDS)
             number(self.zero_stage, "RunSpec.zero_stage (ZeRO stage)", integer=True, low=0, high=3)
+            number(self.activation_offload, "RunSpec.activation_offload (the share of each layer's saved "
+                   "activations kept in host memory)", low=0, high=1)
             choice(self.fsdp_grads, "RunSpec.fsdp_grads", FSDP_GRADS)
             if self.fsdp_grads == "unsharded" and self.zero_stage != 3:
                 raise InputError(f"RunSpec.fsdp_grads unsharded is for zero_stage 3 (FSDP), got zero_stage "
