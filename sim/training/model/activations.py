@@ -367,5 +367,6 @@ def bytes_per_token(tensors: list[SavedTensor], tp: int = 1, sequence_parallel: 
 
 __all__ = ["ActivationRecipe", "BF16", "E5M6", "FP32", "FP8", "LOSS_PARALLEL_TRANSIENT", "LOSS_TRANSIENT",
            "ROW_PARALLEL", "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token",
-           "loss_transient_bytes", "embedding_tensors", "head_tensors", "head_weight_grad_bytes", "layer_tensors", "linear_shapes",
+           "loss_transient_bytes", "embedding_tensors", "head_tensors", "head_weight_grad_bytes", "layer_tensors",
+           "linear_shapes",
            "mlp_tensors", "mtp_extra_tensors", "mtp_weight_grad_bytes", "weight_grad_bytes"]
