@@ -318,3 +318,41 @@ def test_the_fixed_terms_of_a_last_stage_gpu_by_hand():
     others = sum(gb for name, gb in terms.items() if name != "fragmentation")
     assert terms["fragmentation"] == pytest.approx(FRAGMENTATION * (50.0 + others))
     assert "logits" not in dict(fixed_terms(m, run, 50.0))
+
+
+def test_the_walk_counts_the_forwards_an_input_gradient_releases():
+    """Stage bytes (1, 3): a deferred W keeps more than the forward did, so each I raises the walk:
+    F F -> 2 (2 held), I -> 4 (1 held), I -> 6, the peak, with no forward held."""
+    ops = [parse_op(t) for t in "F0@0 F1@0 I0@0 I1@0 W0@0 W1@0".split()]
+    assert activation_peak(ops, [(1.0, 3.0)]) == (6.0, 0)
+
+
+def test_fp8_and_mxfp8_keep_the_same_linear_inputs_and_deferred_w():
+    """Transformer Engine's FP8 caches are the same bytes under FP8 and MXFP8; a deferred W keeps
+    each Linear's input and output gradient in FP8 (the stage's second figure)."""
+    from sim.training.model.activations import ActivationRecipe, weight_grad_bytes
+    from sim.training.model.memory import layer_held_per_token, stage_activation_bytes
+    m = load_model("llama3-8b")
+    base = load_scenario("deepseek-v3").with_(model="llama3-8b", pp=4, dp=2, ep=1, schedule="zb-h1", gpu="b200",
+                                              topology="dgx-b200", memory_policy="none",
+                                              gemm_precision="bf16")
+    fp8, mx = base.with_(gemm_precision="fp8"), base.with_(gemm_precision="mxfp8")
+    assert layer_held_per_token(m, mx, False, False) == layer_held_per_token(m, fp8, False, False)
+    assert layer_held_per_token(m, fp8, False, False) < layer_held_per_token(m, base, False, False)
+    T = base.tokens_per_microbatch
+    w = stage_activation_bytes(m, fp8, [8, 8, 8, 8])[1][1]
+    assert w == pytest.approx(8 * weight_grad_bytes(m, False, ActivationRecipe(fp8=True), float(m.topk)) * T)
+
+
+def test_a_full_recomputations_working_set_is_the_larger_of_an_moe_and_a_dense_layer():
+    """DeepSeek-V3 (3 dense layers, then MoE) under full recomputation: the working set is its MoE
+    layer's activations (each token's 8 routed copies), larger than a dense layer's."""
+    from sim.training.model.activations import ActivationRecipe, bytes_per_token, layer_tensors
+    from sim.training.model.memory import working_set
+    run = load_scenario("deepseek-v3").with_(memory_policy="full")
+    m = load_model(run.model)
+    T = run.tokens_per_microbatch
+    recipe = ActivationRecipe(fp8=True)                      # its FP8 GEMMs: Transformer Engine's caches
+    moe, dense = (bytes_per_token(layer_tensors(m, kind, recipe, run.seq_len, 8.0)) for kind in (True, False))
+    assert moe > dense
+    assert working_set(m, run, [4] * 16, {0}) == pytest.approx(moe * T)

@@ -73,6 +73,14 @@ pytest_add_cli_args = ["-p", "no:cacheprovider"]
 """
 
 EQUIVALENT = {
+    "sim.training.model.activations.x_head_tensors__mutmut_6": "the head's keeps never read the recipe's `full`: "
+                                                               "None and False alike",
+    "sim.training.model.memory.x_stage_activation_bytes__mutmut_107": "`group` is 1.0 unless every layer is fully "
+                                                                      "recomputed, so `or True` changes no product",
+    "sim.training.model.memory.x_working_set__mutmut_31": "tokens_per_microbatch is a multiple of cp (seq_len of "
+                                                          "2 cp, checked), so / and // give the same T",
+    "sim.training.model.memory.x_working_set__mutmut_53": "a dense model's layer read as MoE keeps no dense MLP "
+                                                          "and no experts: never the larger of the two",
     **{name: "'cast' is (1 kernel, x1.0) in ops.UNFUSED, as a kind it does not list"
        for name in ("sim.compute.ops.x_mlp_ops__mutmut_97", "sim.compute.ops.xǁ_Blockǁgemm__mutmut_51")},
     "sim.compute.ops.x_embedding_ops__mutmut_8": "the embedding's eager entry is (1 kernel, x1.0), as fused",
