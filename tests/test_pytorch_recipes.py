@@ -175,3 +175,14 @@ def test_kempnerforges_bf16_recipe_by_hand():
     assert row["grads_gb"] == pytest.approx(4 * params / 1e9)
     assert row["optimizer_gb"] == pytest.approx(4 * params / 2 / 1e9)
     assert row["params_gb"] == pytest.approx((2 * params / 2 + 2 * 2 * layer) / 1e9)
+
+
+def test_a_train_loop_that_keeps_its_logits_holds_them_through_the_backward():
+    """KempnerForge's loop never deletes `logits`: its BF16 logits (2 bytes each) stay beside the
+    loss's own buffers on the last stage; torchtitan deletes `pred` first (the default)."""
+    base = run_of(memory_policy="full", loss_kernel="eager-bf16")
+    kept = dict(Scenario(base.with_(logits_kept=True)).memory[-1].fixed)["logits"]
+    freed = dict(Scenario(base).memory[-1].fixed)["logits"]
+    assert kept - freed == pytest.approx(4096 * V * 2 / 1e9)
+    with pytest.raises(SpecError, match="RunSpec.logits_kept must be true or false, got 1"):
+        run_of(logits_kept=1)

@@ -56,6 +56,7 @@ class MemoryRun:
     loss_kernel: str = "fused"
     fsdp_grads: str = "sharded"
     vocab_parallel_loss: int = 1
+    logits_kept: int = 0
     note: str = ""
 
     @property
@@ -64,7 +65,7 @@ class MemoryRun:
 
 
 INTS = ("gpus", "tp", "cp", "pp", "vp", "dp", "zero", "reshard_after_forward", "seq_len", "microbatch_size",
-        "microbatches", "vocab_parallel_loss")
+        "microbatches", "vocab_parallel_loss", "logits_kept")
 
 
 def load_memory_runs(path: Path = MEMORY) -> list[MemoryRun]:
@@ -124,7 +125,7 @@ def memory_spec(run: MemoryRun) -> RunSpec:
                    seq_len=run.seq_len, microbatch_size=run.microbatch_size, chunks=run.vp, zero_stage=run.zero,
                    reshard_after_forward=bool(run.reshard_after_forward), memory_policy=run.recompute,
                    fusion=run.fusion, loss_kernel=run.loss_kernel, fsdp_grads=run.fsdp_grads,
-                   vocab_parallel_loss=bool(run.vocab_parallel_loss),
+                   vocab_parallel_loss=bool(run.vocab_parallel_loss), logits_kept=bool(run.logits_kept),
                    gemm_precision=run.precision, weight_bytes=weight, grad_bytes=grad, optimizer_bytes=optimizer,
                    description=run.id)
 

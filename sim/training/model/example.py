@@ -75,6 +75,7 @@ HELP = {
                    "F.cross_entropy on FP32 logits, without or with torch.compile; eager-bf16: on BF16 logits)",
     "vocab_parallel_loss": "each TP GPU computes the loss on its vocabulary shard (false: the logits gathered "
                            "whole on every TP GPU first)",
+    "logits_kept": "the train loop still holds the BF16 logits while the backward runs (it never deletes them)",
     "compute_kernels": "a YAML of fitted kernel families (python -m sim calibrate --kernels; null: shipped)",
     "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
     "a2a_chunks": "pieces an all-to-all is sent in",

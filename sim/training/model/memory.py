@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from ...schedules.base import Schedule
 from ...schedules.ops import parts
 from .activations import (
+    BF16,
     ActivationRecipe,
     bytes_per_token,
     embedding_tensors,
@@ -248,7 +249,8 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
     besides them: ``last_stage`` adds the loss's buffers beside what its activations keep, one
     micro-batch's logits at :func:`~sim.training.model.activations.loss_transient_bytes` each (the
     BF16 logits before a fused loss turns them into its FP32 softmax; an eager loss's FP32
-    gradients), ``working_bytes`` a recomputation's working set (:func:`working_set`)."""
+    gradients), and 2 more (BF16) where the train loop keeps the logits through the backward
+    (``logits_kept``), ``working_bytes`` a recomputation's working set (:func:`working_set`)."""
     terms = [("CUDA context", CUDA_CONTEXT_GB), ("NCCL", NCCL_GB * communicators(model, run))]
     T = run.tokens_per_microbatch // run.cp
     if model.is_moe:
@@ -257,7 +259,8 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
     if last_stage:
         vocab = model.vocab / run.tp if run.vocab_parallel_loss else model.vocab
         transient = loss_transient_bytes(run.loss_kernel, run.tp if run.vocab_parallel_loss else 1)
-        terms.append(("logits", T * vocab * transient / 1e9))
+        held = BF16 if run.logits_kept else 0.0          # the train loop's own reference to the logits
+        terms.append(("logits", T * vocab * (transient + held) / 1e9))
     if working_bytes:
         terms.append(("recompute working set", working_bytes / 1e9))
     terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
