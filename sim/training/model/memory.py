@@ -142,14 +142,23 @@ def sharding_groups(run: RunSpec) -> tuple[int, int]:
     return run.dp * run.cp, max(1, run.tp * run.cp * run.dp // (run.ep * run.expert_tp))
 
 
+def run_recipe(run: RunSpec, rc, full: bool) -> ActivationRecipe:
+    """A layer's :class:`ActivationRecipe` under recomputation ``rc`` with the run's attention
+    kernel, FP8 or DeepSeek caches and fusion (``full``: a layer its full recomputation covers)."""
+    return ActivationRecipe.of(rc, full, run.attention_kernel, run.gemm_precision in ("fp8", "mxfp8"),
+                               run.memory_policy == "deepseek-v3", run.fusion)
+
+
+def layer_per_token(m: ModelSpec, run: RunSpec, moe: bool, recipe: ActivationRecipe) -> float:
+    """Bytes per token one GPU keeps of one layer under ``recipe`` (its TP share)."""
+    return bytes_per_token(layer_tensors(m, moe, recipe, run.seq_len, float(m.topk), run.expert_tp), run.tp,
+                           run.sequence_parallel)
+
+
 def layer_held_per_token(m: ModelSpec, run: RunSpec, moe: bool, full: bool) -> float:
     """Bytes per token one GPU keeps of one layer from its forward to its backward, under the run's
     recomputation (``full``: a layer its full recomputation covers), before any offloading."""
-    rc = recompute_of(run)
-    recipe = ActivationRecipe.of(rc, full, run.attention_kernel, run.gemm_precision in ("fp8", "mxfp8"),
-                                 run.memory_policy == "deepseek-v3", run.fusion)
-    return bytes_per_token(layer_tensors(m, moe, recipe, run.seq_len, float(m.topk), run.expert_tp), run.tp,
-                           run.sequence_parallel)
+    return layer_per_token(m, run, moe, run_recipe(run, recompute_of(run), full))
 
 
 def offloaded_layer_bytes(m: ModelSpec, run: RunSpec, moe: bool, full: bool) -> float:
@@ -172,10 +181,9 @@ def stage_activation_bytes(m: ModelSpec, run: RunSpec, layers_per_stage: list[in
     rc = recompute_of(run)
     check_layers(rc, layers_per_stage)
     check_op_policy(rc, m, run)
-    fp8, ds = run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3"
 
     def recipe(full: bool) -> ActivationRecipe:
-        return ActivationRecipe.of(rc, full, run.attention_kernel, fp8, ds, run.fusion)
+        return run_recipe(run, rc, full)
 
     def per_token(tensors) -> float:
         return bytes_per_token(tensors, tp, sp)
@@ -228,19 +236,16 @@ def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], sta
     rc = recompute_of(run)
     if rc.granularity not in ("full", "op"):
         return 0.0
-    fp8, ds = run.gemm_precision in ("fp8", "mxfp8"), run.memory_policy == "deepseek-v3"
-    recipe = ActivationRecipe.of(rc._replace(granularity=None), False, run.attention_kernel, fp8, ds)
+    nothing = run_recipe(run, rc._replace(granularity=None), False)
     T = run.tokens_per_microbatch // run.cp
-
-    def per_token(rec: ActivationRecipe, moe: bool) -> float:
-        return bytes_per_token(layer_tensors(model, moe, rec, run.seq_len, float(model.topk), run.expert_tp),
-                               run.tp, run.sequence_parallel)
     kinds = {False, True} if model.is_moe and model.dense_layers else {model.is_moe}
     if rc.granularity == "op":
-        kept = ActivationRecipe.of(rc, False, run.attention_kernel, fp8, ds, run.fusion)
-        return max(per_token(recipe, moe) - per_token(kept, moe) for moe in kinds) * T
+        kept = run_recipe(run, rc, False)
+        return max(layer_per_token(model, run, moe, nothing) - layer_per_token(model, run, moe, kept)
+                   for moe in kinds) * T
     group = rc.num_layers if rc.method == "uniform" else 1
-    return max(per_token(recipe, moe) for moe in kinds) * T * min(group, min(layers_per_stage[s] for s in stages))
+    return max(layer_per_token(model, run, moe, nothing) for moe in kinds) * T * \
+        min(group, min(layers_per_stage[s] for s in stages))
 
 
 def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
@@ -335,5 +340,6 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
 
 
 __all__ = ["ACCUMULATED_GRAD_BYTES", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak",
-           "communicators", "fixed_terms", "layer_held_per_token", "memory_per_rank", "model_state_bytes",
-           "offloaded_layer_bytes", "sharding_groups", "stage_activation_bytes", "stages_held"]
+           "communicators", "fixed_terms", "layer_held_per_token", "layer_per_token", "memory_per_rank",
+           "model_state_bytes", "offloaded_layer_bytes", "run_recipe", "sharding_groups", "stage_activation_bytes",
+           "stages_held"]
