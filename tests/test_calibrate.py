@@ -32,7 +32,7 @@ def synthetic_rows(sim: Collectives) -> list[Measurement]:
     truth = load_kernels("deepep").with_(**TRUE)
     shapes = [("dispatch", 8, 1, 4096, 0, 20), ("combine", 8, 1, 4096, 0, 20), ("dispatch", 16, 2, 4096, 0, 20),
               ("combine", 16, 2, 2048, 0, 20), ("dispatch", 16, 2, 4096, 0, 4), ("combine", 8, 1, 4096, 0, 4),
-              ("all_gather", 16, 2, 0, 64e6, 0), ("all_reduce", 8, 1, 0, 1e6, 0), ("send", 2, 2, 0, 16e6, 0),
+              ("all_gather", 16, 2, 0, 64e6, 0), ("all_reduce", 8, 1, 0, 16e6, 0), ("send", 2, 2, 0, 16e6, 0),
               ("reduce_scatter", 16, 2, 0, 1e5, 0)]
     rows = []
     for i, (kind, gpus, nodes, tokens, nbytes, sms) in enumerate(shapes):

@@ -31,6 +31,17 @@ def test_p2p_and_all_reduce_text(capsys, tmp_path):
     assert code == 0 and "busiest links" in out
 
 
+def test_an_all_reduce_on_an_nvls_node_says_what_nccl_runs(capsys):
+    """docs/network.md quotes these two lines: 100 MB over 8 H100s as NVLS, then as a Simple ring."""
+    argv = ["collective", "all-reduce", "--topology", "dgx-h100-superpod", "--ranks", "0-7", "--bytes", "1e8"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and out.splitlines()[0] == "all-reduce on dgx-h100-superpod (8 GPUs, NCCL NVLS): 273.0 us"
+    code, out, _ = run(capsys, *argv, "--nccl-protocol", "Simple")
+    assert out.splitlines()[0] == "all-reduce on dgx-h100-superpod (8 GPUs, NCCL ring, Simple): 444.9 us"
+    code, out, _ = run(capsys, *argv, "--json")
+    assert json.loads(out)["nccl"] == "NVLS"
+
+
 @pytest.mark.parametrize("argv,pattern", [
     (["collective", "p2p", "--topology", "h800-16", "--src", "0", "--dst", "99", "--bytes", "1"], "out of range"),
     (["collective", "p2p", "--topology", "h800-16", "--src", "0"], "needs --dst"),

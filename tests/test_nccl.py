@@ -15,8 +15,12 @@ from sim.network import (
 )
 from sim.network.collectives import hop_hardware, nccl_ring_cost
 from sim.network.nccl import (
+    NVLS,
+    NVLS_LATENCY_US,
     PROTOCOLS,
     check_protocol,
+    nvls_applies,
+    nvls_port_bytes,
     protocol_factor,
     ring_cost,
     ring_latency_s,
@@ -206,3 +210,65 @@ def test_the_collective_commands_protocols_are_the_runs():
     add_arguments(parser)
     (action,) = [a for a in parser._actions if a.dest == "nccl_protocol"]
     assert tuple(action.choices) == CHOICES
+
+
+# --- NVLS: an all-reduce that the node's NVSwitch reduces -----------------------------------------
+
+def nvls_node(tmp_path, nvls=True, gpus=8):
+    path = tmp_path / "node.yaml"
+    path.write_text(f"kind: hgx_node\ngpus_per_node: {gpus}\nnvlink_bandwidth_GBps: 450\nnvls: {str(nvls).lower()}\n")
+    return str(path)
+
+
+def test_nvls_port_bytes_by_hand():
+    assert nvls_port_bytes(8e6, 8) == pytest.approx(9e6)          # S (n + 1) / n: 1.125 S against a ring's 1.75 S
+    assert nvls_port_bytes(8e6, 4) == pytest.approx(10e6)
+
+
+@pytest.mark.parametrize("kind, ranks, nodes, intra, nvls, applies", [
+    ("all_reduce", 8, 1, "nvlink", True, True),
+    ("all_reduce", 3, 1, "nvlink", True, True),
+    ("all_reduce", 2, 1, "nvlink", True, False),        # a 2-GPU ring moves no more than NVLS
+    ("all_reduce", 8, 1, "nvlink", False, False),       # no NVLink SHARP in the switch
+    ("all_reduce", 16, 2, "nvlink", True, False),       # over nodes: NVLS-tree, not modelled
+    ("all_reduce", 8, 1, "pci", True, False),
+    ("all_gather", 8, 1, "nvlink", True, False),        # NCCL's estimate keeps rings for these in a node
+    ("reduce_scatter", 8, 1, "nvlink", True, False),
+])
+def test_where_nvls_applies(kind, ranks, nodes, intra, nvls, applies):
+    assert nvls_applies(kind, ranks, nodes, intra, nvls) is applies
+
+
+def test_auto_takes_nvls_where_its_estimate_wins():
+    """8 GPUs at 450 GB/s: LL (15 us + 1.75 S at 87.7 GB/s) up to about 0.45 MB, then NVLS (23 us +
+    1.125 S at 450 GB/s); a named protocol keeps the ring, as NCCL_ALGO=Ring does."""
+    assert ring_cost("all_reduce", 1e5, 8, 1, 450.0, nvls=True).protocol == "LL"
+    big = ring_cost("all_reduce", 1e6, 8, 1, 450.0, nvls=True)
+    assert big.protocol == NVLS and big.latency_s == pytest.approx(NVLS_LATENCY_US * 1e-6)
+    assert ring_cost("all_reduce", 1e6, 8, 1, 450.0).protocol != NVLS
+    assert ring_cost("all_reduce", 1e9, 8, 1, 450.0, "Simple", nvls=True).protocol == "Simple"
+    crossover = (NVLS_LATENCY_US - (6.6 + 14 * 0.6)) * 1e-6 / (1.75 / 87.7e9 - 1.125 / 450e9)
+    assert ring_cost("all_reduce", 0.99 * crossover, 8, 1, 450.0, nvls=True).protocol == "LL"
+    assert ring_cost("all_reduce", 1.01 * crossover, 8, 1, 450.0, nvls=True).protocol == NVLS
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_an_nvls_all_reduce_ends_at_ncclss_latency_plus_its_port_bytes(tmp_path, n):
+    """Alone on an NVLS node: 23 us, then S (n + 1) / n bytes through each GPU's port at its
+    bandwidth (the fabric's two steps of route latency fit inside NCCL's 23 us)."""
+    topo, nbytes = nvls_node(tmp_path), 1e9
+    t, fab = run_ring(ring_all_reduce, list(range(n)), nbytes, "auto", topo)
+    cost, charged = nccl_ring_cost(fab, "all_reduce", list(range(n)), nbytes, "auto")
+    assert cost.protocol == NVLS and charged == pytest.approx(2 * fab.links.route(0, 1)[1]) and charged < 23e-6
+    assert t == pytest.approx(23e-6 + nvls_port_bytes(nbytes, n) / 450e9, rel=1e-9)
+    ring, _ = run_ring(ring_all_reduce, list(range(n)), nbytes, "Simple", topo)
+    assert t < ring                              # 1.125 S against 1.75 S at n = 8
+    flat, _ = run_ring(ring_all_reduce, list(range(n)), nbytes, "auto", nvls_node(tmp_path, nvls=False))
+    assert flat == pytest.approx(ring)          # without NVLink SHARP: the ring, Simple at 1 GB
+
+
+def test_the_presets_say_where_nvls_is():
+    assert load_topology("dgx-h100-superpod").graph["nvls"] is True
+    assert load_topology("dgx-b200").graph["nvls"] is True
+    assert load_topology("dgx-a100-superpod").graph["nvls"] is False     # second-generation NVSwitch
+    assert load_topology("h800-16").graph["nvls"] is False               # no public source says it runs NVLS

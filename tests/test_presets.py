@@ -57,6 +57,7 @@ def test_explicit_graph_yaml(tmp_path):
      r"1,000,000; raise it with --max-nodes"),
     ("kind: fat_tree\nnodes: 5\nswitch_radix: 1000000\n", r"switch_radix must be an integer in \[2, 100,000\]"),
     ("kind: fat_tree\nnodes: 2\nrail_optimized: 3\n", "rail_optimized must be true or false"),
+    ("kind: hgx_node\nnvls: yes please\n", "nvls must be true or false, got 'yes please'"),
     ("kind: [1, 2\n", r"not valid YAML at line 2, column 1"),
     ("name: !!python/object/apply:os.system [echo hi]\nkind: hgx_node\n", r"not valid YAML at line 1.*python"),
     ("- just a list\n", "expected a mapping"),

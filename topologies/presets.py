@@ -11,7 +11,10 @@ A file is a mapping with ``kind``:
 * ``graph``: an explicit graph: ``nodes: [{name, type}]`` and
   ``edges: [{u, v, bandwidth_GBps, latency_us}]`` (GPUs in the order listed).
 
-Optional everywhere: ``name``, ``gpu`` (a GPU preset name, for compute figures), ``description``.
+Optional everywhere: ``name``, ``gpu`` (a GPU preset name, for compute figures), ``description``,
+``nvls`` (``true`` where the nodes' NVSwitches reduce and multicast in the switch, NVLink SHARP:
+third-generation NVSwitch and later, HGX H100 and B200; NCCL's all-reduce inside such a node then
+runs as NVLS, :mod:`sim.network.nccl`; default ``false``).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ PRESET_DIR = Path(__file__).with_name("presets")
 # both directions together (NVIDIA Blackwell datasheet); ConnectX-8 SuperNIC: 800 Gb/s (NVIDIA
 # ConnectX-8 product page).
 FASTEST_GBPS = {"nvlink_bandwidth_GBps": 900.0, "nic_bandwidth_GBps": 100.0}
-COMMON = {"name", "kind", "gpu", "description"}
+COMMON = {"name", "kind", "gpu", "description", "nvls"}
 FIELDS = {
     "fat_tree": {"nodes", "gpus_per_node", "nvlink_bandwidth_GBps", "nic_bandwidth_GBps", "switch_radix",
                  "oversubscription", "rail_optimized", "planes"},
@@ -102,6 +105,9 @@ def build_from_spec(spec: dict) -> nx.Graph:
             g = hgx_node(**args)
     g.graph["name"] = spec["name"]
     g.graph["gpu_model"] = spec.get("gpu")
+    if not isinstance(spec.get("nvls", False), bool):
+        raise TopologyError(f"topology {spec.get('name')!r}: nvls must be true or false, got {spec['nvls']!r}")
+    g.graph["nvls"] = spec.get("nvls", False)
     return check_graph(g)
 
 

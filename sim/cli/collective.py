@@ -42,13 +42,15 @@ def run_collective(args) -> dict:
         route_tokens,
         token_bytes,
     )
-    from ..network.nccl import ring_protocol
+    from ..network.collectives import nccl_ring_cost
+    from ..network.nccl import NVLS, ring_protocol
     from ..training.model.specs import topology_gpu
     graph = load_topology(args.topology)
     topology_gpu(graph, args.topology)          # a GPU the topology names must exist, though unused here
     env = simpy.Environment()
     fabric = build_network(env, graph, args.network, completion_window=args.completion_window)
     n = fabric.num_gpus
+    nccl = None                                 # how NCCL runs a ring collective: "NVLS" or "ring, <protocol>"
     if args.kind == "p2p":
         for name in ("src", "dst", "bytes"):
             if getattr(args, name) is None:
@@ -80,15 +82,20 @@ def run_collective(args) -> dict:
         members = parse_ranks(args.ranks, n)
         op = {"all-reduce": ring_all_reduce, "reduce-scatter": ring_reduce_scatter,
               "all-gather": ring_all_gather}[args.kind]
-        done = op(fabric, members, args.bytes, protocol=ring_protocol(args.nccl_protocol))
+        protocol = ring_protocol(args.nccl_protocol)
+        done = op(fabric, members, args.bytes, protocol=protocol)
         payload = args.bytes
+        if protocol is not None and len(members) > 1 and args.bytes > 0:
+            kind = args.kind.replace("-", "_")
+            chosen = nccl_ring_cost(fabric, kind, members, args.bytes, protocol)[0].protocol
+            nccl = chosen if chosen == NVLS else f"ring, {chosen}"
     env.run(until=done)
     t = env.now
     sent = fabric.bytes_sent[members]
     result = {"kind": args.kind, "topology": graph.graph.get("name"), "gpus": len(members), "time_s": t,
               "bytes_per_gpu": float(sent.mean()), "max_bytes_per_gpu": float(sent.max()),
               "algbw_gbps": payload / t / 1e9 if t > 0 else float("inf"),
-              "busiest_links": busiest_links(fabric, 5, t), "recomputations": fabric.recomputations}
+              "busiest_links": busiest_links(fabric, 5, t), "recomputations": fabric.recomputations, "nccl": nccl}
     if args.links_csv:
         from ..io import overwriting, write_csv_atomic
         with overwriting(args.force):
@@ -104,7 +111,8 @@ def cmd_collective(args) -> int:
         from ..io import json_text
         print(json_text(res))
         return 0
-    print(f"{res['kind']} on {res['topology']} ({res['gpus']} GPUs): {res['time_s'] * 1e6:.1f} us")
+    nccl = f", NCCL {res['nccl']}" if res["nccl"] else ""
+    print(f"{res['kind']} on {res['topology']} ({res['gpus']} GPUs{nccl}): {res['time_s'] * 1e6:.1f} us")
     print(f"bytes sent per GPU: mean {res['bytes_per_gpu'] / 1e6:.3f} MB, max {res['max_bytes_per_gpu'] / 1e6:.3f} MB;"
           f" algbw {res['algbw_gbps']:.2f} GB/s")
     print("busiest links:")

@@ -36,7 +36,7 @@ import simpy
 
 from ..checks import InputError, number
 from .fabric import Fabric
-from .nccl import ring_cost
+from .nccl import NVLS, nvls_port_bytes, ring_cost
 from .traffic import Traffic
 
 ALGORITHMS = ("hierarchical", "flat")
@@ -215,7 +215,9 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
     hops over the network (at least 1), its bus bandwidth the slowest hop's bottleneck, and the
     fabric charges steps x its slowest hop's latency. With it, a hierarchical collective: the nodes
     are the node groups, the bus bandwidth the lesser of the in-node hop's and g rails' (g GPUs a
-    node), and the fabric charges the in-node ring's g - 1 steps and the rails' nodes - 1."""
+    node), and the fabric charges the in-node ring's g - 1 steps and the rails' nodes - 1. An NVLS
+    all-reduce (on a topology with ``nvls``) runs as :func:`nvls_all_reduce`, whose two steps the
+    fabric charges."""
     n = len(ranks)
     if gpus_per_node is None:
         hops = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
@@ -223,21 +225,21 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
         nodes = max(1, hardware.count("net"))
         intra = "pci" if "pci" in hardware else "nvlink"
         bus = min(_bottleneck_GBps(fabric, a, b) for a, b in hops)
-        steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
-        charged = steps * max(fabric.links.route(a, b)[1] for a, b in hops)
-    else:
-        members = list(_by_node(ranks, gpus_per_node).values())
-        nodes, g = len(members), len(members[0])
-        intra, bus, charged = "nvlink", float("inf"), 0.0
-        if g > 1:
-            a, b = members[0][0], members[0][1]
-            intra = "pci" if hop_hardware(fabric, a, b) == "pci" else "nvlink"
-            bus = _bottleneck_GBps(fabric, a, b)
-            charged += (g - 1) * fabric.links.route(a, b)[1]
-        if nodes > 1:
-            a, b = members[0][0], members[1][0]
-            bus = min(bus, g * _bottleneck_GBps(fabric, a, b))
-            charged += (nodes - 1) * fabric.links.route(a, b)[1]
+        cost = ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra, fabric.links.nvls)
+        steps = 2 if cost.protocol == NVLS else 2 * (n - 1) if kind == "all_reduce" else n - 1
+        return cost, steps * max(fabric.links.route(a, b)[1] for a, b in hops)
+    members = list(_by_node(ranks, gpus_per_node).values())
+    nodes, g = len(members), len(members[0])
+    intra, bus, charged = "nvlink", float("inf"), 0.0
+    if g > 1:
+        a, b = members[0][0], members[0][1]
+        intra = "pci" if hop_hardware(fabric, a, b) == "pci" else "nvlink"
+        bus = _bottleneck_GBps(fabric, a, b)
+        charged += (g - 1) * fabric.links.route(a, b)[1]
+    if nodes > 1:
+        a, b = members[0][0], members[1][0]
+        bus = min(bus, g * _bottleneck_GBps(fabric, a, b))
+        charged += (nodes - 1) * fabric.links.route(a, b)[1]
     return ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra), charged
 
 
@@ -260,6 +262,8 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
         return ev
     if protocol is not None:
         cost, charged = nccl_ring_cost(fabric, kind, ranks, nbytes, protocol)
+        if cost.protocol == NVLS:
+            return _after(env, cost.latency_s - charged, lambda: nvls_all_reduce(fabric, ranks, nbytes, bulk))
         wire = nbytes / cost.bandwidth_factor
         return _after(env, cost.latency_s - charged, lambda: _ring(fabric, ranks, wire, steps, bulk))
     chunk = nbytes / n
@@ -303,10 +307,21 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
     return join.done
 
 
+def nvls_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False) -> simpy.Event:
+    """NVLS all-reduce of ``nbytes`` per rank on one NVLink node whose switch reduces and
+    multicasts (:mod:`sim.network.nccl`): what each GPU's port carries each way,
+    :func:`~sim.network.nccl.nvls_port_bytes`, as two ring steps (the switch's reduce, then its
+    multicast) to the next GPU, so each port's load is the NVLS one on a non-blocking switch; the
+    fabric alone, without NCCL's latency (:func:`ring_all_reduce` adds it)."""
+    n = len(ranks)
+    return _ring(fabric, ranks, nvls_port_bytes(nbytes, n) * n / 2 if n else 0.0, 2, bulk)
+
+
 def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False,
                     protocol: str | None = None) -> simpy.Event:
     """Ring all-reduce of ``nbytes`` per rank: 2(n-1) steps of N/n bytes. ``bulk``: see
-    :func:`ring_reduce_scatter`; ``protocol``: NCCL's (see the module)."""
+    :func:`ring_reduce_scatter`; ``protocol``: NCCL's (see the module; ``auto`` on a topology with
+    ``nvls`` may take :func:`nvls_all_reduce`)."""
     return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1), bulk, "all_reduce", protocol)
 
 

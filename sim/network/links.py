@@ -171,6 +171,12 @@ class LinkTable:
     def __len__(self) -> int:
         return self.capacity.size
 
+    @property
+    def nvls(self) -> bool:
+        """Whether a node's NVSwitch reduces and multicasts in the switch (NVLink SHARP: the
+        topology's ``nvls``), so that NCCL may run an all-reduce inside a node as NVLS."""
+        return bool(self.graph.graph.get("nvls", False))
+
     def __getstate__(self) -> dict:
         """Pickled (to a worker process) without the route and distance caches, which the worker
         rebuilds as it needs them (routes are deterministic), and without the graph's nodes and

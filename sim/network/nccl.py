@@ -1,4 +1,5 @@
-"""NCCL's own model of a ring collective: its latency by protocol, and the protocol it picks.
+"""NCCL's own model of a ring collective: its latency by protocol, and the protocol it picks; and
+its NVLS all-reduce inside a node whose NVSwitch reduces in the switch.
 
 NCCL chooses an algorithm and a protocol per call from a cost model in its source
 (``src/graph/tuning.cc``, NCCL 2.20.3, github.com/NVIDIA/nccl); the constants below are that
@@ -25,9 +26,24 @@ all-gather or reduce-scatter on one node), capped at ``LL_MAX_BUS_GBPS``; LL128 
 NCCL estimates each protocol's time as ``latency + bytes / (bus x factor x n / S)`` and takes the
 least (:func:`ring_cost`): LL for small buffers, Simple for large ones.
 
-Left out (documented in docs/network.md): the tree, CollNet and NVLS algorithms (rings only; NCCL
-picks a tree for some all-reduces over many nodes), the ring all-reduce's plateau factor, LL128's
-per-channel bandwidth caps (they need NCCL's channel count) and an AMD host's 2 us overhead.
+NVLS (NVLink SHARP, NCCL 2.17 and later, on third-generation NVSwitch and later: the topology's
+``nvls``): an all-reduce inside one such node, whose NVSwitch reduces the GPUs' slices as they read
+them (``multimem.ld_reduce``) and multicasts the results they write (``multimem.st``). Each GPU
+reads its ``1/n`` slice reduced over all ``n`` GPUs and writes it once for all, and its memory
+serves every other GPU's reads of its slices, so each GPU's NVLink port carries
+
+    S (n + 1) / n  bytes each way,  against a ring's  2 S (n - 1) / n,
+
+fewer from ``n = 4`` on (the same for 3); NCCL's latency for it is ``hwLat[NVLink][NVLS][Simple]``,
+:data:`NVLS_LATENCY_US`, with no base. With ``auto``, an all-reduce on one NVLS node of 3 or more
+GPUs takes NVLS where ``latency + S (n + 1) / (n x bus)`` beats the rings' estimate (:func:`ring_cost`):
+from about 0.5 MB on an 8-GPU H100 node. A protocol named outright (``LL``, ``LL128``, ``Simple``)
+keeps the ring, as ``NCCL_ALGO=Ring`` does.
+
+Left out (documented in docs/network.md): the tree, CollNet and NVLS-tree algorithms and NVLS for
+all-gather and reduce-scatter (NCCL's estimate prefers the ring for them on one node), the ring
+all-reduce's plateau factor, LL128's per-channel bandwidth caps (they need NCCL's channel count) and
+an AMD host's 2 us overhead.
 """
 from __future__ import annotations
 
@@ -48,11 +64,21 @@ NET_OVERHEAD_US = 1.0                 # an Intel x86 host; Simple pays it 3 time
 LL128_FACTOR, LL128_ONE_PER_NODE_FACTOR = 0.92, 0.7
 # LL's bus bandwidth cap (GB/s): one node of Ampere or Hopper GPUs; 2 nodes; more (Intel host).
 LL_MAX_BUS_GBPS = {1: 87.7, 2: 39.0, 3: 20.4}
+NVLS = "NVLS"                         # the algorithm's name where a RingCost's protocol would be
+NVLS_LATENCY_US = 23.0                # tuning.cc: hwLat[NVLINK][NVLS][SIMPLE], baseLat 0
+NVLS_MIN_RANKS = 3                    # below, NVLS moves no fewer bytes than the ring
+
+
+def nvls_port_bytes(nbytes: float, ranks: int) -> float:
+    """Bytes each GPU's NVLink port carries each way in an NVLS all-reduce of ``nbytes`` over
+    ``ranks`` GPUs: ``S (n + 1) / n`` (see the module)."""
+    return nbytes * (ranks + 1) / ranks
 
 
 @dataclass(frozen=True)
 class RingCost:
-    """How NCCL runs one ring collective: ``protocol``, ``latency_s`` (NCCL's latency of the whole
+    """How NCCL runs one ring collective: ``protocol`` (:data:`NVLS` for an NVLS all-reduce, which
+    is no ring: its bytes are :func:`nvls_port_bytes`), ``latency_s`` (NCCL's latency of the whole
     collective, seconds) and ``bandwidth_factor`` (the share of the bus bandwidth its payload gets:
     the wire carries ``bytes / bandwidth_factor``)."""
 
@@ -109,13 +135,20 @@ def protocol_factor(kind: str, protocol: str, nodes: int, ranks: int, bus_GBps: 
     return min(share, LL_MAX_BUS_GBPS[min(nodes, 3)] / bus_GBps)
 
 
+def nvls_applies(kind: str, ranks: int, nodes: int, intra: str, nvls: bool) -> bool:
+    """Whether NCCL may run ``kind`` as NVLS: an all-reduce of at least :data:`NVLS_MIN_RANKS`
+    GPUs on one NVLink node whose switch has NVLink SHARP (``nvls``)."""
+    return nvls and kind == "all_reduce" and nodes == 1 and intra == "nvlink" and ranks >= NVLS_MIN_RANKS
+
+
 def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float, protocol: str = "auto",
-              intra: str = "nvlink") -> RingCost:
+              intra: str = "nvlink", nvls: bool = False) -> RingCost:
     """How NCCL runs ring ``kind`` of ``nbytes`` (the buffer: all-gather's output, reduce-scatter's
     input) over ``ranks`` (at least 2) GPUs on ``nodes`` nodes whose ring moves ``bus_GBps`` (GB/s per
     GPU, above 0 and finite):
     ``protocol`` as given, or with ``auto`` the one NCCL's estimate finds quickest (LL128 only over
-    NVLink; a tie goes to the first of LL, LL128, Simple, as in NCCL)."""
+    NVLink; a tie goes to the first of LL, LL128, Simple, as in NCCL), NVLS among them where
+    :func:`nvls_applies` (``nvls``: the node's switch has NVLink SHARP)."""
     if check_protocol(protocol) == "none":
         raise InputError("ring_cost needs an NCCL protocol or auto, got 'none'")
     if intra not in ("nvlink", "pci"):
@@ -133,9 +166,15 @@ def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float,
         seconds = latency + nbytes * steps / (bus_GBps * 1e9 * factor * ranks)
         if best is None or seconds < best[0]:
             best = (seconds, RingCost(p, latency, factor))
+    if protocol == "auto" and nvls_applies(kind, ranks, nodes, intra, nvls):
+        latency = NVLS_LATENCY_US * 1e-6
+        seconds = latency + nvls_port_bytes(nbytes, ranks) / (bus_GBps * 1e9)
+        if seconds < best[0]:
+            best = (seconds, RingCost(NVLS, latency, 1.0))
     return best[1]
 
 
-__all__ = ["CHOICES", "HARDWARE", "KINDS", "LL128_FACTOR", "LL_MAX_BUS_GBPS", "NET_OVERHEAD_US", "PROTOCOLS",
-           "RING_BASE_US", "RING_STEP_US", "RingCost", "check_protocol", "protocol_factor", "ring_cost",
-           "ring_latency_s", "ring_protocol", "ring_steps"]
+__all__ = ["CHOICES", "HARDWARE", "KINDS", "LL128_FACTOR", "LL_MAX_BUS_GBPS", "NET_OVERHEAD_US", "NVLS",
+           "NVLS_LATENCY_US", "NVLS_MIN_RANKS", "PROTOCOLS", "RING_BASE_US", "RING_STEP_US", "RingCost",
+           "check_protocol", "nvls_applies", "nvls_port_bytes", "protocol_factor", "ring_cost", "ring_latency_s",
+           "ring_protocol", "ring_steps"]

@@ -9,7 +9,8 @@ on their own cluster:
 column       meaning
 ===========  ====================================================================================
 kind         ``dispatch`` or ``combine`` (DeepEP normal kernels, the scenario's model and routing),
-             ``all_gather``, ``reduce_scatter``, ``all_reduce`` (NCCL, hierarchical rings) or
+             ``all_gather``, ``reduce_scatter``, ``all_reduce`` (NCCL: hierarchical rings; an
+             all-reduce inside a node one ring, or NVLS) or
              ``send`` (one point-to-point message from the group's first GPU to its last)
 gpus         GPUs in the group
 nodes        nodes the group spans (``gpus / nodes`` GPUs on each, the first of each node)
@@ -45,6 +46,7 @@ from ...network import (
     build_network,
     hierarchical_all_gather,
     hierarchical_reduce_scatter,
+    ring_all_reduce,
     route_tokens,
 )
 from ..model.specs import ModelSpec, RunSpec
@@ -135,7 +137,9 @@ class Collectives:
             done = hierarchical_all_gather(fabric, gpus, m.nbytes, g, protocol)
         elif m.kind == "reduce_scatter":
             done = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g, protocol)
-        else:                                           # all-reduce: reduce-scatter, then all-gather
+        elif m.nodes == 1:                              # all-reduce in a node: NCCL's ring, or NVLS
+            done = ring_all_reduce(fabric, gpus, m.nbytes, bulk=True, protocol=protocol)
+        else:                                           # all-reduce over nodes: reduce-scatter, then all-gather
             done = env.event()
             first = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g, protocol)
             first.callbacks.append(lambda _e: hierarchical_all_gather(fabric, gpus, m.nbytes, g, protocol).callbacks.append(
