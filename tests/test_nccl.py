@@ -272,3 +272,17 @@ def test_the_presets_say_where_nvls_is():
     assert load_topology("dgx-b200").graph["nvls"] is True
     assert load_topology("dgx-a100-superpod").graph["nvls"] is False     # second-generation NVSwitch
     assert load_topology("h800-16").graph["nvls"] is False               # no public source says it runs NVLS
+
+
+def test_a_two_gpu_ring_pays_ncclss_latency():
+    assert ring_latency_s("all_gather", "LL", 2, 1) == pytest.approx((6.6 + 0.6) * 1e-6)
+    assert ring_latency_s("all_reduce", "Simple", 2, 1) == pytest.approx((8.4 + 2 * 3.4) * 1e-6)
+    assert ring_latency_s("all_gather", "LL", 1, 1) == 0.0
+
+
+def test_a_tie_goes_to_the_first_protocol_as_in_nccl(monkeypatch):
+    """With every protocol's latency made equal, an empty buffer ties them all: LL, the first, wins."""
+    import sim.network.nccl as nccl
+    monkeypatch.setattr(nccl, "RING_BASE_US", {p: 5.0 for p in PROTOCOLS})
+    monkeypatch.setattr(nccl, "RING_STEP_US", {hw: {p: 1.0 for p in PROTOCOLS} for hw in ("nvlink", "pci", "net")})
+    assert ring_cost("all_gather", 0.0, 8, 1, 450.0).protocol == "LL"
