@@ -320,6 +320,22 @@ def test_the_fixed_terms_of_a_last_stage_gpu_by_hand():
     assert "logits" not in dict(fixed_terms(m, run, 50.0))
 
 
+@pytest.mark.parametrize("tp, params", [(1, 218_103_808), (8, 218_103_808 // 8)])
+def test_zero3s_reduce_scatter_of_one_layer_by_hand(tp, params):
+    """FSDP2 around a layer's backward: Llama 3 8B's layer (4096^2 x 2 + 4096 x 1024 x 2 attention,
+    3 x 4096 x 14,336 MLP = 218,103,808 parameters, split over TP) in BF16 unsharded gradients and
+    the FP32 reduce-scatter input: 6 bytes each; none below ZeRO-3; one fixed term of a ZeRO-3 GPU."""
+    from sim.training.model.memory import fixed_terms, reduce_scatter_bytes
+    from sim.training.model.specs import RunSpec
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=1, tp=tp, dp=8 // tp, ep=1,
+                  schedule="1f1b", microbatches=1, seq_len=4096, zero_stage=3, sequence_parallel=tp > 1)
+    m = load_model("llama3-8b")
+    assert reduce_scatter_bytes(m, run) == pytest.approx(params * 6)
+    assert dict(fixed_terms(m, run, 10.0))["ZeRO-3 reduce-scatter"] == pytest.approx(params * 6 / 1e9)
+    assert reduce_scatter_bytes(m, run.with_(zero_stage=1)) == 0.0
+    assert "ZeRO-3 reduce-scatter" not in dict(fixed_terms(m, run.with_(zero_stage=1), 10.0))
+
+
 def test_the_walk_counts_the_forwards_an_input_gradient_releases():
     """Stage bytes (1, 3): a deferred W keeps more than the forward did, so each I raises the walk:
     F F -> 2 (2 held), I -> 4 (1 held), I -> 6, the peak, with no forward held."""

@@ -50,7 +50,8 @@ copies received and combined, BF16); on the last stage the loss's buffers beside
 head's BF16 logits of one micro-batch under a fused loss, the two FP32 gradients of an eager one:
 :mod:`sim.training.model.activations`); under full recomputation the layer (or group) it
 rematerialises for a backward, under torchtitan's per-op checkpointing the part of a layer it
-rematerialises; allocator fragmentation, :data:`FRAGMENTATION` of the rest
+rematerialises; under ZeRO-3 the reduce-scatter around one layer's backward
+(:func:`reduce_scatter_bytes`); allocator fragmentation, :data:`FRAGMENTATION` of the rest
 (PyTorch's caching allocator with expandable segments, which Megatron-Bridge and torchtitan set).
 ``RunSpec.memory_reserve_gb``, when set, replaces them with one flat reserve.
 """
@@ -248,6 +249,23 @@ def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], sta
         min(group, min(layers_per_stage[s] for s in stages))
 
 
+def reduce_scatter_bytes(model: ModelSpec, run: RunSpec) -> float:
+    """Bytes of ZeRO-3's gradient reduce-scatter around one layer's backward (0 below ZeRO-3): the
+    layer's unsharded gradients as autograd computes them, in the gathered weights' precision
+    (:data:`GATHERED_WEIGHT_BYTES`), and the reduce-scatter input they are copied into, in FSDP2's
+    reduce precision (:data:`ACCUMULATED_GRAD_BYTES`, FP32: torchtitan's and KempnerForge's
+    ``reduce_dtype``), for the largest layer the GPU holds. FSDP2 allocates the input and copies the
+    gradients in before it frees them (torch's ``foreach_reduce_scatter``: ``reduce_scatter_input``
+    in ``reduce_dtype``, then ``unsharded_grads.clear()``); under ``fsdp_grads: unsharded`` each
+    micro-batch's unsharded gradients are upcast into the accumulated ones the same way. Llama 3 8B
+    at TP 1: 218M parameters a layer x (2 + 4) bytes = 1.31 GB. (DeepSpeed's ZeRO-3 reduces in the
+    training precision by default: 2 bytes where this counts 4.)"""
+    if run.zero_stage != 3:
+        return 0.0
+    largest = max(layer_params(model, moe, run.ep).on_gpu(run).total for moe in (False, True))
+    return largest * (GATHERED_WEIGHT_BYTES + ACCUMULATED_GRAD_BYTES)
+
+
 def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
                 working_bytes: float = 0.0) -> tuple[tuple[str, float], ...]:
     """(name, GB) of each fixed term (see the module) for a GPU that allocates ``allocated_gb``
@@ -268,6 +286,7 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
         terms.append(("logits", T * vocab * (transient + held) / 1e9))
     if working_bytes:
         terms.append(("recompute working set", working_bytes / 1e9))
+    terms.append(("ZeRO-3 reduce-scatter", reduce_scatter_bytes(model, run) / 1e9))
     terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
     return tuple((name, gb) for name, gb in terms if gb > 0)
 
@@ -341,5 +360,5 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
 
 __all__ = ["ACCUMULATED_GRAD_BYTES", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak",
            "communicators", "fixed_terms", "layer_held_per_token", "layer_per_token", "memory_per_rank",
-           "model_state_bytes", "offloaded_layer_bytes", "run_recipe", "sharding_groups", "stage_activation_bytes",
-           "stages_held"]
+           "model_state_bytes", "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups",
+           "stage_activation_bytes", "stages_held"]
