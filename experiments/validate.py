@@ -13,8 +13,9 @@ Writes, under ``--out`` (default ``results``):
 * ``validation_pairs.csv``: every pair of runs of one job measured under two schedules or layouts,
   the measured and simulated gap, whether they agree, ties under 2% (:mod:`experiments.ranking_pairs`);
 * ``validation_memory.csv``: the memory suite (``validation/memory.csv``, :mod:`validation.memory`), a row
-  per run: ``id``, ``source``, ``measured_gb``, ``predicted_gb``, ``error_pct`` (predicted / measured - 1)
-  and the simulated rank's breakdown;
+  per run: ``id``, ``source``, ``measured_gb``, ``predicted_gb`` (as the source's PyTorch counter
+  counts it), ``error_pct`` (predicted / measured - 1) and the simulated rank's breakdown, with
+  ``outside_counter_gb``, the part of it that counter does not see;
 * ``figures/validation.png``: predicted against measured, log-log, with +-10% and +-25% bands.
 
 The runs are a sweep (Dask on the local cores by default; ``--serial`` in this process), written as

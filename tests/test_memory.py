@@ -336,6 +336,22 @@ def test_zero3s_reduce_scatter_of_one_layer_by_hand(tp, params):
     assert "ZeRO-3 reduce-scatter" not in dict(fixed_terms(m, run.with_(zero_stage=1), 10.0))
 
 
+def test_what_pytorchs_counters_see_of_a_rank_by_hand():
+    """A rank of 10 + 20 + 30 + 5 GB and fixed terms 0.8 (CUDA context) + 0.4 (NCCL) + 1.5
+    (fragmentation) + 2 (logits): 69.7 GB of HBM; torch's reserved counter sees 68.5 (not the
+    context nor NCCL's own buffers), its allocated counter 67.0 (nor the allocator's reserve)."""
+    from sim.training.model.memory import RankMemory
+    fixed = (("CUDA context", 0.8), ("NCCL", 0.4), ("logits", 2.0), ("fragmentation", 1.5))
+    m = RankMemory(0, 10.0, 20.0, 30.0, 5.0, sum(gb for _, gb in fixed), 80.0, 1, 0.0, fixed)
+    assert m.total_gb == pytest.approx(69.7)
+    assert m.pytorch_counter_gb("reserved") == pytest.approx(68.5)
+    assert m.pytorch_counter_gb("allocated") == pytest.approx(67.0)
+    with pytest.raises(SpecError, match="one of reserved, allocated, got 'active'"):
+        m.pytorch_counter_gb("active")
+    flat = RankMemory(0, 10.0, 20.0, 30.0, 5.0, 4.0, 80.0, 1)          # memory_reserve_gb: one flat reserve
+    assert flat.pytorch_counter_gb("allocated") == flat.total_gb == pytest.approx(69.0)
+
+
 def test_the_walk_counts_the_forwards_an_input_gradient_releases():
     """Stage bytes (1, 3): a deferred W keeps more than the forward did, so each I raises the walk:
     F F -> 2 (2 held), I -> 4 (1 held), I -> 6, the peak, with no forward held."""
@@ -372,3 +388,39 @@ def test_a_full_recomputations_working_set_is_the_larger_of_an_moe_and_a_dense_l
     moe, dense = (bytes_per_token(layer_tensors(m, kind, recipe, run.seq_len, 8.0)) for kind in (True, False))
     assert moe > dense
     assert working_set(m, run, [4] * 16, {0}) == pytest.approx(moe * T)
+
+
+def test_an_mtp_module_keeps_its_layers_tensors_at_the_runs_expert_tp():
+    """DeepSeek-V3's MTP module on the last stage holds one MoE layer's tensors as the stage's own
+    layers do, expert TP included: its share of the stage's bytes is that layer's plus its extras."""
+    from sim.training.model.activations import bytes_per_token, layer_tensors, mtp_extra_tensors
+    from sim.training.model.memory import run_recipe, stage_activation_bytes
+    from sim.training.model.recompute import recompute_of
+    run = load_scenario("deepseek-v3").with_(tp=2, dp=64, sequence_parallel=True, expert_tp=2)
+    m = load_model(run.model)
+    import dataclasses
+    without = dataclasses.replace(m, mtp_modules=0)
+    layers = [4] * 15 + [1]
+    T = run.tokens_per_microbatch // run.cp
+    mtp = run_recipe(run, recompute_of(run), False)
+    one = bytes_per_token(layer_tensors(m, True, mtp, run.seq_len, float(m.topk), 2), 2, True) + \
+        bytes_per_token(mtp_extra_tensors(m, mtp), 2, True)
+    head = stage_activation_bytes(m, run, layers)[-1][0] - stage_activation_bytes(without, run, layers)[-1][0]
+    assert head == pytest.approx(T * (one + bytes_per_token(head_tensors_of(m, mtp, run), 2, True)))
+
+
+def head_tensors_of(m, recipe, run):
+    from sim.training.model.activations import head_tensors
+    return head_tensors(m, recipe, run.loss_kernel, run.vocab_parallel_loss)
+
+
+def test_fp8_weight_copies_are_counted_in_gb():
+    """Transformer Engine's FP8 copies under FP8 GEMMs (not DeepSeek's recipe): 2 bytes a
+    parameter of the rank, in GB like every other field."""
+    from sim.training.model.params import rank_params
+    from sim.training.model.specs import RunSpec
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=2, ep=1, schedule="1f1b",
+                  microbatches=4, seq_len=4096, gemm_precision="fp8")
+    sc = Scenario(run)
+    count = rank_params(load_model("llama3-8b"), sc.chunk.layers_per_stage, {0}, 1).on_gpu(run)
+    assert sc.memory[0].fp8_weights_gb == pytest.approx(2 * count.total / 1e9)

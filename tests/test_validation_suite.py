@@ -242,3 +242,22 @@ def test_a_rows_gpu_on_another_gpus_cluster_is_not_warned(runs):
         scenario_of(runs["trainy-32"])
         predict_memory(next(r for r in load_memory_runs() if r.id == "trainy-32"))
     assert not [w for w in caught if "is not the GPU of topology" in str(w.message)]
+
+
+@pytest.mark.parametrize("row_id, measure", [("kf-02-7b-fsdp2", "allocated"), ("tt-t1-fsdp", "reserved")])
+def test_a_memory_row_is_predicted_as_its_pytorch_counter_counts(row_id, measure):
+    """KempnerForge reports torch's peak allocated memory, torchtitan its peak reserved: the
+    prediction is the fullest rank less the CUDA context and NCCL's buffers (never in PyTorch's
+    allocator), and for allocated memory less the allocator's reserve (fragmentation) too."""
+    from sim.training.scenario import Scenario
+    from validation.memory import load_memory_runs, memory_spec, predict_memory
+    from validation.suite import row_gpu_as_stated
+    row = next(r for r in load_memory_runs() if r.id == row_id)
+    assert row.measure == measure
+    with row_gpu_as_stated():
+        top = max(Scenario(memory_spec(row)).memory, key=lambda m: m.total_gb)
+    fixed = dict(top.fixed)
+    left_out = fixed["CUDA context"] + fixed["NCCL"] + (fixed["fragmentation"] if measure == "allocated" else 0.0)
+    got = predict_memory(row)
+    assert got["predicted_gb"] == pytest.approx(top.total_gb - left_out)
+    assert got["error_pct"] == pytest.approx(100 * (got["predicted_gb"] / row.measured_gb - 1))

@@ -84,6 +84,9 @@ FRAGMENTATION = 0.02         # caching allocator's reserved beyond allocated, wi
 FP8_WEIGHT_BYTES = 2.0       # Transformer Engine's FP8 weight copies, row-wise and column-wise
 GATHERED_WEIGHT_BYTES = 2.0  # ZeRO-3 / FSDP gathers weights in the compute precision, BF16
 ACCUMULATED_GRAD_BYTES = 4.0  # FSDP2 accumulates unsynchronised gradients in its reduce precision, FP32
+OUTSIDE_ALLOCATOR = ("CUDA context", "NCCL")   # fixed terms PyTorch's caching allocator never holds
+ALLOCATOR_RESERVE = "fragmentation"            # the fixed term that is the allocator's reserve beyond its tensors
+PYTORCH_COUNTERS = ("reserved", "allocated")   # torch.cuda.max_memory_reserved / max_memory_allocated
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,17 @@ class RankMemory:
         fp8 = f", FP8 weights {self.fp8_weights_gb:.1f}" if self.fp8_weights_gb else ""
         return (f"params {self.params_gb:.1f}{fp8}, grads {self.grads_gb:.1f}, optimizer {self.optimizer_gb:.1f}, "
                 f"activations {self.activations_gb:.1f}, fixed {self.reserve_gb:.1f}" + (f" ({fixed})" if fixed else ""))
+
+    def pytorch_counter_gb(self, counter: str) -> float:
+        """GB that PyTorch's peak counter ``counter`` would report for this rank: ``reserved``
+        (``torch.cuda.max_memory_reserved``) leaves out what the caching allocator never holds, the
+        CUDA context and NCCL's buffers (NCCL allocates its own); ``allocated``
+        (``max_memory_allocated``) leaves out the allocator's reserve too (``fragmentation``).
+        The whole of :attr:`total_gb` is what the GPU's HBM must hold."""
+        if counter not in PYTORCH_COUNTERS:
+            raise SpecError(f"a PyTorch memory counter is one of {', '.join(PYTORCH_COUNTERS)}, got {counter!r}")
+        outside = OUTSIDE_ALLOCATOR + ((ALLOCATOR_RESERVE,) if counter == "allocated" else ())
+        return self.total_gb - sum(gb for name, gb in self.fixed if name in outside)
 
     @property
     def headroom_gb(self) -> float:
@@ -358,7 +372,8 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
     return out
 
 
-__all__ = ["ACCUMULATED_GRAD_BYTES", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB", "RankMemory", "activation_peak",
+__all__ = ["ACCUMULATED_GRAD_BYTES", "ALLOCATOR_RESERVE", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB",
+           "OUTSIDE_ALLOCATOR", "PYTORCH_COUNTERS", "RankMemory", "activation_peak",
            "communicators", "fixed_terms", "layer_held_per_token", "layer_per_token", "memory_per_rank",
            "model_state_bytes", "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups",
            "stage_activation_bytes", "stages_held"]
