@@ -263,6 +263,12 @@ def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], sta
         min(group, min(layers_per_stage[s] for s in stages))
 
 
+def largest_layer_params(model: ModelSpec, run: RunSpec) -> float:
+    """Parameters on one GPU of the run's largest layer, dense or MoE (what ZeRO-3 gathers and
+    reduce-scatters at once)."""
+    return max(layer_params(model, moe, run.ep).on_gpu(run).total for moe in (False, True))
+
+
 def reduce_scatter_bytes(model: ModelSpec, run: RunSpec) -> float:
     """Bytes of ZeRO-3's gradient reduce-scatter around one layer's backward (0 below ZeRO-3): the
     layer's unsharded gradients as autograd computes them, in the gathered weights' precision
@@ -276,8 +282,7 @@ def reduce_scatter_bytes(model: ModelSpec, run: RunSpec) -> float:
     training precision by default: 2 bytes where this counts 4.)"""
     if run.zero_stage != 3:
         return 0.0
-    largest = max(layer_params(model, moe, run.ep).on_gpu(run).total for moe in (False, True))
-    return largest * (GATHERED_WEIGHT_BYTES + ACCUMULATED_GRAD_BYTES)
+    return largest_layer_params(model, run) * (GATHERED_WEIGHT_BYTES + ACCUMULATED_GRAD_BYTES)
 
 
 def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
@@ -353,8 +358,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
             w += GATHERED_WEIGHT_BYTES * count.total
         elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
-            w += 2 * GATHERED_WEIGHT_BYTES * max(layer_params(model, moe, run.ep).on_gpu(run).total
-                                                 for moe in (False, True))
+            w += 2 * GATHERED_WEIGHT_BYTES * largest_layer_params(model, run)
         if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
             g = ACCUMULATED_GRAD_BYTES * count.total
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
@@ -373,7 +377,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
 
 
 __all__ = ["ACCUMULATED_GRAD_BYTES", "ALLOCATOR_RESERVE", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB",
-           "OUTSIDE_ALLOCATOR", "PYTORCH_COUNTERS", "RankMemory", "activation_peak",
-           "communicators", "fixed_terms", "layer_held_per_token", "layer_per_token", "memory_per_rank",
-           "model_state_bytes", "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups",
-           "stage_activation_bytes", "stages_held"]
+           "OUTSIDE_ALLOCATOR", "PYTORCH_COUNTERS", "RankMemory", "activation_peak", "communicators", "fixed_terms",
+           "largest_layer_params", "layer_held_per_token", "layer_per_token", "memory_per_rank", "model_state_bytes",
+           "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups", "stage_activation_bytes",
+           "stages_held"]
