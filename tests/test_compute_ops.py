@@ -302,3 +302,61 @@ def test_a_layers_pieces_by_hand_fused_and_eager():
     assert [o.shape for o in core] == [(128, 128, 8, 1)] * 2
     unfused = {o.name: o for o in attention_ops(LayerShape(**base, attention_kernel="unfused", dropout=True))}
     assert unfused["attn_dropout"].bytes == unfused["attn_dropout.grad"].bytes == 4 * 128 * 128 * 2.5 * 2
+
+
+def test_beside_a_communication_kernel_memory_bound_work_gets_the_hbm_it_leaves():
+    """``hbm_share`` h of HBM taken by a communication kernel's copies: a memory op moves its
+    bytes at (1 - h) of the rate (5e5 bytes at 1 TB/s x 0.5 x 0.75 = 1.333 us, plus its 1 us
+    launch); a GEMM's memory-bound floor likewise, its compute not; the attention core not at all.
+    Flat efficiencies run on fewer SMs proportionally slower. A share outside [0, 1) is refused."""
+    from sim.compute import Op
+    from sim.compute.gemm import gemm_seconds
+    h100 = load_gpu("h100").figures()
+    exact = KernelModel(h100._replace(hbm_tbps=1.0), hbm_efficiency=0.5, launch_us=1.0)
+    mem = Op("m", "mlp", "f", "memory", bytes=5e5, shape=(1,))
+    assert exact.cost(mem, hbm_share=0.25).seconds == pytest.approx(1e-6 + 5e5 / (0.5e12 * 0.75), rel=1e-12)
+    assert exact.cost(mem, hbm_share=0.0) == exact.cost(mem)
+    assert exact.costs([mem], 66, 0.25) == [exact.cost(mem, 66, 0.25)]
+    k = KernelModel(h100)
+    thin = Op("g", "mlp", "f", "gemm", flops=2.0 * 16 * 4096 * 4096, shape=(1, 16, 4096, 4096))   # HBM-bound
+    kw = dict(gpu_sms=132, in_bytes=2.0, out_bytes=2.0, hbm_bytes_per_s=h100.hbm_tbps * 1e12 * 0.7 * 0.5)
+    assert k.cost(thin, hbm_share=0.5).seconds == pytest.approx(gemm_seconds(k.gemm_fit("bf16"), 16, 4096, 4096,
+                                                                             sms=132, **kw), rel=1e-12)
+    fixed = k.gemm_fit("bf16").fixed_us * 1e-6              # all but the fit's fixed time takes twice as long
+    assert k.cost(thin, hbm_share=0.5).seconds - fixed == pytest.approx(2 * (k.cost(thin).seconds - fixed), rel=1e-12)
+    square = Op("g", "mlp", "f", "gemm", flops=2.0 * 8192 ** 3, shape=(1, 8192, 8192, 8192))    # compute-bound
+    assert k.cost(square, hbm_share=0.5).seconds == k.cost(square).seconds
+    chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", seq_len=8192), 1)
+    core = next(c.op for c in chunk.kernel_costs(False) if c.op.name == "attn_core")
+    assert k.cost(core, hbm_share=0.5) == k.cost(core)
+    flat = KernelModel(h100, gemm_efficiency=0.5, attention_efficiency=0.4)
+    assert flat.cost(square, sms=66).seconds == pytest.approx(2 * flat.cost(square).seconds, rel=1e-12)
+    assert flat.cost(core, sms=66).seconds == pytest.approx(2 * flat.cost(core).seconds, rel=1e-12)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="hbm_share"):
+            k.cost(mem, hbm_share=bad)
+
+
+def test_each_part_knows_how_much_longer_it_runs_beside_a_communication_kernel():
+    """With ``beside_comm`` (20 SMs, 18% of HBM) each layer part's ratio is its kernels costed on
+    112 SMs at 82% of the HBM rate over the same kernels alone, recomputation included; every
+    ratio at least 1 (fewer SMs and less HBM never make a kernel faster); none without a
+    communication kernel, in the FLOPs model, or for a measured part."""
+    model, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
+    run = run_of("qwen3-30b-a3b", ep=8, dp=8, memory_policy="selective")
+    chunk = ChunkModel(model, gpu, run, 1, beside_comm=(20, 0.18))
+    alone = chunk.kernel_costs(True)
+    beside = chunk.kernels.costs([c.op for c in alone], 112, 0.18)
+    layer = chunk.layer_cost(True)
+    for block in ("attn", "mlp"):
+        for phase in "fiw":
+            a = sum(c.seconds for c in alone if (c.op.block, c.op.phase) == (block, phase))
+            b = sum(c.seconds for c in beside if (c.op.block, c.op.phase) == (block, phase))
+            assert layer.beside_ratio(f"{block}_{phase}") == pytest.approx(b / a, rel=1e-12)
+    ratios = dict(layer.beside)
+    assert set(ratios) == {"attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w", "attn_r"}   # no MLP rerun
+    assert all(r >= 1.0 for r in ratios.values()) and max(ratios.values()) > 1.1
+    assert ChunkModel(model, gpu, run, 1).layer_cost(True).beside == ()
+    flops = ChunkModel(model, gpu, run.with_(compute_model="flops"), 1, beside_comm=(20, 0.18))
+    assert flops.layer_cost(True).beside == ()
+    assert layer.beside_ratio("mlp_r") == 0.0

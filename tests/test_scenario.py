@@ -37,5 +37,22 @@ def test_memory_needs_no_link_table(monkeypatch):
     assert len(sc.memory) == 16 and "links" not in vars(sc.topology)
 
 
+def test_what_a_communication_kernel_takes_from_the_compute_beside_it():
+    """DeepSeek-V3's all-to-all kernels hold 20 SMs and move at most 20 x 10.5 GB/s each way:
+    2 x 210 GB/s of HBM traffic, 17.9% of the H800's 3.35 TB/s x 0.7 that memory-bound kernels
+    get; the ``ideal`` kernels (no SM bound) take SMs but no HBM; no SMs, nothing. Its chunk model
+    carries them into every layer part's ratio."""
+    sc = Scenario(load_scenario("deepseek-v3"))
+    assert sc.beside_comm == (20, pytest.approx(2 * 20 * 10.5e9 / (3.35e12 * 0.7), rel=1e-12))
+    assert sc.chunk.beside_comm == sc.beside_comm
+    assert {k for k, _ in sc.chunk.layer_cost(True).beside} >= {"attn_f", "mlp_f", "mlp_i", "attn_i"}
+    ratios = dict(sc.chunk.layer_cost(False).beside) | {f"moe {k}": v for k, v in sc.chunk.layer_cost(True).beside}
+    low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)    # docs/model.md quotes them
+    assert (round(ratios[low], 3), round(ratios[high], 3)) == (1.168, 1.213) and (low, high) == ("attn_f", "mlp_r")
+    assert Scenario(load_scenario("deepseek-v3", kernels="ideal")).beside_comm == (20, 0.0)
+    assert Scenario(load_scenario("deepseek-v3", comm_sms=0)).beside_comm == (0, 0.0)
+    assert Scenario(load_scenario("deepseek-v3", comm_sms=0)).chunk.layer_cost(True).beside == ()
+
+
 def test_sm_slowdown_without_communication_sms():
     assert Scenario(load_scenario("tiny", comm_sms=0)).sm_slowdown == 1.0

@@ -90,6 +90,23 @@ def test_sm_sharing_starts_at_a_launch_and_stops_at_an_end():
     assert after_end.end[0] == 2.0 and after_end.compute_s[0] == 1.0      # comm 0-1, then A 1-2 alone
 
 
+def test_a_part_beside_a_communication_kernel_takes_its_own_ratio():
+    """A part that knows its own ratio (its kernels costed on the SMs and HBM the kernel leaves:
+    ``beside`` 1.25) runs 1 s -> 1.25 s beside it, whatever the run's ratio (slowdown 2); one that
+    does not (``beside`` 0) takes the run's 2; alone both take their 1 s. The layer parts of an
+    F&B unit carry their layer's ratios."""
+    comm = [Part(COMM, "D", shape="dispatch")]
+    own = _run([Part(COMPUTE, "A", 1.0, beside=1.25)], comm, [0.0], slowdown=2.0, comm_time=5.0)
+    assert own.end[0] == 5.0 and own.compute_s[0] == 1.25
+    assert _run([Part(COMPUTE, "A", 1.0)], comm, [0.0], slowdown=2.0, comm_time=5.0).compute_s[0] == 2.0
+    alone = _run([Part(COMPUTE, "A", 1.0, beside=1.25, after=[(COMM, 0)])], comm, [0.0], slowdown=2.0)
+    assert alone.compute_s[0] == 1.0
+    layer = LayerCost(1.0, 1.0, 1.0, 2.0, 2.0, 1.0, True, 0.9, 0.0, beside=(("attn_f", 1.1), ("mlp_i", 1.3)))
+    comp, _ = overlapped_parts([layer], [layer], StageEnds(), StageEnds())
+    assert {p.name: p.beside for p in comp} == {"ATTN(F)": 1.1, "MLP(B)": 1.3, "MLP(W)": 0.0, "MLP(F)": 0.0,
+                                                "ATTN(B)": 0.0, "ATTN(W)": 0.0}
+
+
 def test_sm_sharing_is_decided_per_gpu_of_the_group():
     """Two GPUs, slowdown 2, all-to-all 1 s launched at 0 (ends at 1). A0's routed work makes it
     0.5 / 0.25 s at full SMs, shared 1.0 / 0.5 s. A1 (1 s) then starts at 1.0 on GPU 0, the

@@ -163,34 +163,41 @@ class KernelModel:
                                     f"{precision} GEMMs (fitted: {', '.join(sorted(self.family.gemm))})")
         return fit
 
-    def _gemm_kw(self, precision: str, sms: int | None) -> dict:
+    def _gemm_kw(self, precision: str, sms: int | None, hbm_share: float = 0.0) -> dict:
         return dict(sms=sms or self.gpu.sms, gpu_sms=self.gpu.sms, in_bytes=ELEMENT_BYTES[precision], out_bytes=2.0,
-                    hbm_bytes_per_s=self.hbm_rate)
+                    hbm_bytes_per_s=self.hbm_rate * (1.0 - hbm_share))
 
-    def cost(self, op: Op, sms: int | None = None) -> OpCost:
-        """Seconds of ``op`` on ``sms`` SMs (default: all) and what bounds it."""
+    def cost(self, op: Op, sms: int | None = None, hbm_share: float = 0.0) -> OpCost:
+        """Seconds of ``op`` on ``sms`` SMs (default: all) and what bounds it, with ``hbm_share``
+        (0 <= share < 1) of the HBM bandwidth taken by something else running beside it (a
+        communication kernel's copies): memory-bound work then moves at ``(1 - hbm_share)`` of
+        the rate; the attention core, compute-bound, does not see it."""
+        if not 0.0 <= hbm_share < 1.0:
+            raise ValueError(f"hbm_share {hbm_share!r} is outside [0, 1)")
         extra = (op.kernels - 1) * self.launch_s
+        fewer = self.gpu.sms / (sms or self.gpu.sms)                   # a flat rate on fewer SMs: proportionally slower
         if op.kind == "gemm":
             if self.gemm_efficiency is not None:
-                return OpCost(op, op.flops / (self.gpu.peak(op.precision) * 1e12 * self.gemm_efficiency), "compute")
+                return OpCost(op, fewer * op.flops / (self.gpu.peak(op.precision) * 1e12 * self.gemm_efficiency),
+                              "compute")
             g, m, n, k = op.shape
-            kw = self._gemm_kw(op.precision, sms)
+            kw = self._gemm_kw(op.precision, sms, hbm_share)
             seconds, bound = gemm_cost(self.gemm_fit(op.precision), float(m), float(n), float(k), float(g), kw["sms"],
                                        kw["gpu_sms"], kw["in_bytes"], kw["out_bytes"], kw["hbm_bytes_per_s"])
             return OpCost(op, seconds + extra, bound)
         if op.kind == "attention":
             if self.attention_efficiency is not None:
-                return OpCost(op, op.useful / (self.gpu.peak("bf16") * 1e12 * self.attention_efficiency), "compute")
+                return OpCost(op, fewer * op.useful / (self.gpu.peak("bf16") * 1e12 * self.attention_efficiency),
+                              "compute")
             _, seq_len, head_dim, causal = op.shape
-            work = self.attention.seconds(op.direction, bool(causal), op.flops, seq_len, head_dim)
-            work *= self.gpu.sms / (sms or self.gpu.sms)          # on fewer SMs, proportionally slower
+            work = self.attention.seconds(op.direction, bool(causal), op.flops, seq_len, head_dim) * fewer
             return OpCost(op, self.launch_s + work + extra, "compute" if work > self.launch_s else "launch")
-        data = op.bytes / self.hbm_rate
+        data = op.bytes / (self.hbm_rate * (1.0 - hbm_share))
         launch = op.kernels * self.launch_s
         return OpCost(op, launch + data, "hbm" if data >= launch else "launch")
 
-    def costs(self, ops: list[Op], sms: int | None = None) -> list[OpCost]:
-        return [self.cost(op, sms) for op in ops]
+    def costs(self, ops: list[Op], sms: int | None = None, hbm_share: float = 0.0) -> list[OpCost]:
+        return [self.cost(op, sms, hbm_share) for op in ops]
 
 
 _SHARED: dict[tuple, KernelModel] = {}

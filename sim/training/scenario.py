@@ -74,6 +74,9 @@ def _validated(name: str, pp: int, microbatches: int, chunks: int | None) -> Sch
     return validate(make_schedule(name, pp, microbatches, chunks))
 
 
+MAX_COMM_HBM_SHARE = 0.5   # a communication kernel's copies take at most half of HBM from compute (our bound)
+
+
 class Scenario:
     """A run assembled and checked once. ``graph``, ``links`` or ``topology`` replaces the topology
     named by ``run.topology`` (a sweep's variant built from a dict, or one shared by many
@@ -114,7 +117,7 @@ class Scenario:
             heads=self.model.heads, kv_heads=self.model.kv_heads if self.model.attention == "gqa" else 0,
             tp_across_nodes=run.tp_across_nodes, sequence_parallel=run.sequence_parallel, expert_tp=run.expert_tp))
         if run.schedule in SEARCHED:            # Zero Bubble's search reads the stages' times and memory
-            self.chunk = ChunkModel(self.model, self.gpu, run, run.pp)
+            self.chunk = ChunkModel(self.model, self.gpu, run, run.pp, self.beside_comm)
             costs = stage_costs(self.model, run, self.chunk, graph, self.layout)
             limit = run.zb_memory_limit if run.schedule == "zb-auto" else None
             self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches,
@@ -125,7 +128,7 @@ class Scenario:
             else:
                 self.schedule = named_schedule(run.schedule, run.pp, run.microbatches,
                                                run.virtual_chunks(self.model.layers))
-            self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages)
+            self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages, self.beside_comm)
 
     @property
     def model_parallel_parts(self) -> ModelParallelParts:
@@ -164,13 +167,34 @@ class Scenario:
         return memory_per_rank(self.model, self.gpu, self.run, self.chunk.layers_per_stage, self.schedule)
 
     @property
+    def overlapped_comm_sms(self) -> int:
+        """SMs a communication kernel holds while compute runs beside it: ``comm_sms`` (20 for
+        DeepSeek-V3's all-to-alls); for a dense model with TP-communication overlap, ``tp_comm_sms``
+        (its only overlapped kernels)."""
+        return self.run.tp_comm_sms if self.run.tp_comm_overlap and not self.model.is_moe else self.run.comm_sms
+
+    @property
     def sm_slowdown(self) -> float:
-        """How much longer a compute part runs while a communication kernel holds ``comm_sms`` of
-        the GPU's SMs: ``SMs / (SMs - comm_sms)`` (132 / 112 for DeepSeek-V3 on H800); for a dense
-        model with TP-communication overlap, ``tp_comm_sms`` of them (its only overlapped kernels)."""
-        sms = self.gpu.sms
-        comm_sms = self.run.tp_comm_sms if self.run.tp_comm_overlap and not self.model.is_moe else self.run.comm_sms
+        """How much longer a compute part runs beside a communication kernel when its kernels are
+        not known (the FLOPs model, a measured part): ``SMs / (SMs - comm SMs)`` (132 / 112 for
+        DeepSeek-V3 on H800). Layer parts of the kernel model carry their own ratio
+        (:attr:`beside_comm`)."""
+        sms, comm_sms = self.gpu.sms, self.overlapped_comm_sms
         return sms / (sms - comm_sms) if comm_sms else 1.0
+
+    @property
+    def beside_comm(self) -> tuple[int, float]:
+        """(SMs, HBM share) a communication kernel takes from the compute that runs beside it: the
+        SMs it holds (:attr:`overlapped_comm_sms`) and the share of the memory-bound kernels' HBM
+        bandwidth (the GPU's ``hbm_tbps x hbm_efficiency``) its copies take when it moves as fast as
+        its SMs let it: each byte read from HBM as it leaves and written as it arrives, so ``2 x
+        comm SMs x sm_GBps`` (420 GB/s, 18% for DeepSeek-V3's 20 SMs on H800), at most
+        :data:`MAX_COMM_HBM_SHARE`; none where the kernels preset leaves ``sm_GBps`` unbounded."""
+        comm_sms = self.overlapped_comm_sms
+        rate = self.kernels.a2a_gpu_rate(comm_sms)
+        if rate is None:
+            return comm_sms, 0.0
+        return comm_sms, min(MAX_COMM_HBM_SHARE, 2 * rate / (self.gpu.hbm_tbps * 1e12 * self.run.hbm_efficiency))
 
     @cached_property
     def collectives(self) -> tuple[CollectiveShape, ...]:

@@ -81,6 +81,13 @@ class LayerCost:
     attn_r: float = 0.0  # recomputation before the attention's input gradient (part of I)
     mlp_r: float = 0.0   # recomputation before the MLP's input gradient (part of I)
     core_f: float = 0.0  # the attention core's forward on this GPU (part of attn_f): what a CP ring hides behind
+    beside: tuple = ()   # (part, ratio) pairs: how much longer the part runs beside a communication kernel
+
+    def beside_ratio(self, part: str) -> float:
+        """How much longer ``part`` (``attn_f``, ..., ``mlp_r``) runs while a communication kernel
+        holds its SMs and takes its share of HBM (its kernels costed so); 0.0: not known here (the
+        FLOPs model, a measured part), the run's whole-GPU ratio applies."""
+        return dict(self.beside).get(part, 0.0)
 
     @property
     def forward(self) -> float:
@@ -248,8 +255,13 @@ class ChunkModel:
     :mod:`sim.compute`), or from FLOPs at flat efficiencies (``flops``), and in either from a
     measured profile (``RunSpec.profile``) wherever it gives a part."""
 
-    def __init__(self, model: ModelSpec, gpu: GPUSpec, run: RunSpec, num_stages: int):
+    def __init__(self, model: ModelSpec, gpu: GPUSpec, run: RunSpec, num_stages: int,
+                 beside_comm: tuple[int, float] = (0, 0.0)):
+        """``beside_comm``: (SMs, HBM share) a communication kernel takes from compute that runs
+        beside it (:attr:`sim.training.scenario.Scenario.beside_comm`); each layer part's kernels
+        are costed so too (:meth:`LayerCost.beside_ratio`)."""
         self.model, self.gpu, self.run = model, gpu, run
+        self.beside_comm = beside_comm
         self.profile = read_profile(run.profile) if run.profile else {}
         self.microbatch_tokens = run.tokens_per_microbatch      # all TP x CP GPUs of a replica
         self.tokens = run.tokens_per_microbatch // run.cp        # on one GPU: its share of the sequence
@@ -373,52 +385,78 @@ class ChunkModel:
         if key not in self._layers:
             parts, routed_share, flops, core_f = (self._flops_parts if self.kernels is None else
                                                   self._kernel_parts)(moe, extra_gemm, full)
+            shared = self._beside_parts(moe, extra_gemm, full)
             measured = self.profile.get("moe" if moe else "dense", {})
             for whole, (attn, mlp_part) in WHOLE_LAYER_PARTS.items():
                 if whole in measured:                  # a whole layer's time, split as the model splits it
                     share = parts[attn] / (parts[attn] + parts[mlp_part])
                     parts[attn], parts[mlp_part] = measured[whole] * share, measured[whole] * (1 - share)
             parts.update({k: v for k, v in measured.items() if k in PROFILE_PARTS})
-            self._offload_exposed(parts, moe, full)
-            self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f)
+            given = set(measured) | {p for whole, pair in WHOLE_LAYER_PARTS.items() if whole in measured for p in pair}
+            shared = {k: v for k, v in shared.items() if k not in given}   # measured: the whole-GPU ratio applies
+            exposed = self._offload_exposed(parts, moe, full)
+            beside = tuple((k, (v + exposed.get(k, 0.0)) / parts[k]) for k, v in shared.items() if parts[k] > 0)
+            self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f,
+                                          beside=beside)
         return self._layers[key]
 
-    def _offload_exposed(self, parts: dict, moe: bool, full: bool) -> None:
+    def _offload_exposed(self, parts: dict, moe: bool, full: bool) -> dict[str, float]:
         """Activation offloading: a layer's offloaded bytes (:func:`~sim.training.model.memory.offloaded_layer_bytes`)
         go to host memory over half the GPU's ``host_GBps`` (one direction) beside its forward and come
         back beside the backward before it; a copy longer than that compute is exposed, added to the
-        MLP's forward and input-gradient parts."""
+        MLP's forward and input-gradient parts (returned: the seconds added to each)."""
         nbytes = offloaded_layer_bytes(self.model, self.run, moe, full)
         if not nbytes:
-            return
+            return {}
         copy = nbytes / (self.gpu.host_GBps / 2 * 1e9)
         forward = parts["attn_f"] + parts["mlp_f"]
         backward = parts["attn_i"] + parts["mlp_i"] + parts.get("attn_r", 0.0) + parts.get("mlp_r", 0.0)
-        parts["mlp_f"] += max(0.0, copy - forward)
-        parts["mlp_i"] += max(0.0, copy - backward)
+        added = {"mlp_f": max(0.0, copy - forward), "mlp_i": max(0.0, copy - backward)}
+        for part, seconds in added.items():
+            parts[part] += seconds
+        return added
 
     def _kernel_parts(self, moe: bool, extra_gemm: float, full: bool) -> tuple[dict, float, float, float]:
         """(the parts' seconds, routed share, useful FLOPs of the micro-batch, the core's forward) from
         the layer's kernels; recomputation reruns the forward kernels its modules name
         (:func:`sim.training.model.recompute.kernels_rerun`; a fully recomputed layer, its whole forward)."""
         costs = self.kernel_costs(moe, extra_gemm)
-        sums = _by_phase(costs)
-        parts = {f"{b}_{p}": sums[(b, p)] for b in ("attn", "mlp") for p in "fiw"}
-        if full:
-            parts.update(attn_r=parts["attn_f"], mlp_r=parts["mlp_f"])
-        else:
-            deepseek = self.run.memory_policy == "deepseek-v3"
-            for block in ("attn", "mlp"):
-                shares = kernel_shares_rerun(self.recompute, block, self.model)
-                if deepseek:
-                    shares.update(dict.fromkeys(DEEPSEEK_SWIGLUS, 1.0))
-                parts[f"{block}_r"] = sum(c.seconds * shares.get(c.op.name.split(".cast")[0], 0.0) for c in costs
-                                          if c.op.block == block and c.op.phase == "f")
+        parts = self._parts_of(costs, full)
         mlp = parts["mlp_f"] + parts["mlp_i"] + parts["mlp_w"]
         routed = sum(c.seconds for c in costs if c.op.routed)
         core_f = sum(c.seconds for c in costs if c.op.block == "attn" and c.op.phase == "f" and c.op.name in CORE_KERNELS)
         flops = sum(c.op.useful for c in costs) * self.split
         return parts, routed / mlp if mlp else 0.0, flops, core_f
+
+    def _parts_of(self, costs: list[OpCost], full: bool) -> dict[str, float]:
+        """A layer's parts (``attn_f`` ... ``mlp_r``) summed from its kernels' ``costs``."""
+        sums = _by_phase(costs)
+        parts = {f"{b}_{p}": sums[(b, p)] for b in ("attn", "mlp") for p in "fiw"}
+        if full:
+            parts.update(attn_r=parts["attn_f"], mlp_r=parts["mlp_f"])
+            return parts
+        deepseek = self.run.memory_policy == "deepseek-v3"
+        for block in ("attn", "mlp"):
+            shares = kernel_shares_rerun(self.recompute, block, self.model)
+            if deepseek:
+                shares.update(dict.fromkeys(DEEPSEEK_SWIGLUS, 1.0))
+            parts[f"{block}_r"] = sum(c.seconds * shares.get(c.op.name.split(".cast")[0], 0.0) for c in costs
+                                      if c.op.block == block and c.op.phase == "f")
+        return parts
+
+    def _beside_parts(self, moe: bool, extra_gemm: float, full: bool) -> dict[str, float]:
+        """A layer's parts as they run beside a communication kernel (``beside_comm``): every kernel
+        on the SMs it leaves, memory-bound work at the HBM bandwidth it leaves; empty in the FLOPs
+        model or when no communication kernel takes anything."""
+        sms, hbm_share = self.beside_comm
+        if self.kernels is None or (not sms and not hbm_share):
+            return {}
+        shape = self.layer_shape(moe, extra_gemm)
+        key = ("layer-beside", shape, sms, hbm_share)
+        hit = self.kernels.memo.get(key)
+        if hit is None:
+            hit = self.kernels.memo[key] = tuple(self.kernels.costs(layer_ops(shape), self.gpu.sms - sms, hbm_share))
+        return self._parts_of(list(hit), full)
 
     def _flops_parts(self, moe: bool, extra_gemm: float, full: bool) -> tuple[dict, float, float, float]:
         """The FLOPs model's parts (see the module)."""

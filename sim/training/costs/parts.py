@@ -118,15 +118,17 @@ def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attenti
                       c: LayerCost) -> list[Part]:
     """A recomputation part of layer ``c``'s attention or MLP block, with the collectives its
     forward issues under ``full`` recomputation."""
-    parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
+    parts = _recompute(name, seconds, c, attention)
     if not parts or not mp.full_recompute:
         return parts
     before, after = _around(mp, c, attention, "R")
     return before + parts + after
 
 
-def _recompute(name: str, seconds: float, routed_share: float = 0.0) -> list[Part]:
-    return [Part(COMPUTE, name, seconds, routed_share=routed_share, recompute=True)] if seconds else []
+def _recompute(name: str, seconds: float, c: LayerCost, attention: bool) -> list[Part]:
+    """Layer ``c``'s recomputation part of its attention or MLP block (none when it costs nothing)."""
+    routed_share, beside = (0.0, c.beside_ratio("attn_r")) if attention else (c.routed_share, c.beside_ratio("mlp_r"))
+    return [Part(COMPUTE, name, seconds, routed_share=routed_share, recompute=True, beside=beside)] if seconds else []
 
 
 def layer_kind(c: LayerCost) -> str:
@@ -149,11 +151,12 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
     for j, c in enumerate(layers):
         parts += _gather(c, "GATHER(F)", zero3 and not (prefetch and j))
         before, after = _around(mp, c, True, "F")
-        parts += before + [Part(COMPUTE, "ATTN(F)", c.attn_f)] + after
+        parts += before + [Part(COMPUTE, "ATTN(F)", c.attn_f, beside=c.beside_ratio("attn_f"))] + after
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
         before, after = _around(mp, c, False, "F")
-        parts += before + [Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share)] + after
+        parts += before + [Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share,
+                                beside=c.beside_ratio("mlp_f"))] + after
         if c.moe:
             parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
     if ends.head_f:
@@ -176,16 +179,18 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
         parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
         before, after = _around(mp, c, False, "B")
-        parts += before + [Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share)] + after
+        parts += before + [Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share,
+                                beside=c.beside_ratio("mlp_i"))] + after
         if with_w:
-            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
+            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
+                              beside=c.beside_ratio("mlp_w")))
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
         parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
         before, after = _around(mp, c, True, "B")
-        parts += before + [Part(COMPUTE, "ATTN(B)", c.attn_i)] + after
+        parts += before + [Part(COMPUTE, "ATTN(B)", c.attn_i, beside=c.beside_ratio("attn_i"))] + after
         if with_w:
-            parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+            parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
             parts += _scatter(c, zero3)
     if with_w and ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
@@ -195,8 +200,9 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
 def weight_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) -> list[Part]:
     parts = [Part(COMPUTE, "HEAD(W)", ends.head_w)] if ends.head_w else []
     for c in reversed(layers):
-        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share))
-        parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w))
+        parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
+                          beside=c.beside_ratio("mlp_w")))
+        parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
         parts += _scatter(c, zero3)
     if ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
@@ -235,7 +241,7 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
     def recomputed(name: str, seconds: float, c: LayerCost, attention: bool) -> list[tuple[int, int]]:
         """A recomputation part (its forward's collectives under ``full``: before it, waiting for
         nothing, and after it); the references the block's input gradient waits for."""
-        parts = _recompute(name, seconds, 0.0 if attention else c.routed_share)
+        parts = _recompute(name, seconds, c, attention)
         if not parts:
             return []
         if not mp.full_recompute:
@@ -274,7 +280,7 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
             f_attn, f_mlp = _around(mp, f, True, "F"), _around(mp, f, False, "F")
             inputs = send(plain(f_attn[0]), [last_f])
             deps = [d for d in (last_f, gather_f) if d] + inputs
-            attn_f = compute(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps))
+            attn_f = compute(Part(COMPUTE, "ATTN(F)", f.attn_f, after=deps, beside=f.beside_ratio("attn_f")))
         if b and b.moe:
             comb_b = send([Part(COMM, "COMBINE(B)", 0.0, "dispatch")], [last_b])[0]
         if b:
@@ -283,8 +289,10 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
             b_attn, b_mlp = _around(mp, b, True, "B"), _around(mp, b, False, "B")
             inputs = send(plain(b_mlp[0]), [grad])
             deps = [d for d in (grad, gather_b) if d] + inputs + redone
-            mlp_b = compute(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps))
-            compute(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share))
+            mlp_b = compute(Part(COMPUTE, "MLP(B)", b.mlp_i, routed_share=b.routed_share, after=deps,
+                                 beside=b.beside_ratio("mlp_i")))
+            compute(Part(COMPUTE, "MLP(W)", b.mlp_w, routed_share=b.routed_share,
+                         beside=b.beside_ratio("mlp_w")))
         if f:
             attn_f = drained(attn_f, plain(f_attn[1]))
             if f.moe:
@@ -296,13 +304,15 @@ def overlapped_parts(f_layers: list[LayerCost], b_layers: list[LayerCost], f_end
         if f:
             ready = disp_f or attn_f
             inputs = send(plain(f_mlp[0]), [ready])
-            mlp_f = compute(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[ready] + inputs))
+            mlp_f = compute(Part(COMPUTE, "MLP(F)", f.mlp_f, routed_share=f.routed_share, after=[ready] + inputs,
+                                 beside=f.beside_ratio("mlp_f")))
         if b:
             redone = recomputed("ATTN(R)", b.attn_r, b, attention=True)
             grad = disp_b or mlp_b
             inputs = send(plain(b_attn[0]), [grad])
-            attn_b = compute(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[grad] + inputs + redone))
-            w = compute(Part(COMPUTE, "ATTN(W)", b.attn_w))
+            attn_b = compute(Part(COMPUTE, "ATTN(B)", b.attn_i, after=[grad] + inputs + redone,
+                                  beside=b.beside_ratio("attn_i")))
+            w = compute(Part(COMPUTE, "ATTN(W)", b.attn_w, beside=b.beside_ratio("attn_w")))
         if f:
             mlp_f = drained(mlp_f, plain(f_mlp[1]))
             last_f = send([Part(COMM, "COMBINE(F)", 0.0, "combine")], [mlp_f])[0] if f.moe else mlp_f

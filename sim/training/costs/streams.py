@@ -10,8 +10,10 @@ per GPU of the group), by these rules, which are the whole stream model:
 2. A compute part lasts ``seconds x (1 + routed_share x (load - 1))``, ``load`` being the tokens
    its GPU's experts get relative to the group mean (1 when routing is balanced). If one of its
    GPU's communication parts is running when it starts (launched at or before that instant and
-   ending after it), its SMs are shared and it lasts ``SMs / (SMs - comm_sms)`` times longer, for
-   its whole duration.
+   ending after it), its SMs and HBM are shared and it lasts ``beside`` times longer, for its whole
+   duration: its kernels costed on the SMs the communication kernel leaves and, memory-bound, at
+   the HBM bandwidth its copies leave (:meth:`~sim.training.costs.chunk.LayerCost.beside_ratio`);
+   ``SMs / (SMs - comm_sms)`` for a part whose kernels are not known.
 3. A communication part occupies its SMs from the moment it is ready (its launch). Its all-to-all
    is a collective: it starts when the last GPU of the group has launched it (the barrier) and
    ends ``comm_time`` seconds later on every GPU of the group.
@@ -43,6 +45,7 @@ class Part:
     after: list = field(default_factory=list)  # (stream, index) pairs this part waits for
     recompute: bool = False    # compute: recomputation of forward work (the memory policy's)
     overlap: str = ""          # comm: "next" / "prev": runs beside the compute part after / before it (as_streams)
+    beside: float = 0.0        # compute: how much longer it runs beside a communication kernel (0: the run's ratio)
 
 
 def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
@@ -70,7 +73,7 @@ def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
         for part in block:
             own = streams[part.stream]
             own.append(Part(part.stream, part.name, part.seconds, part.shape, part.routed_share, list(prev),
-                            part.recompute, part.overlap))
+                            part.recompute, part.overlap, part.beside))
             ends.append((part.stream, len(own) - 1))
         prev = ends
         i += len(block)
@@ -125,11 +128,13 @@ class OpTiming:
 
 
 def compute_durations(plan: OpPlan, load: np.ndarray, slowdown: float) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(full-SM, shared-SM) duration vectors of each compute part for GPUs with expert ``load``."""
+    """(alone, beside a communication kernel) duration vectors of each compute part for GPUs with
+    expert ``load``: beside, ``x part.beside`` (its kernels costed on the SMs and HBM bandwidth the
+    communication kernel leaves) or, where the part does not know its own, ``x slowdown``."""
     out = []
     for part in plan.comp:
         d = part.seconds * (1 + part.routed_share * (load - 1))
-        out.append((d, d * slowdown))
+        out.append((d, d * (part.beside or slowdown)))
     return out
 
 
