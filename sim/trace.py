@@ -1,7 +1,9 @@
 """Chrome / Perfetto trace export (``chrome://tracing``, ui.perfetto.dev): JSON "traceEvents".
 
 A process per rank ("rank r") with a thread per stream: ``ops`` (schedule ops), and for the
-traced (middle) rank of a MoE step ``compute`` and ``communication`` (the parts); a counter track per busiest link
+traced (middle) rank of a MoE step ``compute`` and ``communication`` (the parts; a compute part that ran
+beside a communication kernel says how much longer than alone in ``args.beside_comm``, its kernels on
+the SMs and HBM bandwidth that kernel left); a counter track per busiest link
 of the step's fabric, its utilization per time bin (when the step recorded its link timeline; in
 measured communication the track's name says the all-to-alls are not on it), or else the mean
 utilization of the measured all-to-alls. Times in microseconds.
@@ -76,7 +78,7 @@ def trace_events(result, busiest: int = 8, offset_s: float = 0.0) -> list[dict]:
         for e in parts:
             events.append({"name": e.name, "cat": "compute" if e.stream == 0 else "comm", "ph": "X", "pid": pid,
                            "tid": 1 + e.stream, "ts": (e.start + offset_s) * scale, "dur": (e.end - e.start) * scale,
-                           "args": {"op": e.op}})
+                           "args": {"op": e.op} | ({"beside_comm": round(e.stretch, 4)} if e.stretch != 1.0 else {})})
     timeline = getattr(result, "link_timeline", None)
     if timeline is not None and len(timeline):
         top = list(dict.fromkeys(timeline["link"]))[:busiest]

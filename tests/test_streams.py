@@ -41,10 +41,12 @@ def test_fb_unit_worked_by_hand_with_shared_sms():
     (shared) | ATTN(W) 12-13."""
     layer = LayerCost(1.0, 1.0, 1.0, 2.0, 2.0, 1.0, True, 0.9, 0.0)
     t = _run(*overlapped_parts([layer], [layer], StageEnds(), StageEnds()), [0.0], slowdown=2.0, comm_time=1.5)
-    got = {name: (a, b) for _, name, a, b in t.parts}
+    got = {p.name: (p.start, p.end) for p in t.parts}
     assert got == {"COMBINE(B)": (0, 1.5), "ATTN(F)": (0, 2), "DISPATCH(F)": (2, 3.5), "MLP(B)": (2, 6),
                    "DISPATCH(B)": (6, 7.5), "MLP(W)": (6, 8), "MLP(F)": (8, 10), "COMBINE(F)": (10, 11.5),
                    "ATTN(B)": (10, 12), "ATTN(W)": (12, 13)}
+    assert {p.name: p.stretch for p in t.parts if p.stream == COMPUTE} == {
+        "ATTN(F)": 2.0, "MLP(B)": 2.0, "MLP(W)": 2.0, "MLP(F)": 1.0, "ATTN(B)": 2.0, "ATTN(W)": 1.0}
     assert t.end[0] == 13 and t.compute_s[0] == 13 and t.comm_s[0] == 6
 
 
@@ -164,8 +166,8 @@ def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_ends, b_ends, comm_
     for s in (COMPUTE, COMM):    # parts are recorded in visiting order: stream order within a stream
         mine = [p for p in t.parts if p.stream == s]
         assert len(mine) == len(comp if s == COMPUTE else comm)
-        for i, (_, name, a, b) in enumerate(mine):
-            assert (a, b) == pytest.approx(times[name, s, i])
+        for i, p in enumerate(mine):
+            assert (p.start, p.end) == pytest.approx(times[p.name, s, i]) and p.stretch == 1.0   # slowdown 1
 
 
 @given(st.lists(layers, min_size=1, max_size=3), st.lists(layers, min_size=1, max_size=3), ends, ends,

@@ -27,6 +27,10 @@ def test_chrome_trace_of_a_moe_step_has_the_traced_ranks_streams(tmp_path):
     assert len(parts) == len(res.part_trace)
     assert {e["cat"] for e in parts} == {"compute", "comm"}
     assert any(e["ph"] == "C" for e in events)          # link counters of the measured all-to-alls
+    beside = [e for e in parts if "beside_comm" in e["args"]]   # DualPipe's compute beside its all-to-alls
+    assert beside and all(e["cat"] == "compute" and e["args"]["beside_comm"] > 1.0 for e in beside)
+    stretched = {(p.name, p.start): p.stretch for p in res.part_trace if p.stretch != 1.0}
+    assert len(stretched) == len(beside) and all(p.stretch >= 1.0 for p in res.part_trace)
 
 
 def test_a_step_with_its_link_timeline_traces_the_busiest_links_over_time(tmp_path):

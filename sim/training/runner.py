@@ -50,6 +50,7 @@ class PartEvent(NamedTuple):
     name: str         # e.g. "ATTN(F)", "DISPATCH(B)"
     start: float
     end: float
+    stretch: float = 1.0   # compute: how much longer than alone it ran, beside a communication kernel
 
 
 @dataclass

@@ -114,6 +114,7 @@ class PartSpan(NamedTuple):
     name: str
     start: float
     end: float
+    stretch: float = 1.0       # compute: how much longer than alone it ran (beside a communication kernel)
 
 
 @dataclass
@@ -218,7 +219,8 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
         ends[stream][k] = end
         free[stream] = end
         if record:
-            parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0])))
+            stretch = float(d[0] / full[0]) if stream == COMPUTE and full[0] > 0 else 1.0
+            parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0]), stretch))
     return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s)
 
 
@@ -237,6 +239,7 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
         ready = free[stream]
         for s, j in part.after:
             ready = max(ready, ends[s][j])
+        stretch = 1.0
         if stream == COMPUTE:
             full, shared = durations[k]
             d = full.item()
@@ -245,6 +248,7 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
                     break           # earlier parts ended even sooner
                 if launch <= ready:
                     d = shared.item()
+                    stretch = d / full.item() if full.item() > 0 else 1.0
                     break
             end = ready + d
             compute_s = compute_s + d
@@ -257,7 +261,7 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
         ends[stream][k] = end
         free[stream] = end
         if record:
-            parts.append(PartSpan(stream, part.name, ready, end))
+            parts.append(PartSpan(stream, part.name, ready, end, stretch))
     return OneTiming(max(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s)
 
 
