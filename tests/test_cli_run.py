@@ -16,6 +16,7 @@ def test_run_json_contract(capsys):
     # the communication kernels by name, as in the summary CSV; a layer's compute kernels as rows beside them
     assert js["kernels"] == "ideal" and js["recipe"]["kernels"] == "ideal"
     assert js["layer_kernels"] == []                      # tiny runs the FLOPs model: no kernels
+    assert js["beside_comm"] == {"comm_sms": 20, "gpu_sms": 132, "hbm_share": 0.0}   # ideal kernels: no HBM share
     from sim.training.model.specs import load_scenario
     from sim.training.step import simulate_step
     rows = simulate_step(load_scenario("tiny", compute_model="kernels")).to_json()["layer_kernels"]

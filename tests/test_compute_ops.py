@@ -2,6 +2,8 @@
 to the last FLOP, memory-bound kernels cost their bytes at the HBM rate plus a launch (by hand),
 FP8 and unfused kernels add what they should, and the chunk model's parts are sums of the kernels."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.compute import KernelFamilyError, KernelModel, LayerShape, layer_ops
 from sim.compute.device import GpuFigures
@@ -360,3 +362,19 @@ def test_each_part_knows_how_much_longer_it_runs_beside_a_communication_kernel()
     flops = ChunkModel(model, gpu, run.with_(compute_model="flops"), 1, beside_comm=(20, 0.18))
     assert flops.layer_cost(True).beside == ()
     assert layer.beside_ratio("mlp_r") == 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 100), st.integers(0, 30), st.floats(0.0, 0.8), st.floats(0.0, 0.1),
+       st.sampled_from(["qwen3-30b-a3b", "llama3-8b"]))
+def test_more_taken_by_a_communication_kernel_never_makes_a_part_faster(sms, more_sms, share, more_share, name):
+    """Property: every part beside a communication kernel takes at least as long as alone, and
+    holding more SMs or taking more HBM never shortens it (fewer SMs: no fewer waves; less HBM: a
+    slower memory floor)."""
+    model, gpu = load_model(name), load_gpu("h100")
+    run = run_of(name, ep=8, dp=8) if model.is_moe else run_of(name)
+    moe = model.is_moe
+    few = ChunkModel(model, gpu, run, 1, beside_comm=(sms, share)).layer_cost(moe)
+    most = ChunkModel(model, gpu, run, 1, beside_comm=(min(sms + more_sms, 131), share + more_share)).layer_cost(moe)
+    for part, ratio in few.beside:
+        assert ratio >= 1.0 - 1e-12 and most.beside_ratio(part) >= ratio - 1e-12

@@ -18,6 +18,15 @@ def test_comparison_text(results):
     assert text.splitlines()[0].startswith("simulated: tiny-moe on 16 h800 of h800-16 (PP4 x DP4, EP4)")
     assert "dualpipe: hides" in text and "1f1b: hides" not in text      # each is compared with 1f1b
     assert "dualpipe utilization per rank (%)" in text
+    # DualPipe's compute beside its all-to-alls: what the kernels took and how much longer it ran;
+    # tiny's FLOPs model and ideal kernels (no HBM share) stretch by the flat SMs / (SMs - comm_sms)
+    held, sms, share = results[1].beside_comm
+    assert (sms, share) == (132, 0.0) and held == results[1].run.comm_sms > 0
+    flat = sms / (sms - held)
+    line = next(l for l in text.splitlines() if l.startswith("beside a communication kernel"))
+    assert line == (f"beside a communication kernel: compute on {sms - held} of {sms} SMs and 100% of the HBM bandwidth "
+                    f"(its copies take 0%); those parts ran longer than alone: dualpipe {flat:.3f}-{flat:.3f}x")
+    assert "beside a communication kernel" not in comparison_text(results[:1])      # 1F1B overlaps nothing
 
 
 def test_fb_unit_is_one_overlapped_op_of_the_traced_rank(results):

@@ -133,6 +133,7 @@ class StepResult:
     fault_free_s: float | None = None   # the same run's step without its faults (set by `run`), for their cost
     kernels: object = field(repr=False, default=None)   # DataFrame: every kernel of a layer (kernel_report)
     trust: object = None        # TrustBand: the validated runs like this one and their errors (sim.training.trust)
+    beside_comm: tuple = (0, 0, 0.0)   # (SMs a communication kernel holds, the GPU's SMs, HBM share its copies take)
     start_s: float = 0.0        # when it started on its network's clock (its times count from there: sim.jobs)
 
     @property
@@ -225,6 +226,8 @@ class StepResult:
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "warnings": self.recipe_warnings + self.warnings, "late_send_s": self.late_send_s, "wall_s": self.wall_s,
                 "layer_kernels": [] if self.kernels is None else self.kernels.to_dict("records"),
+                "beside_comm": {"comm_sms": self.beside_comm[0], "gpu_sms": self.beside_comm[1],
+                                "hbm_share": self.beside_comm[2]},
                 "trust": self.trust.to_json() if self.trust is not None else None}
 
 
@@ -424,7 +427,7 @@ class MoEStep:
             traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
             warnings=warnings, recipe=plan, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
             a2a_slowdown=self._live.slowdown if self._live is not None else 1.0, kernels=kernel_frame(sc.chunk),
-            trust=scenario_trust(sc))
+            trust=scenario_trust(sc), beside_comm=(*sc.beside_comm[:1], sc.gpu.sms, sc.beside_comm[1]))
 
 
 def scenario_trust(sc: Scenario):

@@ -85,6 +85,20 @@ def trust_line(band) -> str:
     return f"trust: {band.line()}; see docs/validation.md"
 
 
+def beside_comm_lines(results: list[StepResult]) -> list[str]:
+    """What a communication kernel took from the compute that ran beside it (SMs, HBM bandwidth)
+    and how much longer that compute ran, per schedule whose traced rank had any: one line, or
+    none when no compute part ran beside one."""
+    stretched = {r.run.schedule: [e.stretch for e in r.part_trace if e.stretch > 1.0] for r in results}
+    stretched = {name: s for name, s in stretched.items() if s}
+    if not stretched:
+        return []
+    held, sms, share = results[0].beside_comm
+    each = ", ".join(f"{name} {min(s):.3f}-{max(s):.3f}x" for name, s in stretched.items())
+    return [f"beside a communication kernel: compute on {sms - held} of {sms} SMs and {100 * (1 - share):.0f}% of "
+            f"the HBM bandwidth (its copies take {100 * share:.0f}%); those parts ran longer than alone: {each}"]
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
@@ -97,6 +111,7 @@ def comparison_text(results: list[StepResult]) -> str:
                 f"MoE stage vs its dispatch {first.a2a_dispatch_s * 1e3:.2f} ms + combine "
                 f"{first.a2a_combine_s * 1e3:.2f} ms per layer)"] if math.isfinite(first.compute_comm_ratio) else []),
              *model_parallel_lines(results),
+             *beside_comm_lines(results),
              *(summary_lines(first.kernels) if first.kernels is not None and len(first.kernels) else []),
              *([("live communication: every all-to-all ran on the step's fabric among the other traffic; "
                  "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]
