@@ -23,9 +23,9 @@ def test_comparison_text(results):
     held, sms, share = results[1].beside_comm
     assert (sms, share) == (132, 0.0) and held == results[1].run.comm_sms > 0
     flat = sms / (sms - held)
-    line = next(l for l in text.splitlines() if l.startswith("beside a communication kernel"))
-    assert line == (f"beside a communication kernel: compute on {sms - held} of {sms} SMs and 100% of the HBM bandwidth "
-                    f"(its copies take 0%); those parts ran longer than alone: dualpipe {flat:.3f}-{flat:.3f}x")
+    line = next(t for t in text.splitlines() if t.startswith("beside a communication kernel"))
+    assert line == (f"beside a communication kernel: compute on {sms - held} of {sms} SMs and 100% of the HBM "
+                    f"bandwidth (its copies take 0%); those parts ran longer than alone: dualpipe {flat:.3f}-{flat:.3f}x")
     assert "beside a communication kernel" not in comparison_text(results[:1])      # 1F1B overlaps nothing
 
 
