@@ -362,6 +362,23 @@ def test_each_part_knows_how_much_longer_it_runs_beside_a_communication_kernel()
     flops = ChunkModel(model, gpu, run.with_(compute_model="flops"), 1, beside_comm=(20, 0.18))
     assert flops.layer_cost(True).beside == ()
     assert layer.beside_ratio("mlp_r") == 0.0
+    # a layer with an extra GEMM (an MTP module's projection) is costed at its own shape
+    mtp = chunk.layer_cost(True, extra_gemm=2.0 * model.hidden ** 2)
+    shape = chunk.layer_shape(True, 2.0 * model.hidden ** 2)
+    alone = chunk.kernels.costs(layer_ops(shape))
+    beside = chunk.kernels.costs(layer_ops(shape), 112, 0.18)
+    f = [(a.seconds, b.seconds) for a, b in zip(alone, beside) if (a.op.block, a.op.phase) == ("attn", "f")]
+    assert mtp.beside_ratio("attn_f") == pytest.approx(sum(b for _, b in f) / sum(a for a, _ in f), rel=1e-12)
+    assert mtp.beside_ratio("attn_f") != layer.beside_ratio("attn_f")
+    # a fully recomputed layer reruns its whole forward, at the forward's ratio
+    full = ChunkModel(model, gpu, run.with_(memory_policy="full"), 1, beside_comm=(20, 0.18)).layer_cost(True)
+    assert full.beside_ratio("attn_r") == full.beside_ratio("attn_f") and full.beside_ratio("mlp_r") == \
+        full.beside_ratio("mlp_f")
+    # SMs alone (kernels whose copies take no HBM) or HBM alone each give ratios of their own
+    sms_only = ChunkModel(model, gpu, run, 1, beside_comm=(20, 0.0)).layer_cost(True)
+    hbm_only = ChunkModel(model, gpu, run, 1, beside_comm=(0, 0.25)).layer_cost(True)
+    assert all(r > 1.0 for _, r in sms_only.beside) and all(r >= 1.0 for _, r in hbm_only.beside)
+    assert hbm_only.beside_ratio("mlp_f") > 1.0
 
 
 @settings(max_examples=25, deadline=None)

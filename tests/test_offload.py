@@ -40,6 +40,25 @@ def test_a_copy_longer_than_the_layers_compute_is_exposed_by_hand():
     assert ChunkModel(M, G, run_of(activation_offload=0.05), 4).layer_cost(False).forward == base.forward
 
 
+def test_an_moe_layer_offloads_what_it_keeps_and_its_exposed_copy_is_not_stretched():
+    """An MoE layer copies its own saved bytes (its experts' token copies included), more than a
+    dense layer of the model would; beside a communication kernel only the layer's kernels are
+    stretched, not the copy's exposed seconds: ratio = (kernels beside + exposed) / (kernels alone + exposed)."""
+    m = load_model("qwen3-30b-a3b")
+    run = RunSpec(model="qwen3-30b-a3b", gpu="h100", topology="h100-1024", pp=4, dp=8, ep=8, schedule="1f1b",
+                  microbatches=8, seq_len=4096, activation_offload=1.0)
+    assert offloaded_layer_bytes(m, run, True, False) > offloaded_layer_bytes(m, run, False, False)
+    plain = ChunkModel(m, G, run.with_(activation_offload=0.0), 4, beside_comm=(20, 0.2)).layer_cost(True)
+    cost = ChunkModel(m, G, run, 4, beside_comm=(20, 0.2)).layer_cost(True)
+    copy = offloaded_layer_bytes(m, run, True, False) / 64e9
+    exposed = copy - plain.forward
+    assert exposed > 0 and cost.forward == pytest.approx(copy)
+    assert cost.mlp_f == pytest.approx(plain.mlp_f + exposed)
+    assert cost.beside_ratio("mlp_f") == pytest.approx(
+        (plain.beside_ratio("mlp_f") * plain.mlp_f + exposed) / (plain.mlp_f + exposed), rel=1e-12)
+    assert cost.beside_ratio("attn_f") == plain.beside_ratio("attn_f")
+
+
 @pytest.mark.parametrize("changes,message", [
     (dict(activation_offload=1.5), r"RunSpec.activation_offload \(the share of each layer's saved activations kept "
                                    r"in host memory\) must be a finite number in \[0, 1\], got 1.5"),

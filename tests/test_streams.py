@@ -116,6 +116,9 @@ def test_sm_sharing_is_decided_per_gpu_of_the_group():
     t = _run([Part(COMPUTE, "A0", 1.0, routed_share=1.0), Part(COMPUTE, "A1", 1.0)],
              [Part(COMM, "D", shape="dispatch")], [0.0, 0.0], load=[0.5, 0.25], slowdown=2.0)
     assert list(t.end) == [2.0, 2.5] and list(t.compute_s) == [2.0, 2.5]
+    # the parts are recorded as the group's first GPU ran them: A0 shared (0-1, 2x), A1 alone (1-2)
+    assert [(p.name, p.start, p.end, p.stretch) for p in t.parts if p.stream == COMPUTE] == [
+        ("A0", 0.0, 1.0, 2.0), ("A1", 1.0, 2.0, 1.0)]
 
 
 def test_sm_sharing_counts_any_kernel_running_at_the_start():
