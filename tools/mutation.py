@@ -84,9 +84,10 @@ EQUIVALENT = {
     **{name: "'cast' is (1 kernel, x1.0) in ops.UNFUSED, as a kind it does not list"
        for name in ("sim.compute.ops.x_mlp_ops__mutmut_97", "sim.compute.ops.xǁ_Blockǁgemm__mutmut_51")},
     "sim.compute.ops.x_embedding_ops__mutmut_8": "the embedding's eager entry is (1 kernel, x1.0), as fused",
-    **{f"sim.training.costs.chunk.xǁChunkModelǁ_beside_parts__mutmut_{i}": "the memo of a layer's kernels beside a "
-       "communication kernel: another key spelling (no other key has its length), or no memo at all, costs the same "
-       "kernels again: the same seconds, more time" for i in (13, 14, 15, 16)},
+    **{f"sim.training.costs.chunk.xǁChunkModelǁkernel_costs__mutmut_{i}": "the memo of a layer's kernels: a key "
+       "spelt otherwise or of the other form stays apart from every other (the costs on all SMs are always asked with "
+       "sms None, those beside a communication kernel with its SMs), and no memo costs the same kernels again: the "
+       "same seconds, more time" for i in (9, 11, 12, 14, 15, 16, 17, 18, 19)},
     "sim.training.costs.chunk.xǁChunkModelǁ_kernel_parts__mutmut_37": "a layer's MLP parts never sum to 0 s (its "
                                                                       "norm at least): the guard is never taken",
     "sim.compute.ops.x_head_ops__mutmut_2": "only 'unfused' is looked at: any other default spelling is fused",

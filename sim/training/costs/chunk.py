@@ -368,13 +368,17 @@ class ChunkModel:
                           precision=run.gemm_precision, fusion=run.fusion, extra_gemm=extra_gemm,
                           attention_kernel=run.attention_kernel)
 
-    def kernel_costs(self, moe: bool, extra_gemm: float = 0.0) -> list[OpCost]:
-        """Every kernel of one layer with its seconds and bound (the kernel model only), costed
-        once per layer shape and kernel model in a process."""
+    def kernel_costs(self, moe: bool, extra_gemm: float = 0.0, sms: int | None = None,
+                     hbm_share: float = 0.0) -> list[OpCost]:
+        """Every kernel of one layer with its seconds and bound (the kernel model only), on ``sms``
+        SMs (default: all) with ``hbm_share`` of HBM taken by something beside it
+        (:meth:`~sim.compute.KernelModel.cost`), costed once per layer shape, share and kernel model
+        in a process."""
         shape = self.layer_shape(moe, extra_gemm)
-        hit = self.kernels.memo.get(("layer", shape))
+        key = ("layer", shape) if sms is None and not hbm_share else ("layer", shape, sms, hbm_share)
+        hit = self.kernels.memo.get(key)
         if hit is None:
-            hit = self.kernels.memo[("layer", shape)] = tuple(self.kernels.costs(layer_ops(shape)))
+            hit = self.kernels.memo[key] = tuple(self.kernels.costs(layer_ops(shape), sms, hbm_share))
         return list(hit)
 
     def layer_cost(self, moe: bool, extra_gemm: float = 0.0, full: bool | None = None) -> LayerCost:
@@ -451,12 +455,7 @@ class ChunkModel:
         sms, hbm_share = self.beside_comm
         if self.kernels is None or (not sms and not hbm_share):
             return {}
-        shape = self.layer_shape(moe, extra_gemm)
-        key = ("layer-beside", shape, sms, hbm_share)
-        hit = self.kernels.memo.get(key)
-        if hit is None:
-            hit = self.kernels.memo[key] = tuple(self.kernels.costs(layer_ops(shape), self.gpu.sms - sms, hbm_share))
-        return self._parts_of(list(hit), full)
+        return self._parts_of(self.kernel_costs(moe, extra_gemm, self.gpu.sms - sms, hbm_share), full)
 
     def _flops_parts(self, moe: bool, extra_gemm: float, full: bool) -> tuple[dict, float, float, float]:
         """The FLOPs model's parts (see the module)."""
