@@ -427,7 +427,7 @@ class MoEStep:
             traced_rank=sc.layout.traced_rank, pipeline_end_s=pipeline_end, part_trace=trace, link_stats=dict(self.comm.link_frames),
             warnings=warnings, recipe=plan, wall_s=wall, late_send_s=max(rn.late_s for rn in runners),
             a2a_slowdown=self._live.slowdown if self._live is not None else 1.0, kernels=kernel_frame(sc.chunk),
-            trust=scenario_trust(sc), beside_comm=(*sc.beside_comm[:1], sc.gpu.sms, sc.beside_comm[1]))
+            trust=scenario_trust(sc), beside_comm=(sc.beside_comm[0], sc.gpu.sms, sc.beside_comm[1]))
 
 
 def scenario_trust(sc: Scenario):
