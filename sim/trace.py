@@ -78,7 +78,8 @@ def trace_events(result, busiest: int = 8, offset_s: float = 0.0) -> list[dict]:
         for e in parts:
             events.append({"name": e.name, "cat": "compute" if e.stream == 0 else "comm", "ph": "X", "pid": pid,
                            "tid": 1 + e.stream, "ts": (e.start + offset_s) * scale, "dur": (e.end - e.start) * scale,
-                           "args": {"op": e.op} | ({"beside_comm": round(e.stretch, 4)} if e.stretch != 1.0 else {})})
+                           "args": {"op": e.op} | ({"beside_comm": round(e.stretch, 4)} if e.stretch != 1.0 else {})
+                           | ({"peer_wait_us": round(e.peer_wait * scale, 3)} if e.peer_wait > 0 else {})})
     timeline = getattr(result, "link_timeline", None)
     if timeline is not None and len(timeline):
         top = list(dict.fromkeys(timeline["link"]))[:busiest]

@@ -34,6 +34,24 @@ def test_a_slow_gpu_delays_the_step_by_its_extra_compute():
     # the step's last all-to-all (the last backward's tail, which nobody waits for inside an op).
     waits = slow.ranks[0].replica_comm
     assert 0.9 * 0.5 * healthy < waits.max_s - waits.min_s < 0.5 * healthy
+    # ... and that difference is their peer wait: the slow GPU waits for nobody.
+    peer = slow.ranks[0].replica_peer_wait
+    assert peer.min_s == 0.0 and peer.max_s == pytest.approx(waits.max_s - waits.min_s, rel=1e-9)
+    assert clean.ranks[0].replica_peer_wait.max_s == 0.0 and clean.peer_wait_s == 0.0
+
+
+def test_a_slow_gpu_delays_exactly_the_collectives_of_its_own_group():
+    """One stage of 4 GPUs in two EP groups ({0, 1}, {2, 3}); GPU 2 at 1.5x. Its peer, GPU 3, waits
+    at every all-to-all; GPUs 0 and 1 never wait and spend exactly the fault-free all-to-all time."""
+    run = load_scenario("tiny", schedule="1f1b", pp=1, dp=4, ep=2, microbatches=4)
+    clean = MoEStep(Scenario(run), "full").simulate()
+    slow = MoEStep(Scenario(run.with_(faults={"slow_gpus": {2: 1.5}}))).simulate()
+    peer = slow.ranks[0].replica_peer_wait
+    assert peer.max_replica == 3 and peer.max_s > 0
+    assert peer.median_s == 0.0              # of [w0, w1, w2, w3] with w3 > 0: w0 = w1 = w2 = 0
+    comm = slow.ranks[0].replica_comm
+    assert comm.min_s == pytest.approx(clean.ranks[0].replica_comm.max_s, rel=1e-12)   # {0, 1}: as without it
+    assert comm.max_s == pytest.approx(comm.min_s + peer.max_s, rel=1e-12) and comm.max_replica == 3
 
 
 def test_a_failed_link_reroutes_and_the_transfer_takes_the_new_path():

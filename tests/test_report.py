@@ -29,6 +29,24 @@ def test_comparison_text(results):
     assert "beside a communication kernel" not in comparison_text(results[:1])      # 1F1B overlaps nothing
 
 
+def test_the_wait_for_peers_is_said_per_schedule(results):
+    """Representative mode says where the wait went; a slow GPU in full mode gives each schedule its
+    median and most per GPU per step, and where the most was."""
+    text = comparison_text(results)
+    assert "waiting for peers at the all-to-alls: not separated in representative mode" in text
+    slow = simulate_schedules(Scenario(load_scenario("tiny").with_(faults={"slow_gpus": {"pp1.dp0": 1.5}})),
+                              ["1f1b"])
+    r = slow[0]
+    line = next(t for t in comparison_text(slow).splitlines() if "waiting for peers" in t)
+    rank = max(r.ranks, key=lambda x: x.replica_peer_wait.max_s)
+    assert rank.rank == 1 and rank.replica_peer_wait.max_replica != 0        # a peer of the slow GPU
+    assert line.startswith(f"1f1b: waiting for peers at collectives (launch to the group's last launch) "
+                           f"{r.peer_wait_s:.3g} s per GPU per step (")
+    assert line.endswith(f"most {rank.replica_peer_wait.max_s:.3g} s (rank 1, replica "
+                         f"{rank.replica_peer_wait.max_replica})")
+    assert r.summary()["mean_peer_wait_s"] == r.peer_wait_s > 0
+
+
 def test_fb_unit_is_one_overlapped_op_of_the_traced_rank(results):
     dual = results[1]
     unit = fb_unit_trace(dual)

@@ -31,6 +31,13 @@ def test_the_summary_table_has_units_and_rounded_numbers_fastest_first():
     assert "<td>10.0</td>" in table and "<td>30.0</td>" in table        # bubble shares in percent
 
 
+def test_the_wait_for_peers_is_a_column_only_when_a_run_has_some():
+    quiet = summary().assign(mean_peer_wait_s=0.0)
+    assert "Waiting for peers" not in summary_table(quiet)
+    table = summary_table(quiet.assign(mean_peer_wait_s=[1.257, 0.0]))
+    assert "<th>Waiting for peers at collectives (s per GPU)</th>" in table and "<td>1.257</td>" in table
+
+
 def test_link_caption_says_whether_the_all_to_alls_are_drawn():
     measured = captions("x", summary(), None, "measured")["x_link_timeline.png"]
     live = captions("x", summary(), None, "live")["x_link_timeline.png"]

@@ -58,6 +58,9 @@ def test_all_to_all_waits_for_the_whole_group():
     assert list(t.end) == [7.5, 7.5]          # ATTN to 1.5, dispatch to 2.5, MLP to 6.5, combine to 7.5
     assert list(t.compute_s) == [3.0, 5.0]
     assert list(t.comm_s) == [4.5, 2.0]       # the fast GPU waits at both barriers
+    assert list(t.peer_wait_s) == [2.5, 0.0]  # 1.0 -> 1.5 at the dispatch, 4.5 -> 6.5 at the combine
+    dispatch = next(p for p in t.parts if p.name.startswith("DISPATCH"))
+    assert (dispatch.start, dispatch.peer_wait, dispatch.end) == (1.0, 0.5, 2.5)   # the first GPU's record
 
 
 def test_cycle_is_refused():
@@ -192,7 +195,8 @@ def test_one_gpu_walks_as_a_group_of_alike_gpus(f_layers, b_layers, f_ends, b_en
         starts, loads = np.full(n, start), np.full(n, load)
         return run_op(plan, starts, compute_durations(plan, loads, slowdown), times, record=True)
     one, two = walk(1), walk(2)
-    for field in ("end", "compute_s", "comm_s", "recompute_s"):
+    assert two.peer_wait_s.tolist() == [0.0, 0.0]       # alike GPUs never wait for each other
+    for field in ("end", "compute_s", "comm_s", "recompute_s", "peer_wait_s"):
         assert getattr(one, field).tolist() == getattr(two, field).tolist()[:1]
         assert type(getattr(one, field)[0]) is np.float64
     assert one.parts == two.parts
@@ -200,3 +204,19 @@ def test_one_gpu_walks_as_a_group_of_alike_gpus(f_layers, b_layers, f_ends, b_en
     assert [getattr(floats, f) for f in ("end", "compute_s", "comm_s", "recompute_s")] == \
         [getattr(one, f)[0] for f in ("end", "compute_s", "comm_s", "recompute_s")]
     assert floats.parts == one.parts
+
+
+@given(st.lists(layers, min_size=1, max_size=3), st.lists(layers, min_size=1, max_size=3), ends, ends,
+       st.floats(0.01, 3.0), st.lists(st.floats(0.0, 5.0), min_size=2, max_size=4),
+       st.lists(st.floats(0.2, 3.0), min_size=4, max_size=4), st.booleans())
+def test_peer_waits_are_what_the_barriers_cost(f_layers, b_layers, f_ends, b_ends, comm_time, starts, loads, plain):
+    """GPUs that start and load differently: each waits at a collective from its own launch to the
+    group's last, so its communication time less its peer waits is the group's (every GPU leaves
+    each collective together), and no wait is negative or longer than that GPU's communication."""
+    if plain:
+        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True) + forward_parts(f_layers, f_ends))
+    else:
+        comp, comm = overlapped_parts(f_layers, b_layers, f_ends, b_ends)
+    t = _run(comp, comm, starts, load=loads[:len(starts)], slowdown=1.5, comm_time=comm_time)
+    assert (t.peer_wait_s >= 0).all() and (t.peer_wait_s <= t.comm_s + 1e-9).all()
+    assert t.comm_s - t.peer_wait_s == pytest.approx(np.full(len(starts), len(comm) * comm_time), rel=1e-9)

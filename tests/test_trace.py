@@ -33,6 +33,23 @@ def test_chrome_trace_of_a_moe_step_has_the_traced_ranks_streams(tmp_path):
     assert len(stretched) == len(beside) and all(p.stretch >= 1.0 for p in res.part_trace)
 
 
+def test_a_moe_steps_trace_gives_each_all_to_all_its_wait_for_peers(tmp_path):
+    """tiny (one EP group of 4 replicas per rank) with GPU pp2.dp1 1.5x slower: the traced rank's
+    first replica (rank 2, replica 0) waits for it at its all-to-alls, and the waits its trace
+    gives them add up to the rank's peer wait (replicas 0, 2 and 3 wait alike: the median)."""
+    from sim.trace import write_chrome_trace
+    from sim.training.model.specs import load_scenario
+    from sim.training.step import simulate_step
+    res = simulate_step(load_scenario("tiny", schedule="1f1b").with_(faults={"slow_gpus": {"pp2.dp1": 1.5}}))
+    events = json.loads(write_chrome_trace(res, tmp_path / "s.json").read_text())["traceEvents"]
+    waits = [e["args"]["peer_wait_us"] for e in events if e["ph"] == "X" and "peer_wait_us" in e["args"]]
+    assert waits and all(w > 0 for w in waits)
+    assert all(e["cat"] == "comm" for e in events if e["ph"] == "X" and "peer_wait_us" in e["args"])
+    peer = res.ranks[res.traced_rank].replica_peer_wait
+    assert peer.median_s == peer.max_s and peer.min_s == 0.0
+    assert sum(waits) * 1e-6 == pytest.approx(peer.median_s, abs=1e-9 * len(waits))   # rounded to ns
+
+
 def test_a_step_with_its_link_timeline_traces_the_busiest_links_over_time(tmp_path):
     """Recorded, the step fabric's busiest links become counter tracks with one value per time bin,
     and every byte the timeline holds is a byte the fabric carried."""

@@ -38,6 +38,7 @@ SLOW = (
     "python -m sim run deepseek-v3 --schedule dualpipe --communication live",
     "python -m sim run deepseek-v3 --slow-gpu 5:1.2 --jitter 0.05",
     "python -m sim run deepseek-v3 --schedule dualpipe --slow-gpu 5:1.2",
+    "python -m sim run deepseek-v3 --schedule dualpipe --mode full",
     "python -m sim run deepseek-v3 --schedule dualpipe --jitter 0.05 --fault-seed 1",
     "python -m sim run deepseek-v3 --schedule dualpipe --jitter 0.05 --send-grid 0",
     "python -m sim run deepseek-v3 --schedule dualpipe --fail-link node:n1/nic0",

@@ -51,6 +51,7 @@ class PartEvent(NamedTuple):
     start: float
     end: float
     stretch: float = 1.0   # compute: how much longer than alone it ran, beside a communication kernel
+    peer_wait: float = 0.0  # communication: seconds from its launch to its group's last GPU's launch
 
 
 @dataclass
@@ -64,10 +65,11 @@ class GroupStats:
     pipeline_wait_s: np.ndarray  # before ops: waiting for an input already sent and still in flight
     tp_comm_s: np.ndarray      # tensor-parallel collectives (part of comm_s)
     cp_comm_s: np.ndarray      # context-parallel key/value rings, what the attention did not hide (part of comm_s)
+    peer_wait_s: np.ndarray    # at collectives: launch to the group's last GPU's launch (part of comm_s)
 
     @classmethod
     def zeros(cls, n: int) -> "GroupStats":
-        return cls(*(np.zeros(n) for _ in range(7)))
+        return cls(*(np.zeros(n) for _ in range(8)))
 
 
 def group_factors(per_gpu: np.ndarray, layout, rank: int) -> np.ndarray:
@@ -142,7 +144,7 @@ class GroupRunner:
         self.clock = {r: np.full(n, context.start_s) for r in range(pp)}
         self._stats = {r: GroupStats.zeros(n) for r in range(pp)}
         self._one = n == 1 and self.live is None        # run on Python floats (_run_one)
-        self._totals = {r: [0.0] * 7 for r in range(pp)}   # _run_one's GroupStats, as floats
+        self._totals = {r: [0.0] * 8 for r in range(pp)}   # _run_one's GroupStats, as floats (no peer waits)
         self.load = {r: np.array([comm.load_factor(r, int(d)) for d in replicas]) for r in range(pp)}
         self.arrivals: dict[tuple, np.ndarray] = {}   # key -> when each replica has it
         self.sent: dict[tuple, np.ndarray] = {}       # key -> when each replica's producer finished it
@@ -271,6 +273,7 @@ class GroupRunner:
         st.pipeline_wait_s += start - sent        # 0 unless the input was sent but had not arrived
         st.tp_comm_s += axis_s[0]
         st.cp_comm_s += axis_s[1]
+        st.peer_wait_s += t.peer_wait_s
         self.clock[rank] = t.end
         for part in parts(op):
             for key in outputs_of(part, S):

@@ -64,6 +64,7 @@ class RankResult:
     sync_end_s: float = 0.0     # when the rank's optimizer step and weight all-gather ended
     tp_comm_s: float = 0.0      # tensor-parallel collectives (exposed: inside exposed_comm_s)
     cp_comm_s: float = 0.0      # context-parallel key/value rings' exposed rest (inside exposed_comm_s)
+    replica_peer_wait: "ReplicaSpread | None" = None  # inside replica_comm: launch to the group's last launch
 
     def to_json(self) -> dict:
         m = self.memory
@@ -79,7 +80,8 @@ class RankResult:
                 **{f"fixed_{name.lower().replace(' ', '_').replace('-', '_')}_gb": round(gb, 3) for name, gb in m.fixed},
                 "headroom_gb": round(m.headroom_gb, 3), "peak_microbatches": m.peak_microbatches,
                 **{f"{name}_{k}": v for name, spread in (("replica_compute", self.replica_compute),
-                                                         ("replica_comm", self.replica_comm))
+                                                         ("replica_comm", self.replica_comm),
+                                                         ("replica_peer_wait", self.replica_peer_wait))
                    if spread is not None for k, v in spread.to_json().items()}}
 
 
@@ -191,6 +193,14 @@ class StepResult:
         """Idle GPUs of the topology; an MFU above :data:`~sim.training.model.recipe.MFU_BOUND`."""
         return recipe_warnings(self.recipe, self.mfu, self.run.gemm_efficiency) if self.recipe else []
 
+    @property
+    def peer_wait_s(self) -> float:
+        """Seconds per GPU per step spent at collectives waiting for the group's last GPU to launch
+        them (the median replica of each rank, mean over ranks; inside the communication time). 0 in
+        representative mode, where every GPU of a group is the same."""
+        waits = [r.replica_peer_wait.median_s for r in self.ranks if r.replica_peer_wait is not None]
+        return sum(waits) / len(self.ranks) if waits else 0.0
+
     def mean_per_rank(self, column: str) -> float:
         """Mean over ranks of one of :data:`TIME_COLUMNS` (seconds per step)."""
         return sum(getattr(r, column) for r in self.ranks) / len(self.ranks)
@@ -211,6 +221,7 @@ class StepResult:
                 "faults": self.run.faults.describe() if self.run.faults is not None else "",
                 "fault_cost_s": self.step_time_s - self.fault_free_s if self.fault_free_s is not None else None,
                 **{f"mean_{c}": self.mean_per_rank(c) for c in TIME_COLUMNS + ("tp_comm_s", "cp_comm_s")},
+                "mean_peer_wait_s": self.peer_wait_s,
                 **{k: v for k, v in self.recipe.items() if k not in ("pp", "ep", "dp", "microbatches", "communication",
                                                                      "kernels")},
                 **(self.trust.columns() if self.trust is not None else EMPTY_COLUMNS)}
@@ -370,7 +381,7 @@ class MoEStep:
         for rank in range(P):
             stats = {name: np.concatenate([getattr(rn.stats[rank], name) for rn in runners])
                      for name in ("op_s", "compute_s", "comm_s", "recompute_s", "pipeline_wait_s", "tp_comm_s",
-                                  "cp_comm_s")}
+                                  "cp_comm_s", "peer_wait_s")}
             last_end = np.concatenate([rn.clock[rank] for rn in runners]) - start_s
             worst = int(np.argmax(stats["op_s"]))
             op_s, busy, comm_s, recompute_s, wait_s = (float(stats[k][worst]) for k in (
@@ -389,7 +400,8 @@ class MoEStep:
                                     launched, ReplicaSpread.of(stats["compute_s"], replica_ids),
                                     ReplicaSpread.of(stats["comm_s"], replica_ids), float(last_end[worst]),
                                     reduced_at, end, float(stats["tp_comm_s"][worst]),
-                                    float(stats["cp_comm_s"][worst])))
+                                    float(stats["cp_comm_s"][worst]),
+                                    ReplicaSpread.of(stats["peer_wait_s"], replica_ids)))
         records = runners[0].records if not start_s else [
             rec._replace(start=rec.start - start_s, end=rec.end - start_s) for rec in runners[0].records]
         if start_s:

@@ -16,7 +16,9 @@ per GPU of the group), by these rules, which are the whole stream model:
    ``SMs / (SMs - comm_sms)`` for a part whose kernels are not known.
 3. A communication part occupies its SMs from the moment it is ready (its launch). Its all-to-all
    is a collective: it starts when the last GPU of the group has launched it (the barrier) and
-   ends ``comm_time`` seconds later on every GPU of the group.
+   ends ``comm_time`` seconds later on every GPU of the group. A GPU that launched it earlier
+   waits for its peers meanwhile (``peer_wait_s``: the barrier less its own launch), holding its
+   SMs: a slow or overloaded GPU delays exactly the collectives of its own group.
 4. The op ends on a GPU when both of its streams have finished.
 
 Parts are visited once, in an order fixed per op (:func:`compile_plan`): a ready communication
@@ -115,6 +117,7 @@ class PartSpan(NamedTuple):
     start: float
     end: float
     stretch: float = 1.0       # compute: how much longer than alone it ran (beside a communication kernel)
+    peer_wait: float = 0.0     # comm: seconds from its launch to the group's last launch (waiting for peers)
 
 
 @dataclass
@@ -126,6 +129,7 @@ class OpTiming:
     comm_s: np.ndarray         # communication parts, launch to end (barrier wait included)
     parts: list[PartSpan]      # of the first GPU of the group, when recorded
     recompute_s: np.ndarray    # the recomputation parts among compute_s
+    peer_wait_s: np.ndarray    # the barrier waits among comm_s: launch to the group's last launch
 
 
 def compute_durations(plan: OpPlan, load: np.ndarray, slowdown: float) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -147,6 +151,7 @@ class OneTiming(NamedTuple):
     comm_s: float
     parts: list[PartSpan]
     recompute_s: float
+    peer_wait_s: float = 0.0   # a group of one GPU never waits for a peer
 
 
 def run_op(plan: OpPlan, start: np.ndarray, durations: list, comm_times: list[float],
@@ -184,13 +189,14 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
     if start.size == 1:
         t = yield from _walk_one(plan, float(start[0]), durations, record)
         return OpTiming(np.array([t.end]), np.array([t.compute_s]), np.array([t.comm_s]), t.parts,
-                        np.array([t.recompute_s]))
+                        np.array([t.recompute_s]), np.zeros(1))
     ends: tuple[list, list] = ([None] * len(plan.comp), [None] * len(plan.comm))
     free = [start, start]
     launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
     compute_s = np.zeros_like(start)
     recompute_s = np.zeros_like(start)
     comm_s = np.zeros_like(start)
+    peer_wait_s = np.zeros_like(start)
     parts = []
     for stream, k in plan.order:
         part = plan.comm[k] if stream else plan.comp[k]
@@ -212,16 +218,19 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
             if part.recompute:
                 recompute_s = recompute_s + d
         else:
-            finish = yield k, float(ready.max())
+            barrier = float(ready.max())
+            finish = yield k, barrier
             launched.append((ready, finish))
             comm_s = comm_s + (finish - ready)
+            peer_wait_s = peer_wait_s + (barrier - ready)
             end = np.full_like(ready, finish)
         ends[stream][k] = end
         free[stream] = end
         if record:
             stretch = float(d[0] / full[0]) if stream == COMPUTE and full[0] > 0 else 1.0
-            parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0]), stretch))
-    return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s)
+            wait = barrier - float(ready[0]) if stream == COMM else 0.0
+            parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0]), stretch, wait))
+    return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s, peer_wait_s)
 
 
 def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):

@@ -99,6 +99,29 @@ def beside_comm_lines(results: list[StepResult]) -> list[str]:
             f"the HBM bandwidth (its copies take {100 * share:.0f}%); those parts ran longer than alone: {each}"]
 
 
+def peer_wait_lines(results: list[StepResult]) -> list[str]:
+    """How long the GPUs waited at their collectives for the group's last GPU to launch them (a
+    slow or overloaded peer: :mod:`sim.training.costs.streams`, rule 3), per schedule of an MoE run:
+    the median and most per GPU per step and their share of the communication time; in
+    representative mode, where that wait went instead."""
+    first = results[0]
+    if first.run.ep <= 1:
+        return []
+    if first.mode != "full":
+        return ["waiting for peers at the all-to-alls: not separated in representative mode (one GPU stands for its "
+                "EP group and starts each op when the group's last input has arrived); --mode full shows it"]
+    out = []
+    for r in results:
+        spreads = [(x.rank, x.replica_peer_wait, x.replica_comm) for x in r.ranks if x.replica_peer_wait is not None]
+        rank, most, _ = max(spreads, key=lambda s: s[1].max_s)
+        comm = sum(c.median_s for _, _, c in spreads)
+        share = r.peer_wait_s * len(r.ranks) / comm if comm > 0 else 0.0
+        out.append(f"{r.run.schedule}: waiting for peers at collectives (launch to the group's last launch) "
+                   f"{r.peer_wait_s:.3g} s per GPU per step ({100 * share:.0f}% of its communication time; median "
+                   f"replica, mean over ranks), most {most.max_s:.3g} s (rank {rank}, replica {most.max_replica})")
+    return out
+
+
 def comparison_text(results: list[StepResult]) -> str:
     """What ``python -m sim run`` prints: the chunk ratio, a table of the schedules, how much of
     its all-to-all time each hides against 1F1B, utilization per rank and memory warnings."""
@@ -112,6 +135,7 @@ def comparison_text(results: list[StepResult]) -> str:
                 f"{first.a2a_combine_s * 1e3:.2f} ms per layer)"] if math.isfinite(first.compute_comm_ratio) else []),
              *model_parallel_lines(results),
              *beside_comm_lines(results),
+             *peer_wait_lines(results),
              *(summary_lines(first.kernels) if first.kernels is not None and len(first.kernels) else []),
              *([("live communication: every all-to-all ran on the step's fabric among the other traffic; "
                  "time live / alone: " + ", ".join(f"{r.run.schedule} {r.a2a_slowdown:.3f}x" for r in results))]

@@ -32,9 +32,10 @@ SUMMARY_COLUMNS = {"schedule": ("Schedule", None, None), "step_time_s": ("Step t
                    "exposed_comm_share": ("Exposed communication (% of step)", 100, 1),
                    "mean_tp_comm_s": ("TP collectives (s per rank)", 1, "g"),
                    "mean_cp_comm_s": ("CP rings, unhidden (s per rank)", 1, "g"),
+                   "mean_peer_wait_s": ("Waiting for peers at collectives (s per GPU)", 1, "g"),
                    "max_memory_gb": ("Peak memory (GB)", 1, 1), "fits_hbm": ("Fits HBM", None, None)}
 
-OPTIONAL_COLUMNS = ("mean_tp_comm_s", "mean_cp_comm_s")      # shown only when a run has some
+OPTIONAL_COLUMNS = ("mean_tp_comm_s", "mean_cp_comm_s", "mean_peer_wait_s")      # shown only when a run has some
 
 
 def conclusion(summary: pd.DataFrame, hbm_gb: float | None = None, skipped: dict | None = None) -> str:
