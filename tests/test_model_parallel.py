@@ -2,10 +2,12 @@
 node, the CP ring's overlap, the compute a GPU keeps, and the refusals."""
 import pytest
 import simpy
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.network.collectives import nccl_ring_cost
 from sim.training.comm.collective_shapes import kv_heads_per_gpu, model_parallel_shapes
-from sim.training.comm.model_parallel import ModelParallelComm
+from sim.training.comm.model_parallel import ModelParallelComm, blocks_wait
 from sim.training.costs.chunk import ChunkModel
 from sim.training.model.specs import RunSpec, SpecError, load_gpu, load_model
 from sim.training.scenario import Scenario
@@ -53,8 +55,10 @@ def test_sequence_parallelism_moves_the_same_bytes_in_two_halves():
 
 def test_a_ring_attention_steps_bytes_and_what_the_attention_hides():
     """CP 4 x TP 2: each GPU holds 1,024 tokens and 8 / 2 = 4 key/value heads of 128, so it passes
-    K = 1,024 x 2 x 4 x 128 x 2 bytes to its neighbour in each of 3 steps; the forward waits for
-    max(0, ring - 3/4 of the attention core), the backward for twice the bytes behind twice the core."""
+    K = 1,024 x 2 x 4 x 128 x 2 bytes to its neighbour in each of 3 steps of s (the route's latency
+    and K at link speed) after the launch L; block j lands at L + j s, and the forward waits for
+    max(0, L + s - a, L + 3 (s - a)), a a quarter of the attention core; the backward for twice the
+    bytes behind twice the core."""
     sc = Scenario(node_run(tp=2, cp=4))
     m = sc.model
     assert kv_heads_per_gpu(m, 2) == 4
@@ -67,15 +71,42 @@ def test_a_ring_attention_steps_bytes_and_what_the_attention_hides():
     assert mp.cp_ring_seconds() == pytest.approx(ring)
     core = sc.chunk.stage_layers[0][0].core_f
     assert core > 0
-    assert mp.time("cp_kv:f") == pytest.approx(max(0.0, ring - 0.75 * core))
-    ring_b = sc.kernels.nccl_launch_s + 3 * (latency + 2 * K / bw)
-    assert mp.time("cp_kv:b") == pytest.approx(max(0.0, ring_b - 0.75 * 2 * core))
+    L, s, a = sc.kernels.nccl_launch_s, latency + K / bw, core / 4
+    assert mp.block_seconds("cp_kv:f") == pytest.approx(a) and mp.block_seconds("cp_kv:b") == pytest.approx(2 * a)
+    assert mp.time("cp_kv:f") == pytest.approx(max(0.0, L + s - a, L + 3 * (s - a)))
+    s_b = latency + 2 * K / bw
+    assert mp.time("cp_kv:b") == pytest.approx(max(0.0, L + s_b - 2 * a, L + 3 * (s_b - 2 * a)))
     assert kv_heads_per_gpu(m, 16) == 1.0                 # fewer heads than GPUs: a copy each
     one_layer = Scenario(node_run(tp=2, cp=2, pp=2, first_stage_layers=1, microbatches=2))   # stage 0: 1 layer
     assert ModelParallelComm(one_layer).time("cp_kv:f") >= 0
     # the TP groups of every CP coordinate run at once, each on GPUs of its own: no contention
     assert mp.time("tp_all_reduce") == pytest.approx(
         sc.kernels.nccl_launch_s + 2 * (latency + 1024 * 4096 * 2 / 2 / bw))
+
+
+def test_the_attention_waits_for_each_block_of_the_ring_as_it_lands():
+    """Blocks of 2 s of attention; the own block first. Blocks landing at 3, 5 and 7 s: block 1
+    starts at 3 (1 s late), then 5 and 7 on time: 1 s. A latency of 4 s before steps of 1 s (5, 6,
+    7): the first block's 3 s late and the rest wait for it: 3 s, where the whole ring less 3 blocks
+    (7 - 6) would say 1 s. Blocks that land early cost nothing; the order they land in does not
+    matter (each is a block of the same causal work)."""
+    assert blocks_wait([3.0, 5.0, 7.0], 2.0) == 1.0
+    assert blocks_wait([5.0, 6.0, 7.0], 2.0) == 3.0
+    assert blocks_wait([0.5, 1.0, 1.5], 2.0) == 0.0 and blocks_wait([], 2.0) == 0.0
+    assert blocks_wait([7.0, 3.0, 5.0], 2.0) == 1.0
+
+
+@given(st.lists(st.floats(0, 100), max_size=8), st.floats(0.01, 50), st.floats(0, 10))
+def test_a_later_block_never_shortens_the_wait(arrivals, block, later):
+    """Property: the wait is at least the whole ring less the blocks after the first (the formula
+    that lets later blocks' slack hide the first block's latency), at most the last arrival, and a
+    block landing later never makes it shorter."""
+    wait = blocks_wait(arrivals, block)
+    if arrivals:
+        assert max(0.0, max(arrivals) - (len(arrivals)) * block) <= wait + 1e-9 <= max(arrivals) + 1e-9
+        assert blocks_wait([arrivals[0] + later] + arrivals[1:], block) >= wait
+    else:
+        assert wait == 0.0
 
 
 @pytest.mark.parametrize("compute_model", ["flops", "kernels"])

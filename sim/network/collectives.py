@@ -253,9 +253,16 @@ def _after(env: simpy.Environment, delay: float, start) -> simpy.Event:
 
 
 def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk: bool = False,
-          kind: str = "all_gather", protocol: str | None = None) -> simpy.Event:
+          kind: str = "all_gather", protocol: str | None = None, on_receive=None) -> simpy.Event:
+    """The ring collectives' one engine: ``steps`` steps of ``nbytes / n`` from each rank to the
+    next, a rank sending its k-th chunk once it has sent the one before and received k - 1
+    (``bulk``: each rank's chunks as one transfer, see :func:`ring_reduce_scatter`); NCCL's
+    latency and bandwidth factor for ``protocol`` first. ``on_receive(i)``, if given, is called
+    as ``ranks[i]`` receives each chunk (not with ``bulk``)."""
     n = len(ranks)
     env = fabric.env
+    if on_receive is not None and bulk:
+        raise ValueError("on_receive needs the ring step by step, not bulk")
     if n < 2 or nbytes == 0:
         ev = env.event()
         ev.succeed()
@@ -265,7 +272,8 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
         if cost.protocol == NVLS:
             return _after(env, cost.latency_s - charged, lambda: nvls_all_reduce(fabric, ranks, nbytes, bulk))
         wire = nbytes / cost.bandwidth_factor
-        return _after(env, cost.latency_s - charged, lambda: _ring(fabric, ranks, wire, steps, bulk))
+        return _after(env, cost.latency_s - charged,
+                      lambda: _ring(fabric, ranks, wire, steps, bulk, on_receive=on_receive))
     chunk = nbytes / n
     join = _Join(env, n)
     fabric.links.routes([(ranks[i], ranks[(i + 1) % n]) for i in range(n)])   # found together: cheaper
@@ -296,6 +304,8 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
             in_flight[i] = False
             sent[i] += 1
             received[nxt] += 1
+            if on_receive is not None:
+                on_receive(nxt)
             if sent[i] == steps:
                 join.arrive()
             try_send(i)
@@ -338,10 +348,12 @@ def ring_reduce_scatter(fabric: Fabric, ranks: Sequence[int], nbytes: float, bul
 
 
 def ring_all_gather(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False,
-                    protocol: str | None = None) -> simpy.Event:
+                    protocol: str | None = None, on_receive=None) -> simpy.Event:
     """Ring all-gather to ``nbytes`` per rank: n-1 steps of N/n bytes (``bulk``: see
-    :func:`ring_reduce_scatter`; ``protocol``: NCCL's, see the module)."""
-    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk, "all_gather", protocol)
+    :func:`ring_reduce_scatter`; ``protocol``: NCCL's, see the module); ``on_receive(i)`` as
+    ``ranks[i]`` receives each other rank's block (a context-parallel ring's attention waits for
+    them one by one)."""
+    return _ring(fabric, ranks, nbytes, len(ranks) - 1, bulk, "all_gather", protocol, on_receive)
 
 
 def _by_node(ranks: Sequence[int], gpus_per_node: int) -> dict[int, list[int]]:

@@ -328,8 +328,9 @@ class GroupRunner:
                 if ring:            # its rings' seconds on the fabric, from now (a CP ring's hidden
                     t0 = env.now    # part can leave the clock ahead of the walk: the next part starts now)
                     fn, groups, nbytes = mp.rings(shape, rank, self.replicas)
-                    yield self.live.rings(fn, groups, nbytes, mp.launch_s)
-                    exposed = mp.exposed(shape, env.now - t0)
+                    arrivals = mp.arrivals_for(shape, groups)
+                    yield self.live.rings(fn, groups, nbytes, mp.launch_s, arrivals)
+                    exposed = mp.exposed(shape, env.now - t0, arrivals)
                     axis_s[1 if mp.axis(shape) == "cp" else 0] += exposed
                     k, at = walk.send(at + exposed)
                     continue

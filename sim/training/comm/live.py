@@ -25,7 +25,7 @@ Tensor- and context-parallel collectives run live too: each TP or CP part starts
 (:meth:`LiveComm.rings`: every TP or CP group of the pipeline's replicas, one ring each, after an
 NCCL launch) on the step's fabric, where they meet the data-parallel synchronisation's phases inside
 the nodes and, for CP groups or TP groups that leave a node, the traffic between nodes. A CP part
-is exposed by what the attention core does not hide of its ring
+is exposed by what the attention core does not hide of its ring, block by block as each lands
 (:meth:`~sim.training.comm.model_parallel.ModelParallelComm.exposed`). In representative mode pipeline 0's
 replica runs its rings (the other replicas' rings use links of their own nodes).
 """
@@ -36,6 +36,7 @@ import simpy
 from ...network import LinkLoad, Network, RouteSet, sum_loads
 from ..model.layout import Layout
 from ..model.specs import COMMUNICATION
+from .model_parallel import receiving
 
 
 class LiveComm:
@@ -89,16 +90,18 @@ class LiveComm:
             env.timeout(overhead + alone).callbacks.append(lambda _e: landed())
         return done
 
-    def rings(self, ring, groups: list[list[int]], nbytes: float, launch_s: float):
+    def rings(self, ring, groups: list[list[int]], nbytes: float, launch_s: float, arrivals: list | None = None):
         """Start ``ring`` (a ring collective of :mod:`sim.network.collectives`) of ``nbytes`` per
         GPU over each of ``groups`` after an NCCL launch of ``launch_s``: the TP and CP collectives
-        of a replica among the other traffic. An event that fires when the last ring has ended."""
+        of a replica among the other traffic. An event that fires when the last ring has ended.
+        ``arrivals`` (a CP ring's, ``[ring][GPU]`` lists): filled with the seconds after this call
+        at which each GPU received each block (:func:`~sim.training.comm.model_parallel.receiving`)."""
         env = self.fabric.env
-        done = env.event()
+        done, t0 = env.event(), env.now
 
         def start(_e) -> None:
-            simpy.AllOf(env, [ring(self.fabric, gpus, nbytes) for gpus in groups]).callbacks.append(
-                lambda _e: done.succeed())
+            simpy.AllOf(env, [ring(self.fabric, gpus, nbytes, **receiving(arrivals, g, lambda: env.now - t0))
+                              for g, gpus in enumerate(groups)]).callbacks.append(lambda _e: done.succeed())
         env.timeout(launch_s).callbacks.append(start)
         return done
 

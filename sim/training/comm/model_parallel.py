@@ -13,10 +13,17 @@ GPUs share the first node running it at once, after an NCCL kernel launch:
 * CP: the ring that passes each GPU's keys and values (K bytes: T / cp tokens x
   :attr:`~sim.training.comm.collective_shapes.CollectiveShape.bytes_per_token`) to every other GPU of its CP
   group, c - 1 steps, i.e. a ring all-gather of c K bytes. Megatron-Core and Llama 3 overlap each
-  step with the attention over the block already there, so what the compute stream waits for is
-  ``max(0, ring - (c - 1) / c x core)`` (``core``: the attention core's seconds on a GPU; its
-  first block waits for nothing). ``cp_kv:f`` is the forward's; ``cp_kv:b``, the backward's,
-  passes twice the bytes (keys and values, then their gradients) behind twice the core.
+  step with the attention over the block already there: a GPU computes its own block first
+  (``a = core / c`` seconds, ``core`` the attention core's seconds on a GPU), then block j as soon
+  as it has both finished block j - 1 and received block j, which lands ``T_j`` seconds after the
+  ring's launch (simulated step by step on the fabric, :func:`~sim.network.ring_all_gather`'s
+  ``on_receive``). Its attention ends ``max(c a, max_j (T_j + (c - j) a))`` after the launch, so
+  the compute stream waits ``max(0, max_j (T_j - j a))`` for the ring (:func:`blocks_wait`), the
+  slowest GPU's for a replica. With equal steps of s after a latency L (``T_j = L + j s``) that is
+  ``max(0, L + s - a, L + (c - 1)(s - a))``: the last term alone is the whole ring less ``(c - 1)
+  a``, and the first says that the first block's latency cannot hide behind later blocks.
+  ``cp_kv:f`` is the forward's; ``cp_kv:b``, the backward's, passes twice the bytes (keys and
+  values, then their gradients) behind twice the core.
 * Expert TP (``expert_tp`` = e > 1, an MoE model): around the routed experts, a ring all-gather
   over the e GPUs of an expert-TP group of the token copies each received from the all-to-all
   (balanced routing: ``topk x T / (tp x cp)`` of them, e times that gathered), ``etp_all_gather``,
@@ -62,9 +69,9 @@ class ModelParallelComm:
     def time(self, shape: str) -> float:
         """Seconds one GPU's compute stream waits for the collective ``shape``: its rings
         (:meth:`rings`) of every replica whose GPUs share the first node, at once, from the NCCL
-        launch to the last byte, less what the attention hides of a CP ring (:meth:`exposed`)."""
+        launch to the last byte; of a CP ring, what the attention does not hide (:meth:`exposed`)."""
         if shape not in self._times:
-            self._times[shape] = self.exposed(shape, self.ring_seconds(shape))
+            self._times[shape] = self.exposed(shape, *self._measure(shape))
         return self._times[shape]
 
     @property
@@ -93,30 +100,49 @@ class ModelParallelComm:
         """Seconds of the rings of collective ``shape`` (:meth:`rings` of rank 0's replicas on the
         first node) at once on a fresh fabric of the run's topology, from the NCCL launch to the
         last byte (before any overlap)."""
+        return self._measure(shape)[0]
+
+    def _measure(self, shape: str) -> tuple[float, list | None]:
+        """(:meth:`ring_seconds`, and for a CP ring when each GPU received each block, seconds
+        after the launch, ``[ring][GPU][block]``; else ``None``)."""
         ring, groups, nbytes = self.rings(shape, 0, self._replicas_on_first_node())
         env = simpy.Environment()
+        arrivals = self.arrivals_for(shape, groups)
         with gc_paused():
             fabric = self.sc.step_fabric(env)
-            events = [ring(fabric, gpus, nbytes) for gpus in groups]
+            events = [ring(fabric, gpus, nbytes, **receiving(arrivals, g, lambda: self.launch_s + env.now))
+                      for g, gpus in enumerate(groups)]
             ends: list[float] = []
             simpy.AllOf(env, events).callbacks.append(lambda _e: ends.append(env.now))
             env.run()
-        return self.launch_s + ends[0]
+        return self.launch_s + ends[0], arrivals
+
+    def arrivals_for(self, shape: str, groups: list) -> list | None:
+        """Empty arrival lists ``[ring][GPU]`` for a CP ring ``shape`` over ``groups`` (else
+        ``None``): what :func:`receiving` fills."""
+        return [[[] for _ in gpus] for gpus in groups] if self.axis(shape) == "cp" else None
 
     def cp_ring_seconds(self, backward: bool = False) -> float:
         """Seconds of the whole key/value ring of the CP groups (before any overlap): a ring
         all-gather of ``cp`` blocks (twice the bytes in the backward)."""
         return self.ring_seconds(CP_SHAPE + ":b" if backward else CP_SHAPE)
 
-    def exposed(self, shape: str, seconds: float) -> float:
+    def exposed(self, shape: str, seconds: float, arrivals: list | None = None) -> float:
         """Seconds the compute stream waits for collective ``shape`` that ran ``seconds`` from its
-        launch to its last byte: all of them for a TP collective; for the CP ring what the
-        attention core does not hide, ``max(0, seconds - (cp - 1) / cp x core)``."""
+        launch to its last byte: all of them for a TP collective; for a CP ring what the attention
+        does not hide of the blocks that landed at ``arrivals`` (``[ring][GPU][block]``, seconds
+        after the launch): the most any GPU waits, :func:`blocks_wait`."""
         if self.axis(shape) != "cp":
             return seconds
-        cp, backward = self.sc.run.cp, shape.endswith(":b")
-        core = self.sc.chunk.stage_layers[0][0].core_f * (2.0 if backward else 1.0)
-        return max(0.0, seconds - (cp - 1) / cp * core)
+        if not arrivals:
+            raise ValueError(f"{shape}: a CP ring's exposed time needs its blocks' arrivals (arrivals_for)")
+        return max(blocks_wait(gpu, self.block_seconds(shape)) for ring in arrivals for gpu in ring)
+
+    def block_seconds(self, shape: str) -> float:
+        """Seconds of a CP ring's attention over one block of keys and values: ``core / cp``, the
+        attention core on a GPU (twice that in the backward, ``cp_kv:b``)."""
+        core = self.sc.chunk.stage_layers[0][0].core_f * (2.0 if shape.endswith(":b") else 1.0)
+        return core / self.sc.run.cp
 
     def rings(self, shape: str, rank: int, replicas) -> tuple:
         """(ring function, GPU groups, bytes per GPU) of collective ``shape`` run by ``replicas`` of
@@ -142,4 +168,21 @@ class ModelParallelComm:
         return RINGS[name], groups, per_token
 
 
-__all__ = ["ModelParallelComm", "RINGS"]
+def blocks_wait(arrivals: list[float], block_s: float) -> float:
+    """Seconds a GPU's attention waits for its context-parallel ring: it computes its own block
+    (``block_s``) from the launch, then each received block in order as soon as it has both
+    finished the one before and received it (the j-th at ``arrivals[j - 1]`` seconds after the
+    launch, j = 1 ... c - 1): ``max(0, max_j (arrivals[j - 1] - j x block_s))``."""
+    return max([0.0] + [t - j * block_s for j, t in enumerate(sorted(arrivals), start=1)])
+
+
+def receiving(arrivals: list | None, ring: int, now) -> dict:
+    """The keyword arguments that make ring number ``ring`` note ``now()`` in ``arrivals[ring][i]``
+    each time its i-th GPU receives a block (:func:`~sim.network.ring_all_gather`'s
+    ``on_receive``); none without ``arrivals``."""
+    if arrivals is None:
+        return {}
+    return {"on_receive": lambda i: arrivals[ring][i].append(now())}
+
+
+__all__ = ["ModelParallelComm", "RINGS", "blocks_wait", "receiving"]
