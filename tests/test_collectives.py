@@ -13,6 +13,7 @@ from sim.network import (
     ring_reduce_scatter,
     route_tokens,
 )
+from sim.network.collectives import nccl_ring_cost
 from topologies import load_topology
 
 NV, LAT_NV = 160e9, 3.3e-6
@@ -50,6 +51,39 @@ def test_reduce_scatter_and_all_gather_take_half():
         env, fab = fabric()
         env.run(op(fab, list(range(8)), 8e8))
         assert env.now == pytest.approx(7 / 8 * 8e8 / NV + 7 * LAT_NV)
+
+
+def test_a_ring_all_gather_says_when_each_rank_receives_each_block():
+    """4 ranks on one NVLink node, 1e8 bytes: each rank receives its 3 blocks one step apart (the
+    route's latency plus N / 4 at NVLink speed), the last as the ring ends; under NCCL's Simple
+    protocol the same steps, at its share of the bandwidth, after its latency less the links'
+    latencies the fabric charges. A bulk ring cannot say: one line."""
+    N, ranks = 1e8, [0, 1, 2, 3]
+    for protocol in (None, "Simple"):
+        env, fab = fabric()
+        got = {i: [] for i in range(4)}
+        done = ring_all_gather(fab, ranks, N, protocol=protocol, on_receive=lambda i: got[i].append(env.now))
+        env.run(done)
+        lead, wire = 0.0, N
+        if protocol is not None:
+            cost, charged = nccl_ring_cost(fab, "all_gather", ranks, N, protocol)
+            lead, wire = cost.latency_s - charged, N / cost.bandwidth_factor
+            assert lead > 0
+        step = LAT_NV + wire / 4 / NV
+        for i in ranks:
+            assert got[i] == pytest.approx([lead + step, lead + 2 * step, lead + 3 * step], rel=1e-12)
+        assert env.now == pytest.approx(lead + 3 * step, rel=1e-12)
+    with pytest.raises(ValueError, match="^on_receive needs the ring step by step, not bulk$"):
+        ring_all_gather(fab, ranks, N, bulk=True, on_receive=print)
+
+
+def test_a_hierarchical_collective_over_uneven_nodes_is_one_line():
+    from sim.checks import InputError
+    from sim.network import hierarchical_all_gather
+    env, fab = fabric("h800-16")
+    with pytest.raises(InputError, match=r"^hierarchical collectives need the same number of GPUs on every node, "
+                                         r"got \[1, 2\]$"):
+        hierarchical_all_gather(fab, [0, 1, 8], 1e6, 8)
 
 
 def test_flat_all_to_all_inside_one_node():

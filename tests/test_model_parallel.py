@@ -75,7 +75,11 @@ def test_a_ring_attention_steps_bytes_and_what_the_attention_hides():
     assert mp.block_seconds("cp_kv:f") == pytest.approx(a) and mp.block_seconds("cp_kv:b") == pytest.approx(2 * a)
     assert mp.time("cp_kv:f") == pytest.approx(max(0.0, L + s - a, L + 3 * (s - a)))
     s_b = latency + 2 * K / bw
+    assert mp.cp_ring_seconds(backward=True) == pytest.approx(L + 3 * s_b)
     assert mp.time("cp_kv:b") == pytest.approx(max(0.0, L + s_b - 2 * a, L + 3 * (s_b - 2 * a)))
+    with pytest.raises(ValueError, match=r"^cp_kv:f: a CP ring's exposed time needs its blocks' arrivals"):
+        mp.exposed("cp_kv:f", 1.0)
+    assert mp.exposed("tp_all_reduce", 1.0) == 1.0                       # a TP collective: all of it
     assert kv_heads_per_gpu(m, 16) == 1.0                 # fewer heads than GPUs: a copy each
     one_layer = Scenario(node_run(tp=2, cp=2, pp=2, first_stage_layers=1, microbatches=2))   # stage 0: 1 layer
     assert ModelParallelComm(one_layer).time("cp_kv:f") >= 0

@@ -226,7 +226,9 @@ EQUIVALENT = {
     "sim.training.costs.streams.x_as_streams__mutmut_49": "same as mutmut_41 (the field left to its default)",
     "sim.training.costs.streams.x_walk_op__mutmut_1":
         "record's default: both callers (run_op, the live runner) pass it",
-    "sim.training.costs.streams.x_walk_op__mutmut_55":
+    "sim.training.costs.streams.x_walk_op__mutmut_73": "np.where(None, shared, full) is full: no kernel beside "
+                                                       "the part, as when the test is kept",
+    "sim.training.costs.streams.x_walk_op__mutmut_61":
         "the communication stream's ends never decrease, so a kernel that ended "
                                             "at the earliest start is followed only by kernels that ended no later, "
                                             "none of which any GPU's start falls inside",
@@ -304,7 +306,12 @@ EQUIVALENT = {
     "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",
     "sim.network.collectives.x__combine_unit__mutmut_16": "same as _dispatch_unit__mutmut_10 (None and False are "
                                                           "both no event)",
-    "sim.network.collectives.x__ring__mutmut_24": "a rank's route to itself has no link and 0 s of latency",
+    "sim.network.collectives.x__ring__mutmut_87": "a rank's route to itself has no link and 0 s of latency",
+    **{f"sim.network.collectives.x__ring__mutmut_{i}": "kind's default: every caller that takes NCCL's cost (a "
+       "protocol) names its kind, and without a protocol kind is never read" for i in (2, 3)},
+    **{f"sim.network.collectives.x__ring__mutmut_{i}": "bulk dropped after NCCL's latency: the one caller that "
+       "passes both (calibrate's all-reduce in a node) runs one ring alone on a fresh fabric, where the bulk ring "
+       "takes its steps' time (test_bulk_ring_takes_the_time_of_its_steps)" for i in (60, 66)},
     "sim.network.collectives.x_hierarchical_reduce_scatter__mutmut_5": "gather=None and gather=False are both the "
                                                                        "reduce-scatter",
     "sim.network.flowloop.xǁFlowLoopǁadd_link__mutmut_10": "private links grown by a third instead of a half: more "
