@@ -18,7 +18,10 @@ from sim.network.nccl import (
     NVLS,
     NVLS_LATENCY_US,
     PROTOCOLS,
+    RING,
+    TREE,
     check_protocol,
+    log2i,
     nvls_applies,
     nvls_port_bytes,
     protocol_factor,
@@ -26,6 +29,9 @@ from sim.network.nccl import (
     ring_latency_s,
     ring_protocol,
     ring_steps,
+    tree_applies,
+    tree_factor,
+    tree_latency_s,
 )
 from sim.training.model.specs import SpecError, load_scenario
 from topologies import load_topology
@@ -107,10 +113,17 @@ def test_auto_is_the_quickest_by_ncclss_estimate(kind, ranks, per_node, nbytes, 
     steps, _ = ring_steps(kind, ranks, nodes)
 
     def estimate(cost):
+        if cost.algorithm == TREE:
+            return cost.latency_s + 2 * nbytes / (bus * 1e9 * cost.bandwidth_factor)
         return cost.latency_s + nbytes * steps / (bus * 1e9 * cost.bandwidth_factor * ranks)
-    best = estimate(ring_cost(kind, nbytes, ranks, nodes, bus))
+    chosen = ring_cost(kind, nbytes, ranks, nodes, bus)
+    best = estimate(chosen)
     for p in PROTOCOLS:
         assert best <= estimate(ring_cost(kind, nbytes, ranks, nodes, bus, p)) * (1 + 1e-12)
+        if tree_applies(kind, ranks, nodes):
+            tree = tree_latency_s(p, ranks, nodes) + 2 * nbytes / (bus * 1e9 * tree_factor(p, nbytes, nodes, bus))
+            assert best <= tree * (1 + 1e-12)
+    assert chosen.algorithm == RING or tree_applies(kind, ranks, nodes)
     # more ranks never cost less latency
     assert ring_latency_s(kind, "Simple", ranks + 1, nodes) >= ring_latency_s(kind, "Simple", ranks, nodes)
 
@@ -286,3 +299,98 @@ def test_a_tie_goes_to_the_first_protocol_as_in_nccl(monkeypatch):
     monkeypatch.setattr(nccl, "RING_BASE_US", {p: 5.0 for p in PROTOCOLS})
     monkeypatch.setattr(nccl, "RING_STEP_US", {hw: {p: 1.0 for p in PROTOCOLS} for hw in ("nvlink", "pci", "net")})
     assert ring_cost("all_gather", 0.0, 8, 1, 450.0).protocol == "LL"
+
+
+# --- the tree: an all-reduce over nodes (NCCL 2.20.3, tuning.cc) ----------------------------------
+
+def test_log2i_as_nccls():
+    assert [log2i(n) for n in (0, 1, 2, 3, 4, 7, 8, 255, 256)] == [0, 0, 1, 1, 2, 2, 3, 7, 8]
+
+
+def test_tree_latency_by_hand():
+    """256 GPUs on 32 nodes: base + 2 ((8 - 1) in-node steps + log2 32 = 5 network steps)."""
+    assert tree_latency_s("Simple", 256, 32) == pytest.approx(2 * (7 * 28 + 5 * 28) * 1e-6)
+    assert tree_latency_s("LL", 256, 32) == pytest.approx((6.8 + 2 * (7 * 0.6 + 5 * 5.0)) * 1e-6)
+    assert tree_latency_s("LL128", 256, 32) == pytest.approx((14.0 + 2 * (7 * 1.25 + 5 * 8.5)) * 1e-6)
+    assert tree_latency_s("LL", 48, 48, "pci") == pytest.approx((6.8 + 2 * (0 + 5 * 5.0)) * 1e-6)   # log2i(48) = 5
+    # a ring of the same GPUs pays 2 x 32 network steps and 2 x 255 - 64 in-node ones
+    assert ring_latency_s("all_reduce", "LL", 256, 32) > 2 * tree_latency_s("LL", 256, 32)
+
+
+def test_tree_shares_by_hand():
+    """0.92 of the bus, LL a further 1/3.8 (at most the LL cap), LL128 120/128, times NCCL's
+    correction for the size (1 MiB: the 14th power of two past 64 B; beyond 256 MB none)."""
+    mib = 2 ** 20
+    assert tree_factor("Simple", mib, 4, 50.0) == pytest.approx(0.92 * 0.5)
+    assert tree_factor("LL128", mib, 4, 50.0) == pytest.approx(0.92 * 120 / 128 * 0.6)
+    assert tree_factor("LL", mib, 4, 50.0) == pytest.approx(0.92 / 3.8 * 0.5)
+    assert tree_factor("LL", mib, 4, 200.0) == pytest.approx(20.4 / 200.0 * 0.5)      # the LL cap binds
+    assert tree_factor("Simple", 1e9, 4, 50.0) == pytest.approx(0.92)
+    assert tree_factor("Simple", 10.0, 4, 50.0) == pytest.approx(0.92 * 0.9)          # under 64 B: the first
+
+
+@pytest.mark.parametrize("kind, ranks, nodes, applies", [
+    ("all_reduce", 16, 2, True), ("all_reduce", 8, 1, False), ("all_gather", 16, 2, False),
+    ("reduce_scatter", 2048, 256, False), ("all_reduce", 2, 2, True)])
+def test_where_the_tree_applies(kind, ranks, nodes, applies):
+    assert tree_applies(kind, ranks, nodes) is applies
+
+
+def test_auto_takes_the_tree_for_small_buffers_over_many_nodes():
+    small = ring_cost("all_reduce", 1e6, 2048, 256, 50.0)
+    assert small.algorithm == TREE and small.protocol == "LL128"
+    assert small.latency_s == pytest.approx(tree_latency_s("LL128", 2048, 256))
+    # a large buffer over 2 nodes: the ring moves 2 S 15/16 at the whole bus, the tree 2 S at 0.92
+    assert ring_cost("all_reduce", 1e9, 16, 2, 50.0).algorithm == RING
+    # the tree is NCCL's own choice: a protocol named outright keeps the ring, as NCCL_ALGO=Ring
+    assert ring_cost("all_reduce", 1e6, 2048, 256, 50.0, "LL128").algorithm == RING
+    assert ring_cost("all_gather", 1e6, 2048, 256, 50.0).algorithm == RING
+    assert ring_cost("all_reduce", 1e3, 8, 1, 200.0).algorithm == RING
+
+
+def test_a_tree_all_reduce_ends_at_ncclss_latency_plus_its_data():
+    """16 GPUs on 2 nodes of h800-16, 10 kB: the tree under LL; on the fabric each GPU sends
+    2 x bytes / share to the next, the two IB hops the bottleneck: NCCL's latency (the fabric
+    charges one hop's) plus the route's latency and 2 x wire bytes at 50 GB/s."""
+    ranks, nbytes = list(range(16)), 1e4
+    t, fab = run_ring(ring_all_reduce, ranks, nbytes, "auto")
+    cost, charged = nccl_ring_cost(fab, "all_reduce", ranks, nbytes, "auto")
+    assert (cost.algorithm, cost.protocol) == (TREE, "LL")
+    assert cost.latency_s == pytest.approx((6.8 + 2 * (7 * 0.6 + 1 * 5.0)) * 1e-6)
+    ib = fab.links.route(7, 8)[1]
+    assert charged == pytest.approx(ib)
+    wire = nbytes / cost.bandwidth_factor
+    assert t == pytest.approx(cost.latency_s - charged + ib + 2 * wire / 50e9, rel=1e-9)
+
+
+def test_a_hierarchical_tree_shares_the_crossing_among_the_rails():
+    """The same 16 GPUs as 2 nodes of 8: the bus is min(NVLink 160, 8 rails x 50) = 160 GB/s, so
+    each GPU sends 2 x wire to its node's next GPU and each rail 2 x wire / 8 to the other node:
+    the NVLink chain binds."""
+    from sim.network import nccl_all_reduce
+    ranks, nbytes = list(range(16)), 1e4
+    env, fab = fabric()
+    env.run(until=nccl_all_reduce(fab, ranks, nbytes, 8, "auto"))
+    cost, charged = nccl_ring_cost(fab, "all_reduce", ranks, nbytes, "auto", 8)
+    assert cost.algorithm == TREE
+    nvlink, ib = fab.links.route(0, 1)[1], fab.links.route(0, 8)[1]
+    assert charged == pytest.approx(max(nvlink, ib))
+    wire = nbytes / cost.bandwidth_factor
+    data = max(nvlink + 2 * wire / 160e9, ib + 2 * wire / 8 / 50e9)
+    assert env.now == pytest.approx(max(0.0, cost.latency_s - charged) + data, rel=1e-9)
+    # a large buffer: the rings, a reduce-scatter then an all-gather, as before the tree
+    env2, fab2 = fabric()
+    env2.run(until=nccl_all_reduce(fab2, ranks, 2e9, 8, "auto"))
+    env3, fab3 = fabric()
+    first = hierarchical_reduce_scatter(fab3, ranks, 2e9, 8, "auto")
+    env3.run(until=first)
+    env3.run(until=hierarchical_all_gather(fab3, ranks, 2e9, 8, "auto"))
+    assert env2.now == pytest.approx(env3.now, rel=1e-12)
+
+
+def test_uneven_nodes_are_refused_in_one_line():
+    from sim.network import nccl_all_reduce
+    env, fab = fabric()
+    with pytest.raises(InputError, match=r"^hierarchical collectives need the same number of GPUs on every node, "
+                                         r"got \[1, 8\]$"):
+        nccl_all_reduce(fab, list(range(9)), 1e6, 8, "auto")

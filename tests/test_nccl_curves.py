@@ -98,3 +98,12 @@ def test_the_figures_the_docs_quote_from_the_comparison():
     assert [round(x, 1) for x in big8] == [-17.9, 30.7, 26.3]          # all-reduce, all-gather, reduce-scatter
     nvls = df[(df["kind"] == "all_reduce") & (df["gpus"] >= 4) & (df["bytes"] >= 256 * 2 ** 20)]
     assert nvls["error_pct"].astype(float).abs().max() < 5                # NVLS, from 256 MiB
+
+
+def test_an_all_reduce_over_eight_dgx_h100_nodes_switches_from_the_tree_to_the_rings():
+    """docs/network.md quotes these two points: NCCL's estimate takes the tree to 256 MiB, the rings
+    from 512 MiB, which on the fabric run their phases one after the other."""
+    point = {"topology": "dgx-h100-superpod", "kind": "all_reduce", "gpus": 64, "nodes": 8}
+    tree = nccl_curves.point({**point, "bytes": 2 ** 27})
+    rings = nccl_curves.point({**point, "bytes": 2 ** 30})
+    assert round(tree["busbw_gbps"]) == 179 and round(rings["busbw_gbps"]) == 166

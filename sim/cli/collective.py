@@ -43,14 +43,18 @@ def run_collective(args) -> dict:
         token_bytes,
     )
     from ..network.collectives import nccl_ring_cost
-    from ..network.nccl import NVLS, ring_protocol
+    from ..network.nccl import NVLS, TREE, ring_protocol
+    from ..training.comm.alltoall import SCATTERED_WINDOW
     from ..training.model.specs import topology_gpu
     graph = load_topology(args.topology)
     topology_gpu(graph, args.topology)          # a GPU the topology names must exist, though unused here
     env = simpy.Environment()
-    fabric = build_network(env, graph, args.network, completion_window=args.completion_window)
+    window = args.completion_window
+    if window is None:
+        window = SCATTERED_WINDOW if args.kind == "all-to-all" else 0.0
+    fabric = build_network(env, graph, args.network, completion_window=window)
     n = fabric.num_gpus
-    nccl = None                                 # how NCCL runs a ring collective: "NVLS" or "ring, <protocol>"
+    nccl = None                                 # how NCCL runs it: "NVLS", "ring, <protocol>" or "tree, <protocol>"
     if args.kind == "p2p":
         for name in ("src", "dst", "bytes"):
             if getattr(args, name) is None:
@@ -87,8 +91,9 @@ def run_collective(args) -> dict:
         payload = args.bytes
         if protocol is not None and len(members) > 1 and args.bytes > 0:
             kind = args.kind.replace("-", "_")
-            chosen = nccl_ring_cost(fabric, kind, members, args.bytes, protocol)[0].protocol
-            nccl = chosen if chosen == NVLS else f"ring, {chosen}"
+            chosen = nccl_ring_cost(fabric, kind, members, args.bytes, protocol)[0]
+            algorithm = "tree" if chosen.algorithm == TREE else "ring"
+            nccl = NVLS if chosen.algorithm == NVLS else f"{algorithm}, {chosen.protocol}"
     env.run(until=done)
     t = env.now
     sent = fabric.bytes_sent[members]
@@ -143,9 +148,10 @@ def add_arguments(p) -> None:
     p.add_argument("--network", default="maxmin",
                    help="network backend: maxmin (flows share each link max-min fairly, the default) or analytical "
                         "(each transfer alone on its route, no contention)")
-    p.add_argument("--completion-window", type=arg(low=0, high=1, high_open=True), default=1e-3,
-                   help="flows due within this fraction of the elapsed busy time finish together "
-                        "(default 1e-3; 0 = exact, slower under skew)")
+    p.add_argument("--completion-window", type=arg(low=0, high=1, high_open=True), default=None,
+                   help="flows due within this fraction of the elapsed busy time finish together (default: "
+                        "1e-3 for all-to-all, whose skewed flows end at scattered times; 0, exact, for the rest: "
+                        "a ring's thousands of short steps would lose their data time)")
     p.add_argument("--nccl-protocol", default="auto", choices=("auto", "LL", "LL128", "Simple", "none"),
                    help="ring collectives: NCCL's protocol (auto: the one NCCL's cost model picks by size; "
                         "none: the fabric alone, each step its route's latency)")

@@ -36,7 +36,7 @@ import simpy
 
 from ..checks import InputError, number
 from .fabric import Fabric
-from .nccl import NVLS, nvls_port_bytes, ring_cost
+from .nccl import NVLS, TREE, nvls_port_bytes, ring_cost
 from .traffic import Traffic
 
 ALGORITHMS = ("hierarchical", "flat")
@@ -217,7 +217,8 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
     are the node groups, the bus bandwidth the lesser of the in-node hop's and g rails' (g GPUs a
     node), and the fabric charges the in-node ring's g - 1 steps and the rails' nodes - 1. An NVLS
     all-reduce (on a topology with ``nvls``) runs as :func:`nvls_all_reduce`, whose two steps the
-    fabric charges."""
+    fabric charges; a tree all-reduce (over nodes) as :func:`tree_all_reduce`, whose one step it
+    charges."""
     n = len(ranks)
     if gpus_per_node is None:
         hops = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
@@ -226,21 +227,24 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
         intra = "pci" if "pci" in hardware else "nvlink"
         bus = min(_bottleneck_GBps(fabric, a, b) for a, b in hops)
         cost = ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra, fabric.links.nvls)
-        steps = 2 if cost.protocol == NVLS else 2 * (n - 1) if kind == "all_reduce" else n - 1
+        steps = {NVLS: 2, TREE: 1}.get(cost.algorithm, 2 * (n - 1) if kind == "all_reduce" else n - 1)
         return cost, steps * max(fabric.links.route(a, b)[1] for a, b in hops)
     members = list(_by_node(ranks, gpus_per_node).values())
     nodes, g = len(members), len(members[0])
-    intra, bus, charged = "nvlink", float("inf"), 0.0
+    intra, bus, in_node, between = "nvlink", float("inf"), 0.0, 0.0
     if g > 1:
         a, b = members[0][0], members[0][1]
         intra = "pci" if hop_hardware(fabric, a, b) == "pci" else "nvlink"
         bus = _bottleneck_GBps(fabric, a, b)
-        charged += (g - 1) * fabric.links.route(a, b)[1]
+        in_node = fabric.links.route(a, b)[1]
     if nodes > 1:
         a, b = members[0][0], members[1][0]
         bus = min(bus, g * _bottleneck_GBps(fabric, a, b))
-        charged += (nodes - 1) * fabric.links.route(a, b)[1]
-    return ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra), charged
+        between = fabric.links.route(a, b)[1]
+    cost = ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra)
+    if cost.algorithm == TREE:
+        return cost, max(in_node, between)
+    return cost, (g - 1) * in_node + (nodes - 1) * between
 
 
 def _after(env: simpy.Environment, delay: float, start) -> simpy.Event:
@@ -272,6 +276,8 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
         if cost.protocol == NVLS:
             return _after(env, cost.latency_s - charged, lambda: nvls_all_reduce(fabric, ranks, nbytes, bulk))
         wire = nbytes / cost.bandwidth_factor
+        if cost.algorithm == TREE:
+            return _after(env, cost.latency_s - charged, lambda: tree_all_reduce(fabric, ranks, wire, bulk=bulk))
         return _after(env, cost.latency_s - charged,
                       lambda: _ring(fabric, ranks, wire, steps, bulk, on_receive=on_receive))
     chunk = nbytes / n
@@ -327,11 +333,55 @@ def nvls_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: b
     return _ring(fabric, ranks, nvls_port_bytes(nbytes, n) * n / 2 if n else 0.0, 2, bulk)
 
 
+def tree_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int | None = None,
+                    bulk: bool = False) -> simpy.Event:
+    """The data of NCCL's tree all-reduce of ``nbytes`` per rank (:mod:`sim.network.nccl`), the
+    fabric alone, without NCCL's latency (:func:`ring_all_reduce` and :func:`nccl_all_reduce` add
+    it): NCCL's estimate moves ``2 x nbytes`` at the bus bandwidth, so each GPU sends ``2 x nbytes``
+    to the next in ``ranks``' order; with ``gpus_per_node``, to the next GPU of its node, and each
+    rail (the GPUs of one in-node index) ``2 x nbytes / g`` to the next node's, the g rails sharing
+    what crosses between nodes as the tree's channels share the node's NICs; all at once."""
+    n = len(ranks)
+    if gpus_per_node is None or n < 2:
+        return _ring(fabric, ranks, 2 * nbytes * n, 1, bulk)
+    members = list(_by_node(ranks, gpus_per_node).values())
+    nodes, g = len(members), len(members[0])
+    events = [_ring(fabric, node, 2 * nbytes * g, 1, bulk) for node in members if g > 1]
+    if nodes > 1:
+        events += [_ring(fabric, [node[i] for node in members], 2 * nbytes * nodes / g, 1, bulk) for i in range(g)]
+    return simpy.AllOf(fabric.env, events)
+
+
+def nccl_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int,
+                    protocol: str | None = None) -> simpy.Event:
+    """All-reduce of ``nbytes`` per rank over ranks spread on nodes of ``gpus_per_node`` as NCCL
+    runs it under ``protocol``: the tree where NCCL's estimate takes it (``auto``, two or more
+    nodes: :func:`tree_all_reduce` on the node's chain and the rails, after NCCL's latency less the
+    one step the fabric charges), else a reduce-scatter then an all-gather
+    (:func:`hierarchical_reduce_scatter`, :func:`hierarchical_all_gather`), each with its ring's
+    latency (``protocol=None``: the two on the fabric alone)."""
+    sizes = sorted({len(members) for members in _by_node(ranks, gpus_per_node).values()})
+    if len(sizes) > 1:
+        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sizes}")
+    env = fabric.env
+    if protocol is not None and len(ranks) > 1 and nbytes > 0:
+        cost, charged = nccl_ring_cost(fabric, "all_reduce", ranks, nbytes, protocol, gpus_per_node)
+        if cost.algorithm == TREE:
+            wire = nbytes / cost.bandwidth_factor
+            return _after(env, cost.latency_s - charged,
+                          lambda: tree_all_reduce(fabric, ranks, wire, gpus_per_node, bulk=True))
+    done = env.event()
+    first = hierarchical_reduce_scatter(fabric, ranks, nbytes, gpus_per_node, protocol)
+    first.callbacks.append(lambda _e: hierarchical_all_gather(fabric, ranks, nbytes, gpus_per_node, protocol)
+                           .callbacks.append(lambda _f: done.succeed()))
+    return done
+
+
 def ring_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: bool = False,
                     protocol: str | None = None) -> simpy.Event:
     """Ring all-reduce of ``nbytes`` per rank: 2(n-1) steps of N/n bytes. ``bulk``: see
     :func:`ring_reduce_scatter`; ``protocol``: NCCL's (see the module; ``auto`` on a topology with
-    ``nvls`` may take :func:`nvls_all_reduce`)."""
+    ``nvls`` may take :func:`nvls_all_reduce`, and over nodes :func:`tree_all_reduce`)."""
     return _ring(fabric, ranks, nbytes, 2 * (len(ranks) - 1), bulk, "all_reduce", protocol)
 
 

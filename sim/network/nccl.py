@@ -1,5 +1,6 @@
-"""NCCL's own model of a ring collective: its latency by protocol, and the protocol it picks; and
-its NVLS all-reduce inside a node whose NVSwitch reduces in the switch.
+"""NCCL's own model of a ring collective: its latency by protocol, and the protocol it picks; its
+NVLS all-reduce inside a node whose NVSwitch reduces in the switch; and its tree all-reduce over
+nodes.
 
 NCCL chooses an algorithm and a protocol per call from a cost model in its source
 (``src/graph/tuning.cc``, NCCL 2.20.3, github.com/NVIDIA/nccl); the constants below are that
@@ -40,10 +41,23 @@ GPUs takes NVLS where ``latency + S (n + 1) / (n x bus)`` beats the rings' estim
 from about 0.5 MB on an 8-GPU H100 node. A protocol named outright (``LL``, ``LL128``, ``Simple``)
 keeps the ring, as ``NCCL_ALGO=Ring`` does.
 
-Left out (documented in docs/network.md): the tree, CollNet and NVLS-tree algorithms and NVLS for
-all-gather and reduce-scatter (NCCL's estimate prefers the ring for them on one node), the ring
-all-reduce's plateau factor, LL128's per-channel bandwidth caps (they need NCCL's channel count) and
-an AMD host's 2 us overhead.
+The tree (an all-reduce over several nodes): NCCL 2.20 reduces up and broadcasts down a chain
+inside each node and a double binary tree between nodes, each node's ``p = n / N`` GPUs one chain,
+and puts its latency at
+
+    latency = tree_base[p] + 2 ((n / N - 1) tree_intra[p] + floor(log2 N) tree_net[p])           (us)
+
+(:data:`TREE_BASE_US`, :data:`TREE_STEP_US`) and its algorithm bandwidth at half its bus bandwidth,
+``0.92 x bus`` (LL: a further 1/3.8, capped at the LL bus cap; LL128: 120/128), times
+``treeCorrectionFactor`` for the buffer's size (:data:`TREE_CORRECTION`, powers of two from 64 B):
+``latency + 2 bytes / (bus x share)``. With ``auto`` an all-reduce over two or more nodes takes the
+tree where that beats every ring (NCCL's order on a tie: the tree first); small and middling
+buffers over many nodes, whose ring pays ``2N`` network steps (:func:`tree_cost`).
+
+Left out (documented in docs/network.md): CollNet and NVLS-tree, NVLS for all-gather and
+reduce-scatter (NCCL's estimate prefers the ring for them on one node), the ring all-reduce's plateau
+factor, the per-channel bandwidth caps of LL128 and the tree and the tree pattern's 0.85 (they need
+NCCL's channel count and search), and an AMD host's 2 us overhead.
 """
 from __future__ import annotations
 
@@ -64,9 +78,23 @@ NET_OVERHEAD_US = 1.0                 # an Intel x86 host; Simple pays it 3 time
 LL128_FACTOR, LL128_ONE_PER_NODE_FACTOR = 0.92, 0.7
 # LL's bus bandwidth cap (GB/s): one node of Ampere or Hopper GPUs; 2 nodes; more (Intel host).
 LL_MAX_BUS_GBPS = {1: 87.7, 2: 39.0, 3: 20.4}
+RING, TREE = "Ring", "Tree"           # NCCL's algorithms (RingCost.algorithm)
 NVLS = "NVLS"                         # the algorithm's name where a RingCost's protocol would be
 NVLS_LATENCY_US = 23.0                # tuning.cc: hwLat[NVLINK][NVLS][SIMPLE], baseLat 0
 NVLS_MIN_RANKS = 3                    # below, NVLS moves no fewer bytes than the ring
+# The tree (NCCL 2.20.3 tuning.cc: baseLat[Tree], hwLat[NVLINK|PCI|NET][Tree], the refinements of busBw).
+TREE_BASE_US = {"LL": 6.8, "LL128": 14.0, "Simple": 0.0}
+TREE_STEP_US = {"nvlink": {"LL": 0.6, "LL128": 1.25, "Simple": 28.0},
+                "pci": {"LL": 1.0, "LL128": 1.9, "Simple": 28.0},
+                "net": {"LL": 5.0, "LL128": 8.5, "Simple": 28.0}}
+TREE_BUS_SHARE = 0.92                 # busBw * .92
+TREE_LL_SHARE = 1 / 3.8               # LL: busBw * 1/3.8, at most the LL cap
+TREE_LL128_SHARE = 120 / 128          # LL128 over several nodes
+# treeCorrectionFactor[protocol][floor(log2(bytes / 64))], 64 B to 256 MB; 1 beyond.
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9)}
 
 
 def nvls_port_bytes(nbytes: float, ranks: int) -> float:
@@ -77,14 +105,16 @@ def nvls_port_bytes(nbytes: float, ranks: int) -> float:
 
 @dataclass(frozen=True)
 class RingCost:
-    """How NCCL runs one ring collective: ``protocol`` (:data:`NVLS` for an NVLS all-reduce, which
+    """How NCCL runs one collective: ``protocol`` (:data:`NVLS` for an NVLS all-reduce, which
     is no ring: its bytes are :func:`nvls_port_bytes`), ``latency_s`` (NCCL's latency of the whole
-    collective, seconds) and ``bandwidth_factor`` (the share of the bus bandwidth its payload gets:
-    the wire carries ``bytes / bandwidth_factor``)."""
+    collective, seconds), ``bandwidth_factor`` (the share of the bus bandwidth its payload gets:
+    the wire carries ``bytes / bandwidth_factor``) and ``algorithm`` (:data:`RING`, :data:`TREE`,
+    whose GPUs each move ``2 x bytes / bandwidth_factor``, or :data:`NVLS`)."""
 
     protocol: str
     latency_s: float
     bandwidth_factor: float
+    algorithm: str = RING       # RING, TREE (each GPU's data is 2 x bytes / bandwidth_factor) or NVLS
 
 
 def check_protocol(protocol: str, field: str = "nccl_protocol") -> str:
@@ -141,14 +171,48 @@ def nvls_applies(kind: str, ranks: int, nodes: int, intra: str, nvls: bool) -> b
     return nvls and kind == "all_reduce" and nodes == 1 and intra == "nvlink" and ranks >= NVLS_MIN_RANKS
 
 
+def log2i(n: float) -> int:
+    """NCCL's ``log2i``: floor(log2 n) for n >= 1, 0 below."""
+    return max(int(n), 1).bit_length() - 1
+
+
+def tree_applies(kind: str, ranks: int, nodes: int) -> bool:
+    """Whether NCCL may run ``kind`` as a tree: an all-reduce over two or more nodes (on one node
+    NCCL's chain never beats its ring)."""
+    return kind == "all_reduce" and 2 <= nodes <= ranks
+
+
+def tree_latency_s(protocol: str, ranks: int, nodes: int, intra: str = "nvlink") -> float:
+    """NCCL's latency (s) of a tree all-reduce under ``protocol`` over ``ranks`` GPUs on ``nodes``
+    nodes: ``base + 2 ((ranks // nodes - 1) intra step + log2i(nodes) network step)``."""
+    us = TREE_BASE_US[protocol] + 2 * ((ranks // nodes - 1) * TREE_STEP_US[intra][protocol]
+                                       + log2i(nodes) * TREE_STEP_US["net"][protocol])
+    return us * 1e-6
+
+
+def tree_factor(protocol: str, nbytes: float, nodes: int, bus_GBps: float) -> float:
+    """The share of the bus bandwidth ``bus_GBps`` a tree all-reduce of ``nbytes`` over ``nodes``
+    nodes gets under ``protocol`` (its size's correction factor included); the tree's time is
+    ``latency + 2 nbytes / (bus x share)``."""
+    share = TREE_BUS_SHARE
+    if protocol == "LL":
+        share = min(share * TREE_LL_SHARE, LL_MAX_BUS_GBPS[min(nodes, 3)] / bus_GBps)
+    elif protocol == "LL128":
+        share *= TREE_LL128_SHARE
+    size = log2i(int(nbytes) >> 6)
+    table = TREE_CORRECTION[protocol]
+    return share * (table[size] if size < len(table) else 1.0)
+
+
 def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float, protocol: str = "auto",
               intra: str = "nvlink", nvls: bool = False) -> RingCost:
     """How NCCL runs ring ``kind`` of ``nbytes`` (the buffer: all-gather's output, reduce-scatter's
     input) over ``ranks`` (at least 2) GPUs on ``nodes`` nodes whose ring moves ``bus_GBps`` (GB/s per
     GPU, above 0 and finite):
     ``protocol`` as given, or with ``auto`` the one NCCL's estimate finds quickest (LL128 only over
-    NVLink; a tie goes to the first of LL, LL128, Simple, as in NCCL), NVLS among them where
-    :func:`nvls_applies` (``nvls``: the node's switch has NVLink SHARP)."""
+    NVLink; a tie goes to the first of LL, LL128, Simple, as in NCCL), the tree among them where
+    :func:`tree_applies` (first, as NCCL orders its algorithms) and NVLS where :func:`nvls_applies`
+    (``nvls``: the node's switch has NVLink SHARP)."""
     if check_protocol(protocol) == "none":
         raise InputError("ring_cost needs an NCCL protocol or auto, got 'none'")
     if intra not in ("nvlink", "pci"):
@@ -158,6 +222,15 @@ def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float,
     steps, _ = ring_steps(kind, ranks, nodes)
     candidates = PROTOCOLS if protocol == "auto" else (protocol,)
     best = None
+    if protocol == "auto" and tree_applies(kind, ranks, nodes):
+        for p in candidates:
+            if p == "LL128" and intra != "nvlink":
+                continue
+            factor = tree_factor(p, nbytes, nodes, bus_GBps)
+            latency = tree_latency_s(p, ranks, nodes, intra)
+            seconds = latency + 2 * nbytes / (bus_GBps * 1e9 * factor)
+            if best is None or seconds < best[0]:
+                best = (seconds, RingCost(p, latency, factor, TREE))
     for p in candidates:
         if protocol == "auto" and p == "LL128" and intra != "nvlink":
             continue
@@ -170,11 +243,13 @@ def ring_cost(kind: str, nbytes: float, ranks: int, nodes: int, bus_GBps: float,
         latency = NVLS_LATENCY_US * 1e-6
         seconds = latency + nvls_port_bytes(nbytes, ranks) / (bus_GBps * 1e9)
         if seconds < best[0]:
-            best = (seconds, RingCost(NVLS, latency, 1.0))
+            best = (seconds, RingCost(NVLS, latency, 1.0, NVLS))
     return best[1]
 
 
 __all__ = ["CHOICES", "HARDWARE", "KINDS", "LL128_FACTOR", "LL_MAX_BUS_GBPS", "NET_OVERHEAD_US", "NVLS",
-           "NVLS_LATENCY_US", "NVLS_MIN_RANKS", "PROTOCOLS", "RING_BASE_US", "RING_STEP_US", "RingCost",
-           "check_protocol", "nvls_applies", "nvls_port_bytes", "protocol_factor", "ring_cost", "ring_latency_s",
-           "ring_protocol", "ring_steps"]
+           "NVLS_LATENCY_US", "NVLS_MIN_RANKS", "PROTOCOLS", "RING", "RING_BASE_US", "RING_STEP_US", "RingCost",
+           "TREE", "TREE_BASE_US", "TREE_BUS_SHARE", "TREE_CORRECTION", "TREE_LL128_SHARE", "TREE_LL_SHARE",
+           "TREE_STEP_US", "check_protocol", "log2i", "nvls_applies", "nvls_port_bytes", "protocol_factor",
+           "ring_cost", "ring_latency_s", "ring_protocol", "ring_steps", "tree_applies", "tree_factor",
+           "tree_latency_s"]

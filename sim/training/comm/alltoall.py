@@ -49,8 +49,9 @@ SCOPES = ("stage", "cluster", "group")
 PARALLEL_MIN_TOKENS = 2_000_000     # routed tokens sampled at start
 PARALLEL_MIN_FLOWS = 20_000         # GPU-to-GPU pairs of the all-to-alls measured together
 # Flows due within this fraction of the time since the fabric became busy finish together
-# (:class:`~sim.network.Fabric`'s ``completion_window``: a collective's time moves by at most that
-# fraction). Used where flows end at scattered times, which costs one rate recomputation each:
+# (:class:`~sim.network.Fabric`'s ``completion_window``: an all-to-all's time moves by at most that
+# fraction; not a ring's, whose thousands of dependent short steps would each finish at once). Used
+# where flows end at scattered times, which costs one rate recomputation each:
 # skewed routing, and the cluster scope, where every stage's EP groups meet on shared links each
 # in its own way (on a one-plane, oversubscribed, non-rail cluster: 48,000 recomputations of up
 # to 130,000 flows with it, none of the two measurements finished in 25 minutes without it).

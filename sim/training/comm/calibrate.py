@@ -10,7 +10,7 @@ column       meaning
 ===========  ====================================================================================
 kind         ``dispatch`` or ``combine`` (DeepEP normal kernels, the scenario's model and routing),
              ``all_gather``, ``reduce_scatter``, ``all_reduce`` (NCCL: hierarchical rings; an
-             all-reduce inside a node one ring, or NVLS) or
+             all-reduce inside a node one ring, or NVLS; over nodes the rings or NCCL's tree) or
              ``send`` (one point-to-point message from the group's first GPU to its last)
 gpus         GPUs in the group
 nodes        nodes the group spans (``gpus / nodes`` GPUs on each, the first of each node)
@@ -46,6 +46,7 @@ from ...network import (
     build_network,
     hierarchical_all_gather,
     hierarchical_reduce_scatter,
+    nccl_all_reduce,
     ring_all_reduce,
     route_tokens,
 )
@@ -139,11 +140,8 @@ class Collectives:
             done = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g, protocol)
         elif m.nodes == 1:                              # all-reduce in a node: NCCL's ring, or NVLS
             done = ring_all_reduce(fabric, gpus, m.nbytes, bulk=True, protocol=protocol)
-        else:                                           # all-reduce over nodes: reduce-scatter, then all-gather
-            done = env.event()
-            first = hierarchical_reduce_scatter(fabric, gpus, m.nbytes, g, protocol)
-            first.callbacks.append(lambda _e: hierarchical_all_gather(fabric, gpus, m.nbytes, g, protocol).callbacks.append(
-                lambda _f: done.succeed()))
+        else:                                           # all-reduce over nodes: NCCL's tree, or the rings
+            done = nccl_all_reduce(fabric, gpus, m.nbytes, g, protocol)
         end = []
         done.callbacks.append(lambda _e: end.append(env.now))
         env.run()
