@@ -63,8 +63,8 @@ def test_rings_run_exact_unless_a_completion_window_is_asked_for(capsys):
             "--nccl-protocol", "Simple", "--json"]
     times = [json.loads(run(capsys, *argv, *extra)[1])["time_s"]
              for extra in ([], ["--completion-window", "0"], ["--completion-window", "1e-3"])]
-    assert times[0] == times[1] == pytest.approx(0.0401436, rel=1e-5)
-    assert times[2] < times[0] * (1 - 1e-3)
+    assert times[0] == times[1] == pytest.approx(0.0401436, rel=1e-5)       # docs/network.md: 40.1 ms exact,
+    assert round(times[2] * 1e3, 1) == 39.6 and times[2] < times[0] * (1 - 1e-3)   # 39.6 ms with the window
 
 
 @pytest.mark.parametrize("argv,pattern", [
