@@ -394,3 +394,34 @@ def test_uneven_nodes_are_refused_in_one_line():
     with pytest.raises(InputError, match=r"^hierarchical collectives need the same number of GPUs on every node, "
                                          r"got \[1, 8\]$"):
         nccl_all_reduce(fab, list(range(9)), 1e6, 8, "auto")
+
+
+@pytest.mark.parametrize("per_node", [1, 2])
+def test_a_tree_over_few_gpus_a_node_binds_on_its_rails(per_node):
+    """One and two GPUs on each of the 8 nodes of h800-64: the bus is the rails' (g x 50 GB/s, under
+    NVLink's 160), each rail carries 2 x wire / g to the next node: NCCL's latency (less the one hop
+    the fabric charges, the longer of NVLink's and IB's) plus the slower of the node's chain and
+    the rails."""
+    from sim.network import nccl_all_reduce
+    g, nbytes = per_node, 1e4
+    ranks = [8 * node + i for node in range(8) for i in range(g)]
+    env, fab = fabric("h800-64")
+    env.run(until=nccl_all_reduce(fab, ranks, nbytes, 8, "auto"))
+    cost, charged = nccl_ring_cost(fab, "all_reduce", ranks, nbytes, "auto", 8)
+    assert (cost.algorithm, cost.protocol) == (TREE, "LL")
+    assert cost.latency_s == pytest.approx((6.8 + 2 * ((g - 1) * 0.6 + 3 * 5.0)) * 1e-6)
+    nvlink, ib = fab.links.route(0, 1)[1], fab.links.route(0, 8)[1]
+    assert charged == pytest.approx(max(nvlink, ib) if g > 1 else ib)
+    # LL: 0.92 / 3.8 of the bus, at most 20.4 GB/s over 3 or more nodes; log2i(10000 >> 6) = 7: x 0.7
+    assert cost.bandwidth_factor == pytest.approx(min(0.92 / 3.8, 20.4 / (50 * g)) * 0.7)
+    wire = nbytes / cost.bandwidth_factor
+    data = max(ib + 2 * wire / (g * 50e9), nvlink + 2 * wire / 160e9 if g > 1 else 0.0)
+    assert env.now == pytest.approx(cost.latency_s - charged + data, rel=1e-9)
+
+
+def test_a_tree_of_one_gpu_or_none_moves_nothing():
+    from sim.network import tree_all_reduce
+    for ranks, per_node in (([3], 8), ([], 8), ([3], None)):
+        env, fab = fabric()
+        env.run(until=tree_all_reduce(fab, ranks, 1e6, per_node))
+        assert env.now == 0.0 and fab.bytes_sent.sum() == 0

@@ -277,7 +277,7 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
             return _after(env, cost.latency_s - charged, lambda: nvls_all_reduce(fabric, ranks, nbytes, bulk))
         wire = nbytes / cost.bandwidth_factor
         if cost.algorithm == TREE:
-            return _after(env, cost.latency_s - charged, lambda: tree_all_reduce(fabric, ranks, wire, bulk=bulk))
+            return _after(env, cost.latency_s - charged, lambda: tree_all_reduce(fabric, ranks, wire))
         return _after(env, cost.latency_s - charged,
                       lambda: _ring(fabric, ranks, wire, steps, bulk, on_receive=on_receive))
     chunk = nbytes / n
@@ -333,22 +333,21 @@ def nvls_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, bulk: b
     return _ring(fabric, ranks, nvls_port_bytes(nbytes, n) * n / 2 if n else 0.0, 2, bulk)
 
 
-def tree_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int | None = None,
-                    bulk: bool = False) -> simpy.Event:
+def tree_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float,
+                    gpus_per_node: int | None = None) -> simpy.Event:
     """The data of NCCL's tree all-reduce of ``nbytes`` per rank (:mod:`sim.network.nccl`), the
     fabric alone, without NCCL's latency (:func:`ring_all_reduce` and :func:`nccl_all_reduce` add
     it): NCCL's estimate moves ``2 x nbytes`` at the bus bandwidth, so each GPU sends ``2 x nbytes``
     to the next in ``ranks``' order; with ``gpus_per_node``, to the next GPU of its node, and each
     rail (the GPUs of one in-node index) ``2 x nbytes / g`` to the next node's, the g rails sharing
-    what crosses between nodes as the tree's channels share the node's NICs; all at once."""
-    n = len(ranks)
-    if gpus_per_node is None or n < 2:
-        return _ring(fabric, ranks, 2 * nbytes * n, 1, bulk)
+    what crosses between nodes as the tree's channels share the node's NICs; all at once (a ring
+    of one GPU sends nothing)."""
+    if gpus_per_node is None or not ranks:
+        return _ring(fabric, ranks, 2 * nbytes * len(ranks), 1)
     members = list(_by_node(ranks, gpus_per_node).values())
     nodes, g = len(members), len(members[0])
-    events = [_ring(fabric, node, 2 * nbytes * g, 1, bulk) for node in members if g > 1]
-    if nodes > 1:
-        events += [_ring(fabric, [node[i] for node in members], 2 * nbytes * nodes / g, 1, bulk) for i in range(g)]
+    events = [_ring(fabric, node, 2 * nbytes * g, 1) for node in members]
+    events += [_ring(fabric, [node[i] for node in members], 2 * nbytes * nodes / g, 1) for i in range(g)]
     return simpy.AllOf(fabric.env, events)
 
 
@@ -369,7 +368,7 @@ def nccl_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_pe
         if cost.algorithm == TREE:
             wire = nbytes / cost.bandwidth_factor
             return _after(env, cost.latency_s - charged,
-                          lambda: tree_all_reduce(fabric, ranks, wire, gpus_per_node, bulk=True))
+                          lambda: tree_all_reduce(fabric, ranks, wire, gpus_per_node))
     done = env.event()
     first = hierarchical_reduce_scatter(fabric, ranks, nbytes, gpus_per_node, protocol)
     first.callbacks.append(lambda _e: hierarchical_all_gather(fabric, ranks, nbytes, gpus_per_node, protocol)
