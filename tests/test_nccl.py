@@ -258,6 +258,7 @@ def test_auto_takes_nvls_where_its_estimate_wins():
     assert ring_cost("all_reduce", 1e5, 8, 1, 450.0, nvls=True).protocol == "LL"
     big = ring_cost("all_reduce", 1e6, 8, 1, 450.0, nvls=True)
     assert big.protocol == NVLS and big.latency_s == pytest.approx(NVLS_LATENCY_US * 1e-6)
+    assert (big.algorithm, big.bandwidth_factor) == (NVLS, 1.0)          # its port bytes at the whole bus
     assert ring_cost("all_reduce", 1e6, 8, 1, 450.0).protocol != NVLS
     assert ring_cost("all_reduce", 1e9, 8, 1, 450.0, "Simple", nvls=True).protocol == "Simple"
     crossover = (NVLS_LATENCY_US - (6.6 + 14 * 0.6)) * 1e-6 / (1.75 / 87.7e9 - 1.125 / 450e9)
@@ -313,6 +314,8 @@ def test_tree_latency_by_hand():
     assert tree_latency_s("LL", 256, 32) == pytest.approx((6.8 + 2 * (7 * 0.6 + 5 * 5.0)) * 1e-6)
     assert tree_latency_s("LL128", 256, 32) == pytest.approx((14.0 + 2 * (7 * 1.25 + 5 * 8.5)) * 1e-6)
     assert tree_latency_s("LL", 48, 48, "pci") == pytest.approx((6.8 + 2 * (0 + 5 * 5.0)) * 1e-6)   # log2i(48) = 5
+    # GPUs a node as NCCL counts them, nRanks / nNodes in integers: 20 on 3 nodes, 6
+    assert tree_latency_s("LL", 20, 3) == pytest.approx((6.8 + 2 * (5 * 0.6 + 1 * 5.0)) * 1e-6)
     # a ring of the same GPUs pays 2 x 32 network steps and 2 x 255 - 64 in-node ones
     assert ring_latency_s("all_reduce", "LL", 256, 32) > 2 * tree_latency_s("LL", 256, 32)
 
@@ -340,6 +343,13 @@ def test_auto_takes_the_tree_for_small_buffers_over_many_nodes():
     small = ring_cost("all_reduce", 1e6, 2048, 256, 50.0)
     assert small.algorithm == TREE and small.protocol == "LL128"
     assert small.latency_s == pytest.approx(tree_latency_s("LL128", 2048, 256))
+    pci = ring_cost("all_reduce", 1e6, 2048, 256, 50.0, intra="pci")     # no LL128 where a node's GPUs use PCIe
+    assert pci.algorithm == TREE and pci.protocol == "LL"
+    assert pci.latency_s == pytest.approx(tree_latency_s("LL", 2048, 256, "pci"))
+    assert pci.latency_s > tree_latency_s("LL", 2048, 256)
+    # 8 nodes of 8 at 400 GB/s: the tree to 256 MiB (1.64 ms against the rings' 1.72), the rings from 512 MiB
+    assert ring_cost("all_reduce", 2 ** 28, 64, 8, 400.0).algorithm == TREE
+    assert ring_cost("all_reduce", 2 ** 29, 64, 8, 400.0).algorithm == RING
     # a large buffer over 2 nodes: the ring moves 2 S 15/16 at the whole bus, the tree 2 S at 0.92
     assert ring_cost("all_reduce", 1e9, 16, 2, 50.0).algorithm == RING
     # the tree is NCCL's own choice: a protocol named outright keeps the ring, as NCCL_ALGO=Ring
@@ -425,3 +435,37 @@ def test_a_tree_of_one_gpu_or_none_moves_nothing():
         env, fab = fabric()
         env.run(until=tree_all_reduce(fab, ranks, 1e6, per_node))
         assert env.now == 0.0 and fab.bytes_sent.sum() == 0
+
+
+def test_an_all_reduce_of_nothing_one_byte_or_one_gpu():
+    """Nothing to move, or one GPU: no time. One byte over 8 nodes: the tree, at its latency. No
+    protocol: the reduce-scatter and all-gather on the fabric alone."""
+    from sim.network import nccl_all_reduce
+    spread = [8 * node for node in range(8)]
+    for ranks, nbytes in ((spread, 0.0), ([3], 1e6)):
+        env, fab = fabric("h800-64")
+        env.run(until=nccl_all_reduce(fab, ranks, nbytes, 8, "auto"))
+        assert env.now == 0.0
+    env, fab = fabric("h800-64")
+    env.run(until=nccl_all_reduce(fab, spread, 1.0, 8, "auto"))
+    cost, charged = nccl_ring_cost(fab, "all_reduce", spread, 1.0, "auto", 8)
+    assert cost.algorithm == TREE
+    ib = fab.links.route(0, 8)[1]
+    assert env.now == pytest.approx(cost.latency_s - charged + ib + 2 / cost.bandwidth_factor / 50e9, rel=1e-9)
+    env, fab = fabric("h800-64")
+    env.run(until=nccl_all_reduce(fab, spread, 1e6, 8))
+    env2, fab2 = fabric("h800-64")
+    env2.run(until=hierarchical_reduce_scatter(fab2, spread, 1e6, 8))
+    env2.run(until=hierarchical_all_gather(fab2, spread, 1e6, 8))
+    assert env.now == pytest.approx(env2.now, rel=1e-12)
+
+
+def test_a_hierarchical_collective_over_pcie_nodes_pays_pcie_steps(monkeypatch):
+    """Where a node's GPUs reach each other over PCIe, the in-node steps are NCCL's PCIe ones and
+    LL128 is off (no preset is built so: the hop's hardware stands in for one)."""
+    import sim.network.collectives as collectives
+    monkeypatch.setattr(collectives, "hop_hardware", lambda fab, a, b: "pci" if a // 8 == b // 8 else "net")
+    _, fab = fabric()
+    cost, _ = nccl_ring_cost(fab, "all_gather", list(range(16)), 1e7, "auto", 8)
+    assert cost.protocol != "LL128"
+    assert cost.latency_s == pytest.approx(ring_latency_s("all_gather", cost.protocol, 16, 2, "pci"))

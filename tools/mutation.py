@@ -113,8 +113,8 @@ EQUIVALENT = {
     "sim.compute.tables.x__rows__mutmut_6": "'UTF-8' and 'utf-8' name the same codec",
     "sim.compute.gemm.x_gemm_bound__mutmut_43": "memory against the compute time less 1e-15 s: `>=` and `>` differ only "
                                                 "when the two are equal to the last bit after that slack; the label only",
-    "sim.network.nccl.x_ring_cost__mutmut_82": "1e9 -> 1000000001.0 B/GB moves every estimate by 1e-9: only an "
-                                               "exact tie between two protocols could flip",
+    **{f"sim.network.nccl.x_ring_cost__mutmut_{i}": "1e9 -> 1000000001.0 B/GB moves one candidate's estimate by "
+       "1e-9 (the tree's, the rings', NVLS's): only an exact tie between two could flip" for i in (85, 140, 177)},
     "sim.training.model.layout.x_divisors__mutmut_7": "range(1, n + 2): n + 1 never divides n >= 1",
     "sim.training.model.layout.xǁLayoutǁcheck__mutmut_5":
         "kv_heads 1 by default: 1 % tp and tp % 1 == 0, never refused, as 0",
@@ -306,12 +306,19 @@ EQUIVALENT = {
     "sim.network.collectives.x__dispatch_unit__mutmut_14": "same as mutmut_10",
     "sim.network.collectives.x__combine_unit__mutmut_16": "same as _dispatch_unit__mutmut_10 (None and False are "
                                                           "both no event)",
-    "sim.network.collectives.x__ring__mutmut_87": "a rank's route to itself has no link and 0 s of latency",
+    "sim.network.collectives.x__ring__mutmut_102": "a rank's route to itself has no link and 0 s of latency",
+    "sim.network.collectives.x__ring__mutmut_1": "bulk's default: every caller passes it but the tree's one-step "
+                                                 "rings, where bulk and step by step send the same one transfer",
+    "sim.network.collectives.x_nccl_ring_cost__mutmut_100": "float('INF') is float('inf')",
+    "sim.network.collectives.x_nccl_ring_cost__mutmut_102": "the rails' hop latency's default is read only on one "
+                                                             "node, where (nodes - 1) x it is 0 and no tree applies",
+    "sim.network.collectives.x_nccl_all_reduce__mutmut_15": "two GPUs never take the tree: its latency (LL 16.8 us "
+       "over 2 nodes) is above the LL ring's (15.4 us) and its data term 2 S is twice the ring's",
     **{f"sim.network.collectives.x__ring__mutmut_{i}": "kind's default: every caller that takes NCCL's cost (a "
        "protocol) names its kind, and without a protocol kind is never read" for i in (2, 3)},
     **{f"sim.network.collectives.x__ring__mutmut_{i}": "bulk dropped after NCCL's latency: the one caller that "
        "passes both (calibrate's all-reduce in a node) runs one ring alone on a fresh fabric, where the bulk ring "
-       "takes its steps' time (test_bulk_ring_takes_the_time_of_its_steps)" for i in (60, 66)},
+       "takes its steps' time (test_bulk_ring_takes_the_time_of_its_steps)" for i in (75, 81)},
     "sim.network.collectives.x_hierarchical_reduce_scatter__mutmut_5": "gather=None and gather=False are both the "
                                                                        "reduce-scatter",
     "sim.network.flowloop.xǁFlowLoopǁadd_link__mutmut_10": "private links grown by a third instead of a half: more "
