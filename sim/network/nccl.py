@@ -42,7 +42,7 @@ from about 0.5 MB on an 8-GPU H100 node. A protocol named outright (``LL``, ``LL
 keeps the ring, as ``NCCL_ALGO=Ring`` does.
 
 The tree (an all-reduce over several nodes): NCCL 2.20 reduces up and broadcasts down a chain
-inside each node and a double binary tree between nodes, each node's ``p = n / N`` GPUs one chain,
+inside each node and a double binary tree between nodes, each node's ``n / N`` GPUs one chain,
 and puts its latency at
 
     latency = tree_base[p] + 2 ((n / N - 1) tree_intra[p] + floor(log2 N) tree_net[p])           (us)
@@ -52,7 +52,7 @@ and puts its latency at
 ``treeCorrectionFactor`` for the buffer's size (:data:`TREE_CORRECTION`, powers of two from 64 B):
 ``latency + 2 bytes / (bus x share)``. With ``auto`` an all-reduce over two or more nodes takes the
 tree where that beats every ring (NCCL's order on a tie: the tree first); small and middling
-buffers over many nodes, whose ring pays ``2N`` network steps (:func:`tree_cost`).
+buffers over many nodes, whose ring pays ``2N`` network steps (:func:`ring_cost`).
 
 Left out (documented in docs/network.md): CollNet and NVLS-tree, NVLS for all-gather and
 reduce-scatter (NCCL's estimate prefers the ring for them on one node), the ring all-reduce's plateau
