@@ -37,28 +37,25 @@ def first_line(capsys, *argv):
     return out.splitlines()[0]
 
 
-def test_an_all_reduce_on_an_nvls_node_says_what_nccl_runs(capsys):
-    """docs/network.md quotes these two lines: 100 MB over 8 H100s as NVLS, then as a Simple ring."""
-    argv = ["collective", "all-reduce", "--topology", "dgx-h100-superpod", "--ranks", "0-7", "--bytes", "1e8"]
-    assert first_line(capsys, *argv) == "all-reduce on dgx-h100-superpod (8 GPUs, NCCL NVLS): 273.0 us"
-    assert first_line(capsys, *argv, "--nccl-protocol", "Simple") == \
-        "all-reduce on dgx-h100-superpod (8 GPUs, NCCL ring, Simple): 444.9 us"
-    assert json.loads(run(capsys, *argv, "--json")[1])["nccl"] == "NVLS"
-
-
-def test_an_all_reduce_over_nodes_says_when_nccl_runs_its_tree(capsys):
-    """docs/network.md quotes these lines: 1 MB over 64 H800 on 8 nodes as NCCL's tree, then as a ring."""
-    argv = ["collective", "all-reduce", "--topology", "h800-64", "--ranks", "0-63", "--bytes", "1e6"]
-    assert first_line(capsys, *argv) == "all-reduce on h800-64 (64 GPUs, NCCL tree, LL128): 159.8 us"
-    assert first_line(capsys, *argv, "--nccl-protocol", "LL128") == \
-        "all-reduce on h800-64 (64 GPUs, NCCL ring, LL128): 811.4 us"
-    assert json.loads(run(capsys, *argv, "--json")[1])["nccl"] == "tree, LL128"
+@pytest.mark.parametrize("topology, ranks, nbytes, auto, forced, forced_line", [
+    ("dgx-h100-superpod", "0-7", "1e8", ("NVLS", "all-reduce on dgx-h100-superpod (8 GPUs, NCCL NVLS): 273.0 us"),
+     "Simple", "all-reduce on dgx-h100-superpod (8 GPUs, NCCL ring, Simple): 444.9 us"),
+    ("h800-64", "0-63", "1e6", ("tree, LL128", "all-reduce on h800-64 (64 GPUs, NCCL tree, LL128): 159.8 us"),
+     "LL128", "all-reduce on h800-64 (64 GPUs, NCCL ring, LL128): 811.4 us"),
+])
+def test_an_all_reduce_says_what_nccl_runs(capsys, topology, ranks, nbytes, auto, forced, forced_line):
+    """docs/network.md quotes these lines: 100 MB over 8 H100s as NVLS, 1 MB over 64 H800 on 8
+    nodes as NCCL's tree; each as a ring under a named protocol."""
+    argv = ["collective", "all-reduce", "--topology", topology, "--ranks", ranks, "--bytes", nbytes]
+    assert first_line(capsys, *argv) == auto[1]
+    assert first_line(capsys, *argv, "--nccl-protocol", forced) == forced_line
+    assert json.loads(run(capsys, *argv, "--json")[1])["nccl"] == auto[0]
 
 
 def test_rings_run_exact_unless_a_completion_window_is_asked_for(capsys):
     """A ring's many short dependent steps each finish at once within a completion window (its
-    time is the fabric's busy time x the window): docs/network.md quotes the 2,048-GPU case; here
-    64 GPUs, 1 GB, lose 1.3% with 1e-3. The command runs rings exact by default."""
+    time is the fabric's busy time x the window): docs/network.md quotes this case, 64 GPUs and
+    1 GB, 1.3% short with 1e-3. The command runs rings exact by default."""
     argv = ["collective", "all-reduce", "--topology", "h800-64", "--ranks", "0-63", "--bytes", "1e9",
             "--nccl-protocol", "Simple", "--json"]
     times = [json.loads(run(capsys, *argv, *extra)[1])["time_s"]

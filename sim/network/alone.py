@@ -36,8 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..checks import InputError
-from .collectives import check_all_to_all, nccl_ring_cost
+from .collectives import check_all_to_all, nccl_ring_cost, node_groups
 from .links import LinkTable
 from .traffic import Traffic
 
@@ -226,12 +225,8 @@ def hierarchical_alone_s(transfers: Transfers, ranks: Sequence[int], nbytes: flo
     every transfer alone: NCCL's latency less what the rings charge (``protocol``), then the phases
     one after the other (a ring inside each node on ``nbytes``, one per rail on ``nbytes / g``; the
     rails first for an all-gather), each as long as its slowest ring (:func:`ring_alone_s`)."""
-    nodes: dict[int, list[int]] = {}
-    for r in ranks:
-        nodes.setdefault(r // gpus_per_node, []).append(r)
+    nodes = node_groups(ranks, gpus_per_node)
     sizes = {len(members) for members in nodes.values()}
-    if len(sizes) > 1:
-        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
     if protocol is not None and len(ranks) > 1 and nbytes > 0:
         cost, charged = nccl_ring_cost(transfers,      # it reads only the link table of what it is given
                                        "all_gather" if gather else "reduce_scatter", ranks, nbytes,

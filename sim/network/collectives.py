@@ -359,9 +359,7 @@ def nccl_all_reduce(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_pe
     one step the fabric charges), else a reduce-scatter then an all-gather
     (:func:`hierarchical_reduce_scatter`, :func:`hierarchical_all_gather`), each with its ring's
     latency (``protocol=None``: the two on the fabric alone)."""
-    sizes = sorted({len(members) for members in _by_node(ranks, gpus_per_node).values()})
-    if len(sizes) > 1:
-        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sizes}")
+    node_groups(ranks, gpus_per_node)
     env = fabric.env
     if protocol is not None and len(ranks) > 1 and nbytes > 0:
         cost, charged = nccl_ring_cost(fabric, "all_reduce", ranks, nbytes, protocol, gpus_per_node)
@@ -412,6 +410,16 @@ def _by_node(ranks: Sequence[int], gpus_per_node: int) -> dict[int, list[int]]:
     return nodes
 
 
+def node_groups(ranks: Sequence[int], gpus_per_node: int) -> dict[int, list[int]]:
+    """``ranks`` by node (``rank // gpus_per_node``), each in order; one clear line unless every
+    node holds as many of them (the hierarchical collectives' rails need it)."""
+    nodes = _by_node(ranks, gpus_per_node)
+    sizes = sorted({len(members) for members in nodes.values()})
+    if len(sizes) > 1:
+        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sizes}")
+    return nodes
+
+
 def _phases(fabric: Fabric, phases: list, done: simpy.Event) -> None:
     """Run ``phases`` (each a list of (op, ranks, nbytes) started together, rings sent in bulk) one
     after the other."""
@@ -424,10 +432,8 @@ def _phases(fabric: Fabric, phases: list, done: simpy.Event) -> None:
 
 def _hierarchical(fabric: Fabric, ranks: Sequence[int], nbytes: float, gpus_per_node: int,
                   gather: bool, protocol: str | None = None) -> simpy.Event:
-    nodes = _by_node(ranks, gpus_per_node)
+    nodes = node_groups(ranks, gpus_per_node)
     sizes = {len(members) for members in nodes.values()}
-    if len(sizes) > 1:
-        raise InputError(f"hierarchical collectives need the same number of GPUs on every node, got {sorted(sizes)}")
     if protocol is not None and len(ranks) > 1 and nbytes > 0:
         cost, charged = nccl_ring_cost(fabric, "all_gather" if gather else "reduce_scatter", ranks, nbytes,
                                        protocol, gpus_per_node)
