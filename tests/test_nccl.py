@@ -188,6 +188,11 @@ def test_a_hierarchical_collective_pays_ncclss_flat_ring_latency(op, gather):
     env0.run(until=done0)
     intra, inter = fab.links.route(0, 1)[1], fab.links.route(0, 8)[1]
     assert env.now - env0.now == pytest.approx(70.0e-6 - 7 * intra - inter, rel=1e-9)
+    env1, fab1 = fabric()                                 # a single byte pays NCCL's latency too
+    env1.run(until=op(fab1, ranks, 1.0, 8, "Simple"))
+    env3, fab3 = fabric()
+    env3.run(until=op(fab3, ranks, 1.0, 8))
+    assert env1.now - env3.now == pytest.approx(70.0e-6 - 7 * intra - inter, rel=1e-6)
     env2, fab2 = fabric()                                 # auto takes Simple at 2 GB: the same time
     env2.run(until=op(fab2, ranks, nbytes, 8, "auto"))
     assert env2.now == env.now

@@ -310,9 +310,14 @@ EQUIVALENT = {
     "sim.network.collectives.x__ring__mutmut_1": "bulk's default: every caller passes it but the tree's one-step "
                                                  "rings, where bulk and step by step send the same one transfer",
     "sim.network.collectives.x_nccl_ring_cost__mutmut_100": "float('INF') is float('inf')",
+    "sim.network.collectives.x__hierarchical__mutmut_27": "NCCL's latency and protocol shares of an all-gather and "
+                                                          "a reduce-scatter are the same (n - 1 steps, N - 1 of them "
+                                                          "over the network)",
+    "sim.network.collectives.x__hierarchical__mutmut_57": "one node through the rails' branch: its in-node ring, and "
+                                                          "rails of one GPU that send nothing",
     "sim.network.collectives.x_nccl_ring_cost__mutmut_102": "the rails' hop latency's default is read only on one "
                                                              "node, where (nodes - 1) x it is 0 and no tree applies",
-    "sim.network.collectives.x_nccl_all_reduce__mutmut_15": "two GPUs never take the tree: its latency (LL 16.8 us "
+    "sim.network.collectives.x_nccl_all_reduce__mutmut_10": "two GPUs never take the tree: its latency (LL 16.8 us "
        "over 2 nodes) is above the LL ring's (15.4 us) and its data term 2 S is twice the ring's",
     **{f"sim.network.collectives.x__ring__mutmut_{i}": "kind's default: every caller that takes NCCL's cost (a "
        "protocol) names its kind, and without a protocol kind is never read" for i in (2, 3)},
