@@ -12,6 +12,9 @@ Writes, under ``--out`` (default ``results``):
   simulator orders them the same way, and each schedule's speed-up over 1F1B, measured and simulated;
 * ``validation_pairs.csv``: every pair of runs of one job measured under two schedules or layouts,
   the measured and simulated gap, whether they agree, ties under 2% (:mod:`experiments.ranking_pairs`);
+* ``validation_slopes.csv``: each Zero Bubble schedule's step time as a line in its micro-batches,
+  measured and simulated, in units of the paper's profiled passes: what a micro-batch costs and what
+  the step pays once (:mod:`experiments.microbatch_slopes`);
 * ``validation_memory.csv``: the memory suite (``validation/memory.csv``, :mod:`validation.memory`), a row
   per run: ``id``, ``source``, ``measured_gb``, ``predicted_gb`` (as the source's PyTorch counter
   counts it), ``error_pct`` (predicted / measured - 1) and the simulated rank's breakdown, with
@@ -33,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.common import compile_kernels, sweep_parser
+from experiments.microbatch_slopes import microbatch_slopes, slopes_text
 from experiments.ranking_pairs import pairs_text, ranking_pairs
 from sim.checks import InputError
 from sim.cli import guarded
@@ -195,7 +199,8 @@ def run(args) -> int:
             raise InputError(f"--only {' '.join(args.only)}: no run's id contains it (ids: validation/runs.csv)")
     out = Path(args.out)
     paths = [out / f"{NAME}.csv", out / f"{NAME}_summary.csv", out / f"{NAME}_rankings.csv",
-             out / "figures" / f"{NAME}.png", out / f"{NAME}_memory.csv", out / f"{NAME}_pairs.csv"]
+             out / "figures" / f"{NAME}.png", out / f"{NAME}_memory.csv", out / f"{NAME}_pairs.csv",
+             out / f"{NAME}_slopes.csv"]
     with overwriting(args.force):
         for path in paths:
             check_output(path)
@@ -218,11 +223,13 @@ def run(args) -> int:
         df = fill_kernel_rows(df, runs, calibrated_kernels())
     failed = df[df["status"] != "ok"]
     summary_df, rankings_df, pairs_df = summary(df), rankings(df), ranking_pairs(df)     # rankings: none when --only picks no table of them
+    slopes_df = microbatch_slopes(df)
     with overwriting(args.force):
         write_csv_atomic(df, paths[0])          # this suite's runs only (a resumed CSV keeps rows of old points)
         write_csv_atomic(summary_df, paths[1])
         write_csv_atomic(rankings_df, paths[2])
         write_csv_atomic(pairs_df, paths[5])
+        write_csv_atomic(slopes_df, paths[6])
     if not args.no_figure:
         from experiments.plots import validation_figure
         validation_figure(pd.read_csv(paths[0]), out / "figures")
@@ -232,9 +239,12 @@ def run(args) -> int:
     if not args.only and Path(args.runs).resolve() == RUNS.resolve() and not len(failed):
         write_trust_errors(df)                  # the whole shipped suite: the trust bands' data
     print(text(summary_df, rankings_df, df, pairs_df))
+    for line in slopes_text(slopes_df):
+        print(line)
     print(memory_text(memory_df))
     print(f"wrote {paths[0]} ({len(df)} runs, {int((df['status'] == 'ok').sum())} ok, {len(failed)} failed), "
-          f"{paths[1].name}, {paths[2].name}, {paths[5].name}, " + ("" if args.no_figure else f"figures/{paths[3].name}, ") +
+          f"{paths[1].name}, {paths[2].name}, {paths[5].name}, {paths[6].name}, " +
+          ("" if args.no_figure else f"figures/{paths[3].name}, ") +
           f"{paths[4].name} ({len(memory_df)} runs)")
     return 1 if len(failed) else 0
 
