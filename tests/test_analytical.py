@@ -228,3 +228,36 @@ def test_a_timeline_sees_a_transfer_that_starts_at_once():
     env.run()
     timeline.finish()
     assert env.now == 1.0 and timeline.bytes.sum() == pytest.approx(10e9)
+
+
+@pytest.mark.parametrize("backend", NETWORK_BACKENDS)
+def test_a_transfers_own_bound_by_hand(backend):
+    """1 GB over a 100 GB/s link (1 us): 10 ms alone; bound to 25 GB/s, 40 ms; a bound above the
+    link's changes nothing; started ahead, the same from its start. On max-min a bound transfer
+    leaves the rest of the link to another: a 1 GB transfer beside it at 75 GB/s ends at 13.3 ms."""
+    env = simpy.Environment()
+    net = build_network(env, line(100e9), backend)
+    env.run(net.transfer(0, 1, 1e9, max_rate=25e9))
+    assert env.now == pytest.approx(1e-6 + 0.04, rel=1e-12)
+    t0 = env.now
+    env.run(net.transfer(0, 1, 1e9, max_rate=200e9))
+    assert env.now - t0 == pytest.approx(1e-6 + 0.01, rel=1e-9)
+    out = []
+    net.transfer_at(env.now + 0.5, 0, 1, 1e9, lambda: out.append(env.now), max_rate=50e9)
+    t1 = env.now
+    env.run()
+    assert out[0] - t1 == pytest.approx(0.5 + 1e-6 + 0.02, rel=1e-9)
+    if backend == "maxmin":
+        t2, got = env.now, {}
+        net.transfer(0, 1, 1e9, lambda: got.setdefault("bound", env.now), max_rate=25e9)
+        net.transfer(0, 1, 1e9, lambda: got.setdefault("free", env.now))
+        env.run()
+        assert got["free"] - t2 == pytest.approx(1e-6 + 1 / 75, rel=1e-9)
+        assert got["bound"] - t2 == pytest.approx(1e-6 + 0.04, rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", NETWORK_BACKENDS)
+@pytest.mark.parametrize("rate", [0, -1.0, float("nan"), "fast"])
+def test_a_bad_bound_is_one_line(backend, rate):
+    with pytest.raises(InputError, match="max_rate"):
+        build_network(simpy.Environment(), line(1e9), backend).transfer(0, 1, 1e6, max_rate=rate)

@@ -11,20 +11,34 @@ NV, LAT = 160e9, 3.3e-6          # NVLink bytes/s per direction and GPU -> NVSwi
 LAUNCH = 4e-6                    # an NCCL kernel's launch (kernels preset deepep); 24 SMs x 10.5 GB/s > NVLink
 
 
+@pytest.fixture
+def unbound_sends(tmp_path):
+    """deepep's kernels with 80 GB/s an SM: a pipeline send's 2 channels inside a node then move
+    160 GB/s, NVLink's own (sim.training.comm.sends), so the last backward's send lands before the
+    sync's first ring step, as in the closed forms below, instead of draining beside it at 21 GB/s."""
+    import yaml
+
+    from sim.training.model.specs import load_presets
+    path = tmp_path / "kernels.yaml"
+    path.write_text(yaml.safe_dump({**{k: v for k, v in load_presets("kernels")["deepep"].items()
+                                       if k != "description"}, "sm_GBps": 80.0}))
+    return str(path)
+
+
 def ring(n, nbytes):
     """A ring reduce-scatter or all-gather of nbytes per GPU inside one NVLink node."""
     return (n - 1) / n * nbytes / NV + (n - 1) * LAT
 
 
 @pytest.mark.parametrize("zero", [0, 1, 3])
-def test_last_rank_sync_by_hand(zero):
+def test_last_rank_sync_by_hand(zero, unbound_sends):
     """Tiny scenario (PP4 x DP4 on two 8-GPU nodes, EP4 = DP: experts are not replicated): rank 3's
     data-parallel group is 4 GPUs of one node, so its gradients (4 bytes per dense parameter) go
     round a 4-GPU NVLink ring; ZeRO-1 then runs the optimizer on a quarter and all-gathers the BF16
     weights; ZeRO-0 all-reduces and updates everything; ZeRO-3 scattered its layers' gradients
     inside the ops and has no all-gather at the end. Each collective first pays an NCCL launch. The
     fabric alone (``nccl_protocol: none``); NCCL's latency on top: tests/test_nccl.py."""
-    run = load_scenario("tiny", schedule="1f1b", zero_stage=zero, kernels="deepep", nccl_protocol="none")
+    run = load_scenario("tiny", schedule="1f1b", zero_stage=zero, kernels=unbound_sends, nccl_protocol="none")
     sc = Scenario(run)
     res = simulate_step(sc)
     (count,) = stage_param_counts(sc)[3].values()
@@ -40,12 +54,12 @@ def test_last_rank_sync_by_hand(zero):
     assert optimizer_seconds(sc, count) == pytest.approx(r.optimizer_s, rel=1e-12)
 
 
-def test_fsdp_without_resharding_scatters_the_whole_stage_in_the_dp_sync():
+def test_fsdp_without_resharding_scatters_the_whole_stage_in_the_dp_sync(unbound_sends):
     """ZeRO-3 with reshard_after_forward off (Llama 3's FSDP): no layer scattered its gradients inside
     the ops, so rank 3's data-parallel sync is the reduce-scatter of its whole stage (4 bytes per
     dense parameter round the 4-GPU NVLink ring, after one launch), not the head's alone, and no
     all-gather follows the optimizer (the weights are gathered in the next step's first forward)."""
-    run = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels="deepep", reshard_after_forward=False,
+    run = load_scenario("tiny", schedule="1f1b", zero_stage=3, kernels=unbound_sends, reshard_after_forward=False,
                         nccl_protocol="none")
     sc = Scenario(run)
     res = simulate_step(sc)

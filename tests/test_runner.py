@@ -85,13 +85,13 @@ def test_jittered_sends_leave_on_the_grid_each_replica_at_its_own_time():
         started = []
         transfer, transfer_at = fabric.transfer, fabric.transfer_at
 
-        def record(src, dst, nbytes, on_done=None, _transfer=transfer):
+        def record(src, dst, nbytes, on_done=None, max_rate=None, _transfer=transfer):
             started.append(env.now)
-            return _transfer(src, dst, nbytes, on_done=on_done)
+            return _transfer(src, dst, nbytes, on_done=on_done, max_rate=max_rate)
 
-        def record_at(at, src, dst, nbytes, on_done, _transfer_at=transfer_at):   # starts at ``at`` (test_fabric)
+        def record_at(at, src, dst, nbytes, on_done, max_rate=None, _transfer_at=transfer_at):   # starts at ``at``
             started.append(at)
-            return _transfer_at(at, src, dst, nbytes, on_done)
+            return _transfer_at(at, src, dst, nbytes, on_done, max_rate)
 
         fabric.transfer, fabric.transfer_at = record, record_at
         if slow:
@@ -151,8 +151,8 @@ def test_sends_due_together_start_in_replica_order():
     assert n > 16                                       # numpy sorts 16 or fewer stably in any case
     order = []
     transfer_at = fabric.transfer_at
-    fabric.transfer_at = lambda at, src, dst, nbytes, on_done: (order.append(src),
-                                                                transfer_at(at, src, dst, nbytes, on_done))
+    fabric.transfer_at = lambda at, src, dst, nbytes, on_done, max_rate=None: (
+        order.append(src), transfer_at(at, src, dst, nbytes, on_done, max_rate))
     runner.arrivals[("probe",)] = np.tile([2e-6, 1e-6], n // 2)
     env.run(runner._send(env, 0, 1, ("probe",)))
     src = runner.layout.gpus_of(0, runner.replicas).tolist()

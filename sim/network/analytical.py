@@ -30,7 +30,7 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
-from .api import GpuTotals, checked_bytes, completion, open_bundle
+from .api import GpuTotals, checked_bytes, checked_rate, completion, open_bundle
 from .fabric import RouteSet
 from .flowloop import event_at
 from .links import LinkTable
@@ -81,30 +81,33 @@ class AnalyticalNetwork(GpuTotals):
         self._tally()
         return self._peak
 
-    def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
+    def transfer(self, src: int, dst: int, nbytes: float, on_done=None, max_rate: float | None = None
+                 ) -> simpy.Event | None:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst``: an event that fires when the last byte
-        lands, or ``on_done()`` then (and None). Same GPU: instant."""
+        lands, or ``on_done()`` then (and None). Same GPU: instant. ``max_rate`` (bytes/s): the
+        transfer's own bound beside its route's."""
         nbytes = checked_bytes(self._n_gpus, src, dst, nbytes)
         done, on_done = completion(self.env, on_done)
         if src == dst:
             on_done()
             return done
-        self._start(self.env.now, src, dst, nbytes, on_done)
+        self._start(self.env.now, src, dst, nbytes, on_done, checked_rate(max_rate))
         return done
 
-    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done) -> None:
+    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done, max_rate: float | None = None
+                    ) -> None:
         """:meth:`transfer` as if called at simulated time ``at``, calling ``on_done()`` when the
         last byte lands."""
         now = self.env.now
         start = now + (at - now)
         if not start > now:
-            self.transfer(src, dst, nbytes, on_done)
+            self.transfer(src, dst, nbytes, on_done, max_rate)
             return
         nbytes = checked_bytes(self._n_gpus, src, dst, nbytes)
         if src == dst:
             event_at(self.env, start).callbacks.append(lambda _ev: on_done())
             return
-        self._start(start, src, dst, nbytes, on_done)
+        self._start(start, src, dst, nbytes, on_done, checked_rate(max_rate))
 
     def route_bandwidth(self, src: int, dst: int) -> float:
         """Bytes/s a transfer from ``src`` to ``dst`` drains at (infinite from a GPU to itself)."""
@@ -154,9 +157,12 @@ class AnalyticalNetwork(GpuTotals):
             route = self._routes[(src, dst)] = (links, latency, bandwidth)
         return route
 
-    def _start(self, at: float, src: int, dst: int, nbytes: float, on_done) -> None:
-        """A transfer that starts at ``at``: its latency, then its bytes at its route's bandwidth."""
+    def _start(self, at: float, src: int, dst: int, nbytes: float, on_done, max_rate: float | None = None) -> None:
+        """A transfer that starts at ``at``: its latency, then its bytes at its route's bandwidth
+        (at most ``max_rate``)."""
         links, latency, bandwidth = self._route(src, dst)
+        if max_rate is not None:
+            bandwidth = min(bandwidth, max_rate)
         self._sent[src] += nbytes
         self._received[dst] += nbytes
         begin = at + latency

@@ -39,11 +39,14 @@ class Network(Protocol):
     @property
     def num_gpus(self) -> int: ...
 
-    def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
+    def transfer(self, src: int, dst: int, nbytes: float, on_done=None, max_rate: float | None = None
+                 ) -> simpy.Event | None:
         """``nbytes`` from GPU ``src`` to GPU ``dst``: an event that fires when the last byte lands,
-        or ``on_done()`` then (and None)."""
+        or ``on_done()`` then (and None). ``max_rate`` (bytes/s): the transfer's own bound (the
+        kernel that moves it), beside its route's links; None: none."""
 
-    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done) -> None:
+    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done, max_rate: float | None = None
+                    ) -> None:
         """:meth:`transfer` as if called at simulated time ``at`` (>= now)."""
 
     def route_set(self, srcs: list[int], dsts: list[int]):
@@ -112,6 +115,13 @@ def checked_bytes(n_gpus: int, src: int, dst: int, nbytes) -> float:
     return float(nbytes)
 
 
+def checked_rate(max_rate) -> float | None:
+    """A transfer's own bound ``max_rate`` (bytes/s) once known good (None: no bound); else one line."""
+    if max_rate is None:
+        return None
+    return float(number(max_rate, "max_rate (bytes/s)", low=0, low_open=True, high=1e18))
+
+
 def completion(env: simpy.Environment, on_done):
     """(an event, its ``succeed``) when ``on_done`` is None, else (None, ``on_done``): how a
     transfer or bundle tells its end either way."""
@@ -142,4 +152,4 @@ def open_bundle(env: simpy.Environment, load, latency: float | None, min_seconds
     return latency, done, on_done, True
 
 
-__all__ = ["GpuTotals", "Network", "checked_bytes", "completion", "open_bundle"]
+__all__ = ["GpuTotals", "Network", "checked_bytes", "checked_rate", "completion", "open_bundle"]

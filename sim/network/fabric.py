@@ -36,7 +36,7 @@ import numpy as np
 import simpy
 
 from ..checks import InputError, number
-from .api import GpuTotals, checked_bytes, completion, open_bundle
+from .api import GpuTotals, checked_bytes, checked_rate, completion, open_bundle
 from .flowloop import Flow, FlowLoop, event_at
 from .links import LinkTable
 
@@ -112,19 +112,23 @@ class Fabric(FlowLoop, GpuTotals):
         return self.link_state.peak[:self._n_links]
 
     # -- public API ---------------------------------------------------------------------------
-    def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
+    def transfer(self, src: int, dst: int, nbytes: float, on_done=None, max_rate: float | None = None
+                 ) -> simpy.Event | None:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst``. Returns a SimPy event that fires when
         the last byte arrives, or, given ``on_done``, calls ``on_done()`` then and returns None
-        (cheaper: what collectives use). Same GPU: instant. Zero bytes: the route's latency."""
+        (cheaper: what collectives use). Same GPU: instant. Zero bytes: the route's latency.
+        ``max_rate`` (bytes/s): the transfer's own bound (the kernel moving it), a private link of
+        that capacity on its route while it lasts; None: none."""
         nbytes = self._checked(src, dst, nbytes)
         done, on_done = completion(self.env, on_done)
         if src == dst:
             on_done()
             return done
-        self.enqueue(*self._new_flow(src, dst, nbytes, on_done))
+        self.enqueue(*self._new_flow(src, dst, nbytes, on_done, checked_rate(max_rate)))
         return done
 
-    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done) -> None:
+    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done, max_rate: float | None = None
+                    ) -> None:
         """:meth:`transfer` as if called at simulated time ``at`` (> now), calling ``on_done()``
         when the last byte arrives, without a process that waits until ``at`` to start it: the
         flow's latency runs from ``at`` (the same instants, to the last bit, as a process that
@@ -133,13 +137,13 @@ class Fabric(FlowLoop, GpuTotals):
         now = self.env.now
         start = now + (at - now)                # where such a timeout would put the clock
         if not start > now:
-            self.transfer(src, dst, nbytes, on_done)
+            self.transfer(src, dst, nbytes, on_done, max_rate)
             return
         nbytes = self._checked(src, dst, nbytes)
         if src == dst:
             event_at(self.env, start).callbacks.append(lambda _ev: on_done())
             return
-        flow, latency = self._new_flow(src, dst, nbytes, on_done)
+        flow, latency = self._new_flow(src, dst, nbytes, on_done, checked_rate(max_rate))
         if latency > 0:
             self.enqueue(flow, latency, start + latency)
         else:                                   # as transfer() then: pending at once, even with no bytes
@@ -188,15 +192,24 @@ class Fabric(FlowLoop, GpuTotals):
         """``nbytes`` as a float, once the GPUs and the size are known good (else one line naming them)."""
         return checked_bytes(self._n_gpus, src, dst, nbytes)
 
-    def _new_flow(self, src: int, dst: int, nbytes: float, on_done) -> tuple[Flow, float]:
+    def _new_flow(self, src: int, dst: int, nbytes: float, on_done, max_rate: float | None = None
+                  ) -> tuple[Flow, float]:
         """(the flow of a transfer between two GPUs, its route's latency); its bytes count as sent
-        and received."""
+        and received. A ``max_rate`` below the route's bandwidth is a private link of that capacity
+        on the flow's route, given back when it ends."""
         route = self._routes.get((src, dst))
         if route is None:
             route = self._route(src, dst)
         links, latency = route
         self._sent[src] += nbytes
         self._received[dst] += nbytes
+        if max_rate is not None and max_rate < self.link_state.capacity[links].min():
+            private = self.add_link(max_rate)
+            links, inner = _appended(links, private), on_done
+
+            def on_done(private=private, inner=inner):
+                self.release_link(private)
+                inner()
         return Flow(links, nbytes, on_done), latency
 
     def transfer_bundle(self, load, latency: float | None = None, min_seconds: float = 0.0,

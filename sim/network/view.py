@@ -52,11 +52,13 @@ class NetworkView:
             self.own_link_bytes[self.links.route(src, dst)[0]] += nbytes
         return a, b
 
-    def transfer(self, src: int, dst: int, nbytes: float, on_done=None) -> simpy.Event | None:
-        return self.network.transfer(*self._own(src, dst, nbytes), nbytes, on_done)
+    def transfer(self, src: int, dst: int, nbytes: float, on_done=None, max_rate: float | None = None
+                 ) -> simpy.Event | None:
+        return self.network.transfer(*self._own(src, dst, nbytes), nbytes, on_done, max_rate)
 
-    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done) -> None:
-        self.network.transfer_at(at, *self._own(src, dst, nbytes), nbytes, on_done)
+    def transfer_at(self, at: float, src: int, dst: int, nbytes: float, on_done, max_rate: float | None = None
+                    ) -> None:
+        self.network.transfer_at(at, *self._own(src, dst, nbytes), nbytes, on_done, max_rate)
 
     def route_set(self, srcs: list[int], dsts: list[int]):
         return self.network.route_set([self.gpus[s] for s in srcs], [self.gpus[d] for d in dsts])

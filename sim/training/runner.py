@@ -26,6 +26,7 @@ from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
 from ..schedules.timing import exchange_inputs
 from .comm.model_parallel import ModelParallelComm
+from .comm.sends import same_node
 from .costs.chunk import ChunkModel, LayerCost, StageEnds
 from .costs.parts import (
     NO_MODEL_PARALLEL,
@@ -94,9 +95,10 @@ class StepContext:
     (and, for a representative pipeline, every replica's sends) on ``network`` among the other
     traffic, instead of charging their measured times; ``None``: measured. ``send_launch_s``: each
     pipeline send starts that long after its producer ends (the launch of its NCCL kernel,
-    :mod:`sim.training.comm.kernels`). ``compute_factors`` (per GPU) and ``faults``
-    (:class:`~sim.training.model.faults.FaultSpec`: its jitter) make compute parts of slow GPUs longer and
-    every compute part noisy. ``model_parallel``: the TP and CP collectives' seconds, or ``None``;
+    :mod:`sim.training.comm.kernels`); ``send_rate`` (bytes/s): the most a send between two GPUs of
+    one node moves (NCCL's channels, :mod:`sim.training.comm.sends`), None: unbounded.
+    ``compute_factors`` (per GPU) and ``faults`` (:class:`~sim.training.model.faults.FaultSpec`: its
+    jitter) make compute parts of slow GPUs longer and every compute part noisy. ``model_parallel``: the TP and CP collectives' seconds, or ``None``;
     ``mp_parts``: which TP and CP parts the ops carry. ``blocking_sends``: a rank's next op starts
     no earlier than its last op's sends landed (the engine holds the rank until they have:
     :func:`~sim.engine.start_schedule`); each replica's clock moves to its own send's landing.
@@ -114,6 +116,7 @@ class StepContext:
     layer_collectives: LayerCollectives | None = None
     live: object = None
     send_launch_s: float = 0.0
+    send_rate: float | None = None
     compute_factors: np.ndarray | None = None
     faults: object = None
     model_parallel: ModelParallelComm | None = None
@@ -137,6 +140,7 @@ class GroupRunner:
         self.chunk, self.layout, self.comm, self.fabric, self.sync = chunk, layout, comm, fabric, sync
         self.live = context.live
         self.send_launch_s = context.send_launch_s      # an NCCL kernel's launch before each pipeline send
+        self.send_rate = context.send_rate              # NCCL's bound on a send inside a node
         self.group = group
         self.replicas = np.asarray(replicas)
         pp, n = schedule.pp, len(replicas)
@@ -371,7 +375,9 @@ class GroupRunner:
 
         grid, launch = self._send_grid and self._grid(src, dst, srcs, dsts, nbytes), self.send_launch_s
         ends = sent.tolist()                                                # Python numbers: cheaper per send
+        gpn, bound = self.layout.gpus_per_node, self.send_rate
         for i in [0] if len(ends) == 1 else np.argsort(sent, kind="stable").tolist():
+            rate = bound if bound is not None and same_node(srcs[i], dsts[i], gpn) else None
             at = due = ends[i] + launch
             early = 0.0
             if grid:                                # jittered replicas: sends leave on a grid (faults.send_grid_s)
@@ -381,9 +387,9 @@ class GroupRunner:
             if wait < -1e-12:                       # more than float rounding of the clock
                 self.late_s = max(self.late_s, -wait)
             if wait > 0:                            # starts then, on the fabric's clock
-                fabric.transfer_at(at, srcs[i], dsts[i], nbytes, lambda i=i, early=early: landed(i, early))
+                fabric.transfer_at(at, srcs[i], dsts[i], nbytes, lambda i=i, early=early: landed(i, early), rate)
             else:
-                fabric.transfer(srcs[i], dsts[i], nbytes, on_done=lambda i=i: landed(i))
+                fabric.transfer(srcs[i], dsts[i], nbytes, on_done=lambda i=i: landed(i), max_rate=rate)
         done.callbacks.append(lambda _ev: self._landed(src, key, arrived))
         return done
 
@@ -398,7 +404,7 @@ class GroupRunner:
         if wait > 0:
             yield env.timeout(wait)
         done = env.event()
-        self.live.send_all(src, dst, nbytes, on_done=lambda: done.succeed())
+        self.live.send_all(src, dst, nbytes, on_done=lambda: done.succeed(), max_rate=self.send_rate)
         yield done
         self._landed(src, key, np.array([env.now]))
 
@@ -420,7 +426,8 @@ class GroupRunner:
     def _grid(self, src: int, dst: int, srcs: list[int], dsts: list[int], nbytes: float) -> float:
         """The grid (s) the sends from rank ``src`` to rank ``dst`` start on under jitter:
         ``faults.send_grid_s``, or the time a send takes alone on the fastest of the replicas'
-        routes where that is shorter (its bytes over that route's bandwidth).
+        routes where that is shorter (its bytes over that route's bandwidth, at most NCCL's bound
+        inside a node: :meth:`_send_bandwidth`).
 
         A send due at ``t`` starts on the fabric at the next grid point ``t + d`` (so that the
         sends due close together share the fabric's recomputations, starts and ends) and its
@@ -433,9 +440,17 @@ class GroupRunner:
         it meets are those of ``t + d``, not of ``t``."""
         grid = self._grids.get((src, dst))
         if grid is None:
-            fastest = max(map(self.fabric.route_bandwidth, srcs, dsts))
+            fastest = max(map(self._send_bandwidth, srcs, dsts))
             grid = self._grids[(src, dst)] = min(self._send_grid, nbytes / fastest)
         return grid
+
+    def _send_bandwidth(self, a: int, b: int) -> float:
+        """Bytes/s a pipeline send from GPU ``a`` to GPU ``b`` gets alone: its route's, at most
+        :attr:`send_rate` where the two share a node."""
+        rate = self.fabric.route_bandwidth(a, b)
+        if self.send_rate is not None and same_node(a, b, self.layout.gpus_per_node):
+            rate = min(rate, self.send_rate)
+        return rate
 
     # -- parts -------------------------------------------------------------------------------
     def _zero3_parts(self, rank: int, seq: int) -> tuple[bool, bool]:

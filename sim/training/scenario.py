@@ -25,6 +25,7 @@ from ..schedules import Schedule, make_schedule, validate
 from ..schedules.registry import SEARCHED
 from .comm.collective_shapes import CollectiveShape, op_collectives
 from .comm.kernels import KernelSpec, load_kernels
+from .comm.sends import pipeline_send_rate
 from .costs.chunk import ChunkModel
 from .costs.parts import ModelParallelParts
 from .costs.stagecosts import stage_costs
@@ -41,6 +42,12 @@ class Topology:
         self.graph = graph
         if links is not None:
             self.__dict__["links"] = links
+
+    @cached_property
+    def send_rate(self) -> float | None:
+        """Bytes/s at most of a pipeline send between two GPUs of one node: NCCL's channels for it
+        times ``sm_GBps`` (:mod:`sim.training.comm.sends`); None: unbounded."""
+        return pipeline_send_rate(self.layout, self.links, self.kernels, self.chunk.activation_bytes())
 
     @cached_property
     def links(self) -> LinkTable:
@@ -118,7 +125,7 @@ class Scenario:
             tp_across_nodes=run.tp_across_nodes, sequence_parallel=run.sequence_parallel, expert_tp=run.expert_tp))
         if run.schedule in SEARCHED:            # Zero Bubble's search reads the stages' times and memory
             self.chunk = ChunkModel(self.model, self.gpu, run, run.pp, self.beside_comm)
-            costs = stage_costs(self.model, run, self.chunk, graph, self.layout)
+            costs = stage_costs(self.model, run, self.chunk, graph, self.layout, self.send_rate)
             limit = run.zb_memory_limit if run.schedule == "zb-auto" else None
             self.schedule: Schedule = validate(make_schedule(run.schedule, run.pp, run.microbatches,
                                                              run.virtual_chunks(self.model.layers), limit, costs))
@@ -147,6 +154,12 @@ class Scenario:
                 raise SpecError(f"RunSpec.schedule {run.schedule!r} has {what}={own}, the run {what}={want}: "
                                 "a schedule file is for one shape of run")
         return schedule
+
+    @cached_property
+    def send_rate(self) -> float | None:
+        """Bytes/s at most of a pipeline send between two GPUs of one node: NCCL's channels for it
+        times ``sm_GBps`` (:mod:`sim.training.comm.sends`); None: unbounded."""
+        return pipeline_send_rate(self.layout, self.links, self.kernels, self.chunk.activation_bytes())
 
     @cached_property
     def links(self) -> LinkTable:

@@ -313,8 +313,8 @@ class MoEStep:
         factors = sc.compute_factors()                  # slow GPUs under the run's faults, once for all groups
         context = StepContext(schedule=sc.schedule, chunk=sc.chunk, layout=sc.layout, comm=self.comm, network=fabric,
                               sm_slowdown=sc.sm_slowdown, sync=sync, layer_collectives=self.layer_collectives,
-                              live=live, send_launch_s=sc.kernels.nccl_launch_s, compute_factors=factors,
-                              faults=sc.run.faults, model_parallel=self.model_parallel,
+                              live=live, send_launch_s=sc.kernels.nccl_launch_s, send_rate=sc.send_rate,
+                              compute_factors=factors, faults=sc.run.faults, model_parallel=self.model_parallel,
                               mp_parts=sc.model_parallel_parts, blocking_sends=self.blocking_sends,
                               start_s=fabric.env.now, step_index=step_index)
         return [GroupRunner(context, g, sc.layout.group_replicas(g) if self.full else [0], trace if g == 0 else None)

@@ -37,6 +37,7 @@ from ...network import LinkLoad, Network, RouteSet, sum_loads
 from ..model.layout import Layout
 from ..model.specs import COMMUNICATION
 from .model_parallel import receiving
+from .sends import same_node
 
 
 class LiveComm:
@@ -105,22 +106,30 @@ class LiveComm:
         env.timeout(launch_s).callbacks.append(start)
         return done
 
-    def send_all(self, src_rank: int, dst_rank: int, nbytes: float, on_done) -> None:
+    def send_all(self, src_rank: int, dst_rank: int, nbytes: float, on_done, max_rate: float | None = None
+                 ) -> None:
         """Representative mode: the pipeline send from ``src_rank`` to ``dst_rank`` of every
         replica, each its own flow; ``on_done()`` when those of replica 0's EP group have landed
-        (its next all-to-all waits for the last of them)."""
-        routes = self._send_routes.get((src_rank, dst_rank))
-        if routes is None:
-            gpu, replicas = self.layout.gpu, range(self.layout.dp)
-            routes = self._send_routes[(src_rank, dst_rank)] = self.fabric.route_set(
-                [gpu(src_rank, d) for d in replicas], [gpu(dst_rank, d) for d in replicas])
+        (its next all-to-all waits for the last of them). ``max_rate`` (bytes/s): the most a send
+        between two GPUs of one node moves (:mod:`sim.training.comm.sends`), None: unbounded."""
         left = [self._first_size]
 
         def landed():
             left[0] -= 1
             if not left[0]:
                 on_done()
-        self.fabric.transfer_set(routes, nbytes, [landed if first else _ignore for first in self._first_group])
+        done = [landed if first else _ignore for first in self._first_group]
+        gpu, replicas, gpn = self.layout.gpu, range(self.layout.dp), self.layout.gpus_per_node
+        srcs, dsts = [gpu(src_rank, d) for d in replicas], [gpu(dst_rank, d) for d in replicas]
+        inside = [same_node(a, b, gpn) for a, b in zip(srcs, dsts)]
+        if max_rate is not None and any(inside):    # each its own flow, bound where the pair shares a node
+            for a, b, d, bound in zip(srcs, dsts, done, inside):
+                self.fabric.transfer(a, b, nbytes, d, max_rate if bound else None)
+            return
+        routes = self._send_routes.get((src_rank, dst_rank))
+        if routes is None:
+            routes = self._send_routes[(src_rank, dst_rank)] = self.fabric.route_set(srcs, dsts)
+        self.fabric.transfer_set(routes, nbytes, done)
 
     @property
     def slowdown(self) -> float:
