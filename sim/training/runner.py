@@ -99,7 +99,8 @@ class StepContext:
     one node moves (NCCL's channels, :mod:`sim.training.comm.sends`), None: unbounded.
     ``compute_factors`` (per GPU) and ``faults`` (:class:`~sim.training.model.faults.FaultSpec`: its
     jitter) make compute parts of slow GPUs longer and every compute part noisy. ``model_parallel``:
-    the TP and CP collectives' seconds, or ``None``; ``mp_parts``: which TP and CP parts the ops carry. ``blocking_sends``: a rank's next op starts
+    the TP and CP collectives' seconds, or ``None``; ``mp_parts``: which TP and CP parts the ops
+    carry. ``blocking_sends``: a rank's next op starts
     no earlier than its last op's sends landed (the engine holds the rank until they have:
     :func:`~sim.engine.start_schedule`); each replica's clock moves to its own send's landing.
     ``start_s``: where the ranks' clocks start (the network's time when the step starts: 0 on a fresh
