@@ -54,7 +54,26 @@ def test_pcie_peers_allow_two():
 
 
 def test_one_rank_sends_on_the_communicators_channels():
-    assert channels_per_peer(1, 1, 24, A100) == 32
+    """No peer in its node and no other node: only the communicator's channels count."""
+    assert channels_per_peer(1, 1, 24, A100) == 32 and channels_per_peer(1, 1, 24, None) == 32
+
+
+def test_a_net_peer_allows_one_channel_past_four_times_the_channels():
+    """Two a NIC while 2 x ranks <= 4 x 24: 48 ranks keep 2, 49 get 1."""
+    assert channels_per_peer(48, 48, 24, A100) == 2 and channels_per_peer(49, 49, 24, A100) == 1
+
+
+def test_thirty_two_ranks_of_one_node_halve_to_one_channel():
+    """32 x 32 > 32 down to 1 x 32: one channel, up to 16 MiB."""
+    assert send_channels(1e6, 32, 1, 24, A100) == 1 and send_channels(17 * 2 ** 20, 32, 1, 24, A100) == 2
+
+
+def test_the_largest_share_of_a_channel_by_transport():
+    """One channel (32 ranks) carries at most 128 KiB across nodes, 32 x 128 KiB over PCIe in a node,
+    32 x 512 KiB over NVLink in a node: past that a send doubles its channels (to the peers' 2)."""
+    assert send_channels(100e3, 32, 2, 24, A100) == 1 and send_channels(300e3, 32, 2, 24, A100) == 2
+    assert send_channels(4e6, 32, 1, 24, None) == 1 and send_channels(5e6, 32, 1, 24, None) == 2
+    assert send_channels(5e6, 32, 1, 24, A100) == 1
 
 
 @given(st.floats(0, 1e10), st.integers(1, 64), st.integers(1, 64), st.integers(1, 64),
@@ -67,8 +86,11 @@ def test_channels_are_a_power_of_two_within_the_peers(nbytes, ranks, nodes, coll
     assert send_channels(nbytes * 2, ranks, nodes, coll, nvlink) >= c          # more bytes, never fewer
 
 
-@pytest.mark.parametrize("args", [(-1.0, 8, 1, 24), (1.0, 0, 1, 24), (1.0, 8, 9, 24), (1.0, 8, 1, 0),
-                                  (1.0, 2.5, 1, 24)])
-def test_bad_arguments_are_one_line(args):
-    with pytest.raises(InputError):
+@pytest.mark.parametrize("args, field", [((-1.0, 8, 1, 24), "bytes"), ((1.0, 0, 1, 24), "ranks"),
+                                         ((1.0, 2.5, 1, 24), "ranks"), ((1.0, 8, 9, 24), "nodes"),
+                                         ((1.0, 8, 0, 24), "nodes"), ((1.0, 8, 1.5, 24), "nodes"),
+                                         ((1.0, 8, 1, 0), "collective channels"),
+                                         ((1.0, 8, 1, 2.5), "collective channels")])
+def test_bad_arguments_are_one_line_naming_the_field(args, field):
+    with pytest.raises(InputError, match=f"^{field} "):
         send_channels(*args, A100)

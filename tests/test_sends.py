@@ -55,6 +55,16 @@ def test_nvlink_between_two_gpus_of_a_node_or_none():
     g.add_edge("b", "sw", bandwidth=32e9, latency=1e-6, kind="pcie")
     g.graph["gpus"] = ["a", "b"]
     assert node_nvlink_GBps(LinkTable(g), 2) is None
+    pair = nx.Graph()                                       # two GPUs, one NVLink between them
+    pair.add_edge("a", "b", bandwidth=100e9, latency=1e-6, kind="nvlink")
+    for n in ("a", "b"):
+        pair.nodes[n]["type"] = "gpu"
+    pair.graph["gpus"] = ["a", "b"]
+    assert node_nvlink_GBps(LinkTable(pair), 2) == 100.0
+    one = nx.Graph()                                        # a job given one GPU of an 8-GPU node
+    one.add_node("a", type="gpu")
+    one.graph["gpus"] = ["a"]
+    assert node_nvlink_GBps(LinkTable(one), 8) is None
 
 
 def test_same_node():

@@ -16,9 +16,10 @@ pipelining, DualPipe). NCCL 2.20.3 (github.com/NVIDIA/nccl, ``src/graph/paths.cc
   communicator has at most ``2 x 32`` ranks); ``p2pnChannelsPerPeer`` = nextPow2 of the least of
   these over every pair of the communicator and ``p2pnChannels`` (so one remote peer limits every
   pair to 2);
-* a send starts from ``min`` = ``p2pnChannelsPerPeer`` halved while ``min x n > p2pnChannels``,
+* a send starts from ``p2pnChannelsPerPeer`` halved while it times ``n`` exceeds ``p2pnChannels``,
   and doubles its channels (up to ``p2pnChannelsPerPeer``) while each channel's share exceeds the
-  largest chunk: ``32 x 512 KiB`` on one NVLink node, ``128 KiB`` across nodes.
+  most a channel carries: ``32 x 512 KiB`` on one NVLink node (``32 x 128 KiB`` over PCIe),
+  ``128 KiB`` across nodes (NCCL's ``calcP2pChunkSize``; its least chunk never changes the count).
 
 Eight ranks of one NVSwitch node (``C`` = 24 or 32) send on 4 channels up to 64 MiB; a pipeline
 group over several nodes sends on 2 between any two of its GPUs. Within a node the channels' SMs
@@ -53,11 +54,8 @@ def channels_per_peer(ranks: int, nodes: int, coll_channels: int, nvlink_peer_ch
     least = p2p
     if ranks > nodes:                   # some node holds two of its ranks
         least = min(least, PCI_CHANNELS_PER_PEER if nvlink_peer_channels is None else nvlink_peer_channels)
-    if nodes > 1:
-        net = NET_CHANNELS_PER_PEER
-        while net * ranks > 4 * p2p and net > 1:
-            net //= 2
-        least = min(least, net)
+    if nodes > 1:                       # two a NIC, halved (to one) past 4 x p2pnChannels operations
+        least = min(least, 1 if NET_CHANNELS_PER_PEER * ranks > 4 * p2p else NET_CHANNELS_PER_PEER)
     return next_pow2(least)
 
 
@@ -71,16 +69,13 @@ def send_channels(nbytes: float, ranks: int, nodes: int, coll_channels: int,
     number(coll_channels, "collective channels", integer=True, low=1)
     per_peer = channels_per_peer(ranks, nodes, coll_channels, nvlink_peer_channels)
     p2p = next_pow2(min(coll_channels, MAX_CHANNELS))
-    low = per_peer
-    while low * ranks > p2p and low > 1:
-        low //= 2
+    channels = per_peer
+    while channels * ranks > p2p and channels > 1:
+        channels //= 2
     step = NET_CHUNK_BYTES if nodes > 1 or nvlink_peer_channels is None else NVL_CHUNK_BYTES
-    min_size, max_size = (step // 2, step) if nodes > 1 else (step // 8, step * 32)
-    channels = low
-    size = max(min_size, -(-nbytes // channels))
-    while size > max_size and channels <= per_peer // 2:
+    largest = step if nodes > 1 else 32 * step          # the most one channel carries of a send
+    while nbytes / channels > largest and 2 * channels <= per_peer:
         channels *= 2
-        size = -(-nbytes // channels)
     return channels
 
 
