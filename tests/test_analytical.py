@@ -247,6 +247,10 @@ def test_a_transfers_own_bound_by_hand(backend):
     t1 = env.now
     env.run()
     assert out[0] - t1 == pytest.approx(0.5 + 1e-6 + 0.02, rel=1e-9)
+    net.transfer_at(env.now, 0, 1, 1e9, lambda: out.append(env.now), max_rate=25e9)    # due now: started now
+    t1 = env.now
+    env.run()
+    assert out[1] - t1 == pytest.approx(1e-6 + 0.04, rel=1e-9)
     if backend == "maxmin":
         t2, got = env.now, {}
         net.transfer(0, 1, 1e9, lambda: got.setdefault("bound", env.now), max_rate=25e9)
@@ -257,7 +261,15 @@ def test_a_transfers_own_bound_by_hand(backend):
 
 
 @pytest.mark.parametrize("backend", NETWORK_BACKENDS)
-@pytest.mark.parametrize("rate", [0, -1.0, float("nan"), "fast"])
+@pytest.mark.parametrize("rate", [0, -1.0, float("nan"), "fast", float("inf"), 2e18])
 def test_a_bad_bound_is_one_line(backend, rate):
-    with pytest.raises(InputError, match="max_rate"):
+    with pytest.raises(InputError, match=r"^max_rate \(bytes/s\) "):
         build_network(simpy.Environment(), line(1e9), backend).transfer(0, 1, 1e6, max_rate=rate)
+
+
+@pytest.mark.parametrize("backend", NETWORK_BACKENDS)
+def test_any_positive_bound_holds(backend):
+    """Half a byte a second: one byte takes 2 s after the link's 1 us."""
+    env = simpy.Environment()
+    env.run(build_network(env, line(1e9), backend).transfer(0, 1, 1.0, max_rate=0.5))
+    assert env.now == pytest.approx(2 + 1e-6, rel=1e-12)

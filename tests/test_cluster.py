@@ -184,3 +184,19 @@ def test_a_views_byte_sends_and_bundles_keep_their_own_sizes_and_times():
     for a, b in [(0, 1), (2, 3)]:
         route = c.links.route(a, b)[0]
         assert view.own_link_bytes[route].tolist() == [1.0] * route.size
+
+
+def test_a_view_passes_a_transfers_own_bound_on():
+    """A job's 1 GB from its GPU 0 to 1 (the network's 16 -> 17, NVLink) bound to 10 GB/s takes
+    100 ms after the route's latency, now or started ahead, as on the network itself."""
+    c = cluster()
+    view = c.view(c.allocate("A", [16 + i for i in range(8)]))
+    latency = c.links.route(16, 17)[1]
+    t0 = c.env.now
+    c.env.run(view.transfer(0, 1, 1e9, max_rate=10e9))
+    assert c.env.now - t0 == pytest.approx(latency + 0.1, rel=1e-12)
+    ends = []
+    t0 = c.env.now
+    view.transfer_at(t0 + 0.5, 0, 1, 1e9, lambda: ends.append(c.env.now), max_rate=10e9)
+    c.env.run()
+    assert ends[0] - t0 == pytest.approx(0.5 + latency + 0.1, rel=1e-12)

@@ -29,7 +29,7 @@ def test_zero_bubbles_one_node_sends_on_four_channels_at_42_gbps():
     assert nbytes == 6 * 1024 * 2304 * 2
     assert node_nvlink_GBps(sc.links, 8) == 300.0
     assert pipeline_channels(sc.layout, sc.links, sc.kernels, nbytes) == 4
-    assert sc.send_rate == pytest.approx(4 * SM_GBPS * 1e9)
+    assert sc.send_rate == 42e9                                          # exactly: channels x GB/s x 1e9
     assert pipeline_send_rate(sc.layout, sc.links, sc.kernels, 200e6) == pytest.approx(16 * SM_GBPS * 1e9)
     assert nbytes / sc.send_rate == pytest.approx(0.000674, abs=1e-6)
 
@@ -43,6 +43,11 @@ def test_no_bound_without_an_sm_rate_or_a_pipeline():
     assert Scenario(load_scenario("tiny")).send_rate is None                       # kernels: ideal
     assert Scenario(load_scenario("tiny", kernels="deepep")).send_rate == pytest.approx(2 * SM_GBPS * 1e9)
     assert Scenario(load_scenario("tiny", kernels="deepep", pp=1, dp=16, ep=16, schedule="1f1b")).send_rate is None
+    two = Scenario(load_scenario("tiny", kernels="deepep", pp=2, dp=8, ep=8, schedule="1f1b"))     # over 2 nodes
+    assert two.send_rate == pytest.approx(2 * SM_GBPS * 1e9)
+    # two stages of one node: 16 channels (16 x 2 ranks <= 32), 168 GB/s, above H800's 160 GB/s NVLink
+    one = Scenario(load_scenario("tiny", kernels="deepep", pp=2, dp=4, ep=4, schedule="1f1b"))
+    assert one.layout.gpu(1, 0) == 4 and one.send_rate == pytest.approx(16 * SM_GBPS * 1e9)
 
 
 def test_nvlink_between_two_gpus_of_a_node_or_none():

@@ -534,6 +534,9 @@ EQUIVALENT = {
     "sim.sweep.x_rows_of__mutmut_22": "same as mutmut_20",
     "sim.sweep.x_run_sweep__mutmut_69": "with no point to run, the serial loop runs nothing either way",
     "sim.sweep.x_rows_of__mutmut_23": "same as mutmut_20",
+    "sim.network.api.x_checked_rate__mutmut_17": "1e18 and 1e+18 are one float",
+    "sim.network.fabric.xǁFabricǁ_new_flow__mutmut_16": "a private link of the route's own least capacity binds no "
+                                                       "flow harder than that link does: the same rates",
 }
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}     # a mutant the suite notices
 NOT_KILLED = {"survived", "no tests", "suspicious"}                     # ... and one it does not
