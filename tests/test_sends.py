@@ -107,3 +107,45 @@ def test_a_step_lands_a_send_inside_a_node_at_the_bound_and_one_across_at_the_ni
         env.run(runner._send(env, src, dst, key))
         latency = np.array([fabric.links.route(int(x), int(y))[1] for x, y in zip(a, b)])
         assert runner.arrivals[key] == pytest.approx(start + launch + latency + nbytes / rate, rel=1e-12)
+
+
+def test_a_representative_live_send_bounds_only_the_replicas_inside_a_node(tmp_path):
+    """tiny live, PP2 x DP6 x EP2 (12 GPUs of two 8-GPU nodes), kernels at 2 GB/s an SM: stage 0 is
+    GPUs 0-5, stage 1 GPUs 6-11, so replicas 0 and 1 send inside node 0 (16 channels for two ranks of
+    one node: 32 GB/s, under NVLink's 160) and replicas 2-5 cross to node 1 (the NIC's 50 GB/s,
+    by the send bound; the NCCL engine's 24 SMs x 2 GB/s = 48 GB/s binds before the NIC's 50). Replica
+    0's EP group (replicas 0 and 1) has its input at launch + latency + bytes / 32 GB/s; replica 2's
+    send keeps its NIC busy bytes / 48 GB/s."""
+    import yaml
+
+    from sim.training.model.specs import load_presets
+    path = tmp_path / "slow-sms.yaml"
+    path.write_text(yaml.safe_dump({**{k: v for k, v in load_presets("kernels")["deepep"].items()
+                                       if k != "description"}, "sm_GBps": 2.0}))
+    run = load_scenario("tiny", kernels=str(path), pp=2, dp=6, ep=2, schedule="1f1b", communication="live")
+    step = MoEStep(Scenario(run), "representative")
+    env = simpy.Environment()
+    fabric = Fabric(env, step.scenario.links, gpu_rate=step.scenario.kernels.nccl_gpu_rate)
+    runner = step.runners(fabric)[0]
+    assert runner.send_rate == 32e9 and step.scenario.layout.gpu(1, 0) == 6
+    env.run(env.process(runner._send_all(env, 0, 1, ("probe",), np.array([0.0]))))
+    nbytes = runner.chunk.activation_bytes()
+    latency = fabric.links.route(0, 6)[1]
+    assert runner.arrivals[("probe",)][0] == pytest.approx(runner.send_launch_s + latency + nbytes / 32e9, rel=1e-12)
+    env.run()
+    nic, _ = fabric.links.route(2, 8)
+    assert fabric.link_busy_s[nic].max() == pytest.approx(nbytes / 48e9, rel=1e-9)
+
+
+def test_under_jitter_the_send_grid_is_a_bound_sends_own_time():
+    """tiny with the deepep kernels under kernel jitter: sends from rank 0 to 1 (one node) take
+    262,144 bytes / 21 GB/s alone, so that is their grid (under the 1 ms default); rank 1 to 2 crosses
+    to the other node at the NIC's 50 GB/s."""
+    step = MoEStep(Scenario(load_scenario("tiny", kernels="deepep").with_(faults={"jitter_cv": 0.05})), "full")
+    env = simpy.Environment()
+    fabric = Fabric(env, step.scenario.links, gpu_rate=step.scenario.kernels.nccl_gpu_rate)
+    runner = step.runners(fabric)[0]
+    gpus = step.scenario.layout.gpus_of
+    grids = [runner._grid(a, b, gpus(a, runner.replicas).tolist(), gpus(b, runner.replicas).tolist(), 262144.0)
+             for a, b in ((0, 1), (1, 2))]
+    assert grids == pytest.approx([262144 / 21e9, 262144 / 50e9], rel=1e-12)
