@@ -11,9 +11,9 @@ pipelining, DualPipe). NCCL 2.20.3 (github.com/NVIDIA/nccl, ``src/graph/paths.cc
 * ``p2pnChannels`` = nextPow2(min(C, 32));
 * per peer: a GPU of the same node over NVLink allows ``2 max(1, floor(bw / nvlBw))`` channels,
   NCCL's ``bw`` being its NVLinks times ``nvlBw``, so twice the links (counted here as the pair's
-  NVLink bandwidth each way over NVLink 3 and 4's 25 GB/s a link: :data:`NVLINK_LINK_GBPS`), one
-  over PCIe 2, and a GPU of another node 2 (two per NIC while the
-  communicator has at most ``2 x 32`` ranks); ``p2pnChannelsPerPeer`` = nextPow2 of the least of
+  NVLink bandwidth each way over NVLink 3 and 4's 25 GB/s a link: :data:`NVLINK_LINK_GBPS`), 2 for
+  one over PCIe, and 2 for a GPU of another node (two a NIC while the communicator has at most
+  twice ``min(C, 32)`` ranks, else 1); ``p2pnChannelsPerPeer`` = nextPow2 of the least of
   these over every pair of the communicator and ``p2pnChannels`` (so one remote peer limits every
   pair to 2);
 * a send starts from ``p2pnChannelsPerPeer`` halved while it times ``n`` exceeds ``p2pnChannels``,
