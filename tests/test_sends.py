@@ -5,7 +5,7 @@ import pytest
 import simpy
 
 from sim.network import Fabric, LinkTable
-from sim.training.comm.sends import node_nvlink_GBps, pipeline_channels, pipeline_send_rate, same_node
+from sim.training.comm.sends import node_nvlink_GBps, pipeline_channels, pipeline_send_rate, same_node, send_bound
 from sim.training.costs.stagecosts import send_seconds
 from sim.training.model.specs import load_scenario
 from sim.training.scenario import Scenario
@@ -72,8 +72,9 @@ def test_nvlink_between_two_gpus_of_a_node_or_none():
     assert node_nvlink_GBps(LinkTable(one), 8) is None
 
 
-def test_same_node():
+def test_same_node_and_the_bound_a_send_takes():
     assert same_node(0, 7, 8) and not same_node(7, 8, 8) and same_node(9, 15, 8)
+    assert send_bound(0, 7, 8, 42e9) == 42e9 and send_bound(7, 8, 8, 42e9) is None and send_bound(0, 1, 8, None) is None
 
 
 def test_the_zero_bubble_search_reads_the_bound_send():

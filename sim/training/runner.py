@@ -26,7 +26,7 @@ from ..schedules import Schedule
 from ..schedules.ops import FBOp, Op, parts
 from ..schedules.timing import exchange_inputs
 from .comm.model_parallel import ModelParallelComm
-from .comm.sends import same_node
+from .comm.sends import send_bound
 from .costs.chunk import ChunkModel, LayerCost, StageEnds
 from .costs.parts import (
     NO_MODEL_PARALLEL,
@@ -378,7 +378,7 @@ class GroupRunner:
         ends = sent.tolist()                                                # Python numbers: cheaper per send
         gpn, bound = self.layout.gpus_per_node, self.send_rate
         for i in [0] if len(ends) == 1 else np.argsort(sent, kind="stable").tolist():
-            rate = bound if bound is not None and same_node(srcs[i], dsts[i], gpn) else None
+            rate = send_bound(srcs[i], dsts[i], gpn, bound)
             at = due = ends[i] + launch
             early = 0.0
             if grid:                                # jittered replicas: sends leave on a grid (faults.send_grid_s)
@@ -449,9 +449,8 @@ class GroupRunner:
         """Bytes/s a pipeline send from GPU ``a`` to GPU ``b`` gets alone: its route's, at most
         :attr:`send_rate` where the two share a node."""
         rate = self.fabric.route_bandwidth(a, b)
-        if self.send_rate is not None and same_node(a, b, self.layout.gpus_per_node):
-            rate = min(rate, self.send_rate)
-        return rate
+        bound = send_bound(a, b, self.layout.gpus_per_node, self.send_rate)
+        return rate if bound is None else min(rate, bound)
 
     # -- parts -------------------------------------------------------------------------------
     def _zero3_parts(self, rank: int, seq: int) -> tuple[bool, bool]:

@@ -56,4 +56,10 @@ def same_node(a: int, b: int, gpus_per_node: int) -> bool:
     return a // gpus_per_node == b // gpus_per_node
 
 
-__all__ = ["node_nvlink_GBps", "pipeline_channels", "pipeline_send_rate", "same_node"]
+def send_bound(a: int, b: int, gpus_per_node: int, send_rate: float | None) -> float | None:
+    """The bound (bytes/s) a pipeline send from GPU ``a`` to GPU ``b`` takes: ``send_rate``
+    (:func:`pipeline_send_rate`) where the two share a node, else None (the NIC bounds it)."""
+    return send_rate if send_rate is not None and same_node(a, b, gpus_per_node) else None
+
+
+__all__ = ["node_nvlink_GBps", "pipeline_channels", "pipeline_send_rate", "same_node", "send_bound"]

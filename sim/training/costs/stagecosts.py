@@ -18,7 +18,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ...schedules.zbauto import StageCosts
-from ..comm.sends import same_node
+from ..comm.sends import send_bound
 from ..model.layout import Layout
 from ..model.memory import stage_activation_bytes
 from ..model.specs import ModelSpec, RunSpec
@@ -46,9 +46,8 @@ def send_seconds(graph: nx.Graph, layout: Layout, nbytes: float, send_rate: floa
     src, dst = layout.gpu(0, 0), layout.gpu(1, 0)
     path = nx.shortest_path(graph, gpus[src], gpus[dst])
     edges = [graph.edges[a, b] for a, b in zip(path, path[1:])]
-    rate = min(e["bandwidth"] for e in edges)
-    if send_rate is not None and same_node(src, dst, layout.gpus_per_node):
-        rate = min(rate, send_rate)
+    bound = send_bound(src, dst, layout.gpus_per_node, send_rate)
+    rate = min([e["bandwidth"] for e in edges] + ([bound] if bound is not None else []))
     return nbytes / rate + sum(e["latency"] for e in edges)
 
 
