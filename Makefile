@@ -19,7 +19,7 @@ run: $(STAMP)
 	$(PY) -m experiments.main
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --numprocesses=auto --maxprocesses=4
 
 validate: $(STAMP)
 	$(PY) -m experiments.validate
