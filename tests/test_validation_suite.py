@@ -2,6 +2,7 @@
 for each kind of bad row."""
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,30 @@ def test_auto_recomputation_is_the_least_that_fits(runs):
     assert scenario_of(runs["zb-t4-1.5b-m24-1f1b"]).run.memory_policy == "none"          # stated: kept
 
 
+def test_nvidias_rows_run_as_their_recipes_set_them(runs):
+    """Megatron-Bridge's performance scripts at each container's release: Qwen3 recomputes nothing,
+    DeepSeek-V3 MLA's up-projections (selective), the Llamas nothing with TP overlap, the 405B and
+    Qwen3-235B with the embedding and the loss in the pipeline split; GPT-OSS-120B's recipe is unclear
+    (modules listed, granularity left at None): auto."""
+    from sim.training.model.recompute import recompute_of
+    from validation.predict import scenario_of
+    llama = run_spec(runs["nv-26.02-h100-llama3.1-405b-fp8-1024"])
+    assert (llama.memory_policy, llama.tp_comm_overlap, llama.embedding_stage, llama.loss_stage) == ("none", 1, 1, 1)
+    seventy = run_spec(runs["nv-25.11-h100-llama3-70b-fp8-cs-64"])
+    assert (seventy.memory_policy, seventy.tp_comm_overlap, seventy.embedding_stage) == ("none", 1, 0)
+    qwen = run_spec(runs["nv-26.02-h100-qwen3-235b-a22b-fp8-256"])
+    assert (qwen.memory_policy, qwen.embedding_stage, qwen.loss_stage, qwen.tp_comm_overlap) == ("none", 1, 1, 0)
+    assert runs["nv-26.02-b200-qwen3-30b-a3b-mxfp8-8"].recompute == "none"
+    assert runs["nv-26.02-h100-gpt-oss-120b-bf16-64"].recompute == "auto"
+    dsv3 = runs["nv-26.02-b200-deepseek-v3-mxfp8-256"]
+    spec = run_spec(dsv3)
+    assert (spec.recompute_granularity, spec.recompute_modules) == ("selective", ("mla_up_proj",))
+    assert recompute_of(spec).modules == ("mla_up_proj",)
+    as_recipe = max(m.total_gb for m in scenario_of(dsv3).memory)
+    core_attn = max(m.total_gb for m in scenario_of(replace(dsv3, recompute_modules=None)).memory)
+    assert as_recipe < core_attn           # MLA's up-projections' outputs are not stored; the core's are
+
+
 def test_predictions_of_one_run_of_each_kind(runs, tmp_path):
     zb = predict(runs["zb-t4-6.2b-m24-zb-2p"], "first_principles", tmp_path)
     assert zb["predicted"] > 0 and zb["max_memory_gb"] > 0
@@ -211,6 +236,11 @@ def _write(tmp_path, **change):
     ({"tp_comm_overlap": "1"}, "tp_comm_overlap 1 needs sequence_parallel 1"),
     ({"tp_comm_overlap": "yes"}, "tp_comm_overlap must be a whole number, got 'yes'"),
     ({"pipeline_sends": "eager"}, "pipeline_sends must be one of async, blocking, got 'eager'"),
+    ({"recompute": "full", "recompute_modules": "mlp"},
+     "recompute_modules \\('mlp'\\) needs recompute selective, got recompute 'full'"),
+    ({"recompute": "selective", "recompute_modules": "mlp;gates"},
+     "recompute_modules must be one of core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, shared_experts, "
+     "got 'gates'"),
 ])
 def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
     with pytest.raises(ValidationDataError, match=pattern) as info:

@@ -80,6 +80,8 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    run.comm_sms, dispatch_precision=run.dispatch_precision or "bf16", combine_precision="bf16",
                    gemm_precision=run.precision or "bf16", node_limit=run.node_limit,
                    memory_policy=run.recompute if run.recompute not in (None, "auto") else "none",
+                   recompute_granularity="selective" if run.recompute_modules else None,
+                   recompute_modules=run.recompute_module_list,
                    zero_stage=run.zero, reshard_after_forward=bool(run.reshard_after_forward),
                    first_stage_layers=run.first_stage_layers, last_stage_layers=run.last_stage_layers,
                    optimizer_sync=run.optimizer_sync or "global", attention_kernel=run.attention_kernel or "flash",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sim.checks import InputError, choice, number, read_yaml
 from sim.compute.ops import ATTENTION_KERNELS, FUSIONS, LOSS_KERNELS
+from sim.training.model.recompute import MODULES as RECOMPUTE_MODULES
 from sim.training.model.specs import FSDP_GRADS, GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC, PIPELINE_SENDS
 
 ROOT = Path(__file__).resolve().parent
@@ -93,6 +94,12 @@ class Run:
     pipeline_sends: str | None = None     # "blocking": the pipeline waited for its sends (None: asynchronous)
     loss_kernel: str | None = None        # "eager" / "compiled": PyTorch's cross-entropy (None: a fused one)
     fsdp_grads: str | None = None         # "unsharded": ZeRO-3's gradients whole until the last backward
+    recompute_modules: str | None = None  # recompute selective: Megatron-Core's recompute_modules, ";"-separated
+
+    @property
+    def recompute_module_list(self) -> tuple[str, ...] | None:
+        """``recompute_modules`` as a tuple (``None`` when the row names none)."""
+        return tuple(m.strip() for m in self.recompute_modules.split(";")) if self.recompute_modules else None
 
     @property
     def is_kernel(self) -> bool:
@@ -177,6 +184,12 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
             raise ValidationDataError(f"{where}: column {key!r} is empty; a training-step row needs it")
     if run.recompute is not None:
         choice(run.recompute, f"{where}: recompute", MEMORY_POLICIES + ("auto",), error=ValidationDataError)
+    if run.recompute_modules is not None:
+        if run.recompute != "selective":
+            raise ValidationDataError(f"{where}: recompute_modules ({run.recompute_modules!r}) needs recompute "
+                                      f"selective, got recompute {run.recompute!r}")
+        for module in run.recompute_module_list:
+            choice(module, f"{where}: recompute_modules", RECOMPUTE_MODULES, error=ValidationDataError)
     if run.precision is not None:
         choice(run.precision, f"{where}: precision", GEMM_PRECISIONS, error=ValidationDataError)
     if run.optimizer_sync is not None:
