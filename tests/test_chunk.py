@@ -203,3 +203,29 @@ def test_a_whole_layer_profile_splits_as_the_flops_model_splits(tmp_path):
     assert (fed.forward, fed.backward_i, fed.backward_w) == pytest.approx((0.006, 0.005, 0.003))
     assert fed.attn_f / fed.forward == pytest.approx(flops.attn_f / flops.forward)
     assert fed.mlp_w / fed.backward_w == pytest.approx(flops.mlp_w / flops.backward_w)
+
+
+def test_tp_overlap_pairs_each_collective_with_the_gemms_of_its_linear_layer(tmp_path):
+    """The GEMMs TP overlap runs beside its collectives, read from a layer's kernels: the gather
+    feeds QKV (FC1), the scatter drains the output projection (FC2); in the input gradient the
+    output GEMM's dgrad comes first. An MoE layer without shared experts pairs no MLP GEMM."""
+    from sim.training.costs.chunk import tp_paired_gemms
+    from sim.training.model.specs import RunSpec
+    from sim.training.scenario import Scenario
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=1, dp=1, ep=1, tp=8, schedule="1f1b",
+                  microbatches=1, seq_len=4096, sequence_parallel=True, tp_comm_overlap=True)
+    chunk = Scenario(run).chunk
+    costs = chunk.kernel_costs(False)
+    of = {c.op.name + "/" + c.op.phase: c.seconds for c in costs}
+    pairs = {name: (head, tail) for name, head, tail in tp_paired_gemms(costs)}
+    assert pairs["attn_f"] == (of["qkv/f"], of["out_proj/f"]) == pairs["attn_r"]
+    assert pairs["attn_i"] == (of["out_proj.dgrad/i"], of["qkv.dgrad/i"])
+    assert pairs["mlp_f"] == (of["fc1/f"], of["fc2/f"])
+    assert pairs["mlp_i"] == (of["fc2.dgrad/i"], of["fc1.dgrad/i"])
+    assert chunk.layer_cost(False).tp_gemm_pair("mlp_f") == pairs["mlp_f"]
+    moe = [c for c in costs if c.op.block == "attn"]               # an MLP block without fc1/fc2 or shared1/2
+    assert {name for name, _, _ in tp_paired_gemms(moe)} == {"attn_f", "attn_r", "attn_i"}
+    measured = tmp_path / "prof.csv"                               # a measured part: its GEMMs unknown
+    measured.write_text("layer,part,seconds\ndense,attn_f,0.001\n")
+    fed = Scenario(run.with_(profile=str(measured))).chunk.layer_cost(False)
+    assert fed.tp_gemm_pair("attn_f") is None and fed.tp_gemm_pair("attn_i") == pairs["attn_i"]

@@ -237,6 +237,29 @@ def test_an_overlapped_block_runs_its_gather_and_scatter_beside_its_gemm(ag, rs,
     assert float(t.end[0]) == pytest.approx(1 + ag + 2 + rs + 1)
 
 
+@given(head=st.floats(0.01, 5), rest=st.floats(0.01, 5), tail=st.floats(0.01, 5), ag=st.floats(0, 5),
+       rs=st.floats(0, 5))
+def test_a_tp_collective_hides_only_behind_the_gemm_it_is_paired_with(head, rest, tail, ag, rs):
+    """A (1 s), then a block split as TP overlap pairs it: AG beside its input GEMM (head), the
+    rest, RS beside its output GEMM (tail), then C (1 s), nothing slowed: 1 + max(ag, head) + rest +
+    max(tail, rs) + 1; never less than the whole block with both beside it, never more than exposed."""
+    import numpy as np
+
+    from sim.training.costs.streams import COMM, COMPUTE, Part, as_streams, compile_plan, compute_durations, run_op
+
+    def end(chain):
+        plan = compile_plan(*as_streams(chain))
+        return float(run_op(plan, np.zeros(1), compute_durations(plan, np.ones(1), 1.0), [ag, rs]).end[0])
+    a, c = Part(COMPUTE, "A", 1.0), Part(COMPUTE, "C", 1.0)
+    ag_part, rs_part = Part(COMM, "AG", shape="ag", overlap="next"), Part(COMM, "RS", shape="rs", overlap="prev")
+    split = end([a, ag_part, Part(COMPUTE, "B", head), Part(COMPUTE, "B", rest), Part(COMPUTE, "B", tail), rs_part, c])
+    assert split == pytest.approx(1 + max(ag, head) + rest + max(tail, rs) + 1, rel=1e-9)
+    whole = end([a, ag_part, Part(COMPUTE, "B", head + rest + tail), rs_part, c])
+    block = Part(COMPUTE, "B", head + rest + tail)
+    exposed = end([a, Part(COMM, "AG", shape="ag"), block, Part(COMM, "RS", shape="rs"), c])
+    assert whole - 1e-9 <= split <= exposed + 1e-9
+
+
 def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms():
     """Llama 3 8B at TP 8 with SP on one node: overlapped, the step is shorter than exposed and no
     shorter than its compute slowed by 132 / 130 (2 of the H800's SMs held); it needs SP."""
@@ -248,6 +271,8 @@ def test_tp_comm_overlap_hides_the_tp_collectives_behind_their_gemms():
     assert overlapped.step_time_s < exposed.step_time_s
     assert rank.exposed_comm_s < exposed.ranks[0].exposed_comm_s
     assert overlapped.step_time_s >= exposed.ranks[0].compute_s
+    layer = overlapped_sc.chunk.layer_cost(False)
+    assert {name for name, _, _ in layer.tp_gemms} == {"attn_f", "attn_i", "attn_r", "mlp_f", "mlp_i", "mlp_r"}
     with pytest.raises(SpecError, match="tp_comm_overlap needs tp > 1 and sequence_parallel: true"):
         node_run(tp_comm_overlap=True)
 

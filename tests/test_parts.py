@@ -85,3 +85,55 @@ def test_fb_unit_under_full_recomputation_issues_the_recomputed_collectives():
     mlp_b = next(i for i, p in enumerate(comp) if p.name == "MLP(B)")
     redo = names.index("TP-AR(R)")
     assert comm[redo].after == [(COMPUTE, mlp_b - 1)] and (COMM, redo) in comp[mlp_b].after
+
+
+def _tp_overlap(tp="sp", full=False):
+    from sim.training.costs.parts import ModelParallelParts
+    return ModelParallelParts(tp, False, full, True)
+
+
+PAIRED = LayerCost(2.0, 3.0, 1.0, 4.0, 5.0, 1.0, False, 0.0, 0.0, attn_r=2.0, mlp_r=4.0,
+                   tp_gemms=(("attn_f", 0.5, 0.25), ("attn_i", 0.75, 1.0), ("mlp_f", 1.0, 1.5), ("mlp_i", 2.0, 1.0),
+                             ("attn_r", 0.5, 0.25), ("mlp_r", 1.0, 1.5)))
+
+
+def test_tp_overlap_pairs_each_collective_with_its_gemm():
+    """Under TP-communication overlap each block runs as its input GEMMs (the all-gather beside
+    them), the rest, and its output GEMMs (the reduce-scatter beside them); the seconds add up to
+    the block's; in the input gradient the output GEMMs' dgrads come first."""
+    parts = forward_parts([PAIRED], NONE, mp=_tp_overlap())
+    assert [(p.name, p.seconds, p.overlap) for p in parts] == [
+        ("TP-AG(F)", 0.0, "next"), ("ATTN(F)", 0.5, ""), ("ATTN(F)", 1.25, ""), ("ATTN(F)", 0.25, ""),
+        ("TP-RS(F)", 0.0, "prev"),
+        ("TP-AG(F)", 0.0, "next"), ("MLP(F)", 1.0, ""), ("MLP(F)", 1.5, ""), ("MLP(F)", 1.5, ""),
+        ("TP-RS(F)", 0.0, "prev")]
+    back = backward_parts([PAIRED], NONE, with_w=False, mp=_tp_overlap())
+    assert [p.seconds for p in back if p.name == "MLP(B)"] == [2.0, 2.0, 1.0]
+    assert [p.seconds for p in back if p.name == "ATTN(B)"] == [0.75, 1.25, 1.0]
+    redone = backward_parts([PAIRED], NONE, with_w=False, mp=_tp_overlap(full=True))
+    assert [p.seconds for p in redone if p.name == "ATTN(R)"] == [0.5, 1.25, 0.25]
+    assert all(p.recompute for p in redone if p.name == "ATTN(R)")
+
+
+def test_without_overlap_or_known_gemms_a_block_is_one_part():
+    """Exposed collectives (no overlap), the FLOPs model or a measured part (no paired GEMMs), or
+    GEMMs longer than the part: the block stays whole."""
+    exposed = forward_parts([PAIRED], NONE, mp=_tp_overlap()._replace(overlap=False))
+    assert [p.name for p in exposed].count("ATTN(F)") == 1
+    unknown = LayerCost(2.0, 3.0, 1.0, 4.0, 5.0, 1.0, False, 0.0, 0.0)
+    assert [p.name for p in forward_parts([unknown], NONE, mp=_tp_overlap())].count("MLP(F)") == 1
+    odd = LayerCost(2.0, 3.0, 1.0, 4.0, 5.0, 1.0, False, 0.0, 0.0, tp_gemms=(("attn_f", 1.5, 1.0),))
+    assert [p.seconds for p in forward_parts([odd], NONE, mp=_tp_overlap()) if p.name == "ATTN(F)"] == [2.0]
+
+
+def test_a_block_whose_gemms_are_all_of_it_has_no_middle_part():
+    whole = LayerCost(2.0, 3.0, 1.0, 4.0, 5.0, 1.0, False, 0.0, 0.0, tp_gemms=(("attn_f", 1.5, 0.5),))
+    assert [p.seconds for p in forward_parts([whole], NONE, mp=_tp_overlap()) if p.name == "ATTN(F)"] == [1.5, 0.5]
+
+
+def test_a_routed_share_stays_with_the_work_it_scales():
+    """An MoE MLP block with shared experts: the routed experts are in the middle part, whose routed
+    share grows so that the routed seconds are kept."""
+    moe = LayerCost(1.0, 1.0, 1.0, 4.0, 1.0, 1.0, True, 0.5, 0.0, tp_gemms=(("mlp_f", 0.5, 0.5),))
+    mlp = [p for p in forward_parts([moe], NONE, mp=_tp_overlap()) if p.name == "MLP(F)"]
+    assert [(p.seconds, p.routed_share) for p in mlp] == [(0.5, 0.0), (3.0, 2.0 / 3.0), (0.5, 0.0)]

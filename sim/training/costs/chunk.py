@@ -82,12 +82,20 @@ class LayerCost:
     mlp_r: float = 0.0   # recomputation before the MLP's input gradient (part of I)
     core_f: float = 0.0  # the attention core's forward on this GPU (part of attn_f): what a CP ring hides behind
     beside: tuple = ()   # (part, ratio) pairs: how much longer the part runs beside a communication kernel
+    tp_gemms: tuple = ()  # (part, head, tail): seconds of the GEMMs TP overlap pairs with its collectives
 
     def beside_ratio(self, part: str) -> float:
         """How much longer ``part`` (``attn_f``, ..., ``mlp_r``) runs while a communication kernel
         holds its SMs and takes its share of HBM (its kernels costed so); 0.0: not known here (the
         FLOPs model, a measured part), the run's whole-GPU ratio applies."""
         return dict(self.beside).get(part, 0.0)
+
+    def tp_gemm_pair(self, part: str) -> tuple[float, float] | None:
+        """(seconds of the GEMMs the TP all-gather before ``part`` feeds, of those the reduce-scatter
+        after it drains) under TP-communication overlap (:func:`tp_paired_gemms`); None: not known
+        here (the FLOPs model, a measured part)."""
+        pair = {name: (head, tail) for name, head, tail in self.tp_gemms}
+        return pair.get(part)
 
     @property
     def forward(self) -> float:
@@ -195,6 +203,38 @@ def _by_phase(costs: list[OpCost]) -> dict:
     for c in costs:
         sums[(c.op.block, c.op.phase)] += c.seconds
     return sums
+
+
+# Transformer Engine's TP-communication overlap (userbuffers; the overlap configurations of
+# Megatron-Bridge's ``training/comm_overlap.py`` name each by its GEMM: qkv_fprop, proj_fprop, fc1_fprop,
+# fc2_fprop, proj_dgrad, fc2_dgrad, qkv_wgrad, fc1_wgrad) runs each sequence-parallel collective beside
+# one linear layer's GEMM: the all-gather beside the GEMMs reading the block's input, the reduce-scatter
+# beside the GEMM writing its output; in the backward the gathered output gradient feeds the output
+# GEMM's dgrad and the input gradient's reduce-scatter runs beside the input GEMM's wgrad, a GEMM of
+# its dgrad's size, taken here as that dgrad.
+TP_INPUT_GEMMS = {"attn": ("qkv", "q_down", "kv_down"), "mlp": ("fc1", "shared1")}
+TP_OUTPUT_GEMMS = {"attn": ("out_proj",), "mlp": ("fc2", "shared2")}
+
+
+def tp_paired_gemms(costs: list[OpCost]) -> tuple[tuple[str, float, float], ...]:
+    """(part, head, tail) for each part whose TP collectives TP overlap pairs with GEMMs: ``head``
+    the seconds of the GEMMs the all-gather before it feeds, ``tail`` of those the reduce-scatter
+    after it drains (:data:`TP_INPUT_GEMMS`, :data:`TP_OUTPUT_GEMMS`): in a forward (``attn_f``,
+    ``mlp_f``, and their recomputation ``attn_r``, ``mlp_r``) the input GEMMs then the output
+    GEMMs; in an input gradient (``attn_i``, ``mlp_i``) the output GEMMs' dgrads then the input
+    GEMMs'. A part without both is left out."""
+    def seconds(block: str, phase: str, names: tuple) -> float:
+        return sum(c.seconds for c in costs if c.op.block == block and c.op.phase == phase and c.op.name in names)
+    out = []
+    for block in ("attn", "mlp"):
+        into, out_of = TP_INPUT_GEMMS[block], TP_OUTPUT_GEMMS[block]
+        forward = (seconds(block, "f", into), seconds(block, "f", out_of))
+        grads = (seconds(block, "i", tuple(f"{n}.dgrad" for n in out_of)),
+                 seconds(block, "i", tuple(f"{n}.dgrad" for n in into)))
+        for part, (head, tail) in ((f"{block}_f", forward), (f"{block}_r", forward), (f"{block}_i", grads)):
+            if head > 0 and tail > 0:
+                out.append((part, head, tail))
+    return tuple(out)
 
 
 PROFILE_PARTS = ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i", "mlp_w", "attn_r", "mlp_r")
@@ -400,8 +440,10 @@ class ChunkModel:
             shared = {k: v for k, v in shared.items() if k not in given}   # measured: the whole-GPU ratio applies
             exposed = self._offload_exposed(parts, moe, full)
             beside = tuple((k, (v + exposed.get(k, 0.0)) / parts[k]) for k, v in shared.items() if parts[k] > 0)
+            tp_gemms = () if self.kernels is None else tuple(
+                g for g in tp_paired_gemms(self.kernel_costs(moe, extra_gemm)) if g[0] not in given)
             self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f,
-                                          beside=beside)
+                                          beside=beside, tp_gemms=tp_gemms)
         return self._layers[key]
 
     def _offload_exposed(self, parts: dict, moe: bool, full: bool) -> dict[str, float]:

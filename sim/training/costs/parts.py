@@ -39,8 +39,10 @@ in the forward and the backward (not in a recomputation, which, like the all-to-
 sent again). Under ``full`` recomputation the recomputed forward issues its TP (and CP)
 collectives again. A ``W`` issues none (sequence parallelism's second all-gather of the input
 for the weight gradient is not costed). With TP-communication overlap (``RunSpec.tp_comm_overlap``,
-Megatron's userbuffers, which needs sequence parallelism) each all-gather and reduce-scatter runs
-beside the block it feeds or drains, which holds ``tp_comm_sms`` of the GPU's SMs meanwhile.
+Megatron's userbuffers, which needs sequence parallelism) each all-gather runs beside the GEMMs
+that read the block's input and each reduce-scatter beside the GEMM that writes its output (the
+block split in three parts, :func:`_block`; the whole block where those GEMMs are not known), which
+hold ``tp_comm_sms`` of the GPU's SMs meanwhile.
 In an ``FB`` unit the same parts join the communication stream, in the order the two chunks need
 them, each after the compute part producing its data and before the one consuming it
 (:func:`overlapped_parts`), so one chunk's collectives can run while the other chunk computes.
@@ -114,6 +116,26 @@ def _around(mp: ModelParallelParts, c: LayerCost, attention: bool, phase: str) -
     return _mlp_tp(mp, c, 0, phase), _mlp_tp(mp, c, 1, phase)
 
 
+def _block(before: list[Part], part: Part, after: list[Part], c: LayerCost, key: str) -> list[Part]:
+    """``before + [part] + after``; under TP-communication overlap (``overlap`` parts before or
+    after) with the GEMMs it pairs with known (:meth:`LayerCost.tp_gemm_pair`, the kernel model),
+    ``part`` runs as three parts of its name: the GEMMs the all-gather before it feeds (beside it),
+    the rest, and the GEMMs the reduce-scatter after it drains (beside it), so that a collective
+    longer than its GEMM is exposed by the difference, as with Transformer Engine's userbuffers.
+    Without them the collectives run beside the whole part."""
+    pair = c.tp_gemm_pair(key)
+    if pair is None or not any(p.overlap for p in before + after):
+        return before + [part] + after
+    head, tail = pair
+    rest = part.seconds - head - tail
+    if rest < 0:
+        return before + [part] + after
+    routed = part.routed_share * part.seconds / rest if rest > 0 else 0.0
+    split = [replace(part, seconds=head, routed_share=0.0)]
+    split += [replace(part, seconds=rest, routed_share=routed)] if rest > 0 else []
+    return before + split + [replace(part, seconds=tail, routed_share=0.0)] + after
+
+
 def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attention: bool,
                       c: LayerCost) -> list[Part]:
     """A recomputation part of layer ``c``'s attention or MLP block, with the collectives its
@@ -122,7 +144,7 @@ def _recomputed_block(name: str, seconds: float, mp: ModelParallelParts, attenti
     if not parts or not mp.full_recompute:
         return parts
     before, after = _around(mp, c, attention, "R")
-    return before + parts + after
+    return _block(before, parts[0], after, c, "attn_r" if attention else "mlp_r")
 
 
 def _recompute(name: str, seconds: float, c: LayerCost, attention: bool) -> list[Part]:
@@ -151,12 +173,12 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
     for j, c in enumerate(layers):
         parts += _gather(c, "GATHER(F)", zero3 and not (prefetch and j))
         before, after = _around(mp, c, True, "F")
-        parts += before + [Part(COMPUTE, "ATTN(F)", c.attn_f, beside=c.beside_ratio("attn_f"))] + after
+        parts += _block(before, Part(COMPUTE, "ATTN(F)", c.attn_f, beside=c.beside_ratio("attn_f")), after, c, "attn_f")
         if c.moe:
             parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
         before, after = _around(mp, c, False, "F")
-        parts += before + [Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share,
-                                beside=c.beside_ratio("mlp_f"))] + after
+        parts += _block(before, Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share,
+                                     beside=c.beside_ratio("mlp_f")), after, c, "mlp_f")
         if c.moe:
             parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
     if ends.head_f:
@@ -179,8 +201,8 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
             parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
         parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
         before, after = _around(mp, c, False, "B")
-        parts += before + [Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share,
-                                beside=c.beside_ratio("mlp_i"))] + after
+        parts += _block(before, Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share,
+                                     beside=c.beside_ratio("mlp_i")), after, c, "mlp_i")
         if with_w:
             parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
                               beside=c.beside_ratio("mlp_w")))
@@ -188,7 +210,7 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
             parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
         parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
         before, after = _around(mp, c, True, "B")
-        parts += before + [Part(COMPUTE, "ATTN(B)", c.attn_i, beside=c.beside_ratio("attn_i"))] + after
+        parts += _block(before, Part(COMPUTE, "ATTN(B)", c.attn_i, beside=c.beside_ratio("attn_i")), after, c, "attn_i")
         if with_w:
             parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
             parts += _scatter(c, zero3)
