@@ -225,7 +225,25 @@ def test_tp_overlap_pairs_each_collective_with_the_gemms_of_its_linear_layer(tmp
     assert chunk.layer_cost(False).tp_gemm_pair("mlp_f") == pairs["mlp_f"]
     moe = [c for c in costs if c.op.block == "attn"]               # an MLP block without fc1/fc2 or shared1/2
     assert {name for name, _, _ in tp_paired_gemms(moe)} == {"attn_f", "attn_r", "attn_i"}
+    no_qkv_fc2 = [c for c in costs if c.op.name not in ("qkv", "fc2")]  # forwards missing a paired GEMM
+    assert {name for name, _, _ in tp_paired_gemms(no_qkv_fc2)} == {"attn_i", "mlp_i"}
     measured = tmp_path / "prof.csv"                               # a measured part: its GEMMs unknown
     measured.write_text("layer,part,seconds\ndense,attn_f,0.001\n")
     fed = Scenario(run.with_(profile=str(measured))).chunk.layer_cost(False)
     assert fed.tp_gemm_pair("attn_f") is None and fed.tp_gemm_pair("attn_i") == pairs["attn_i"]
+
+
+def test_an_moe_layers_tp_overlap_pairs_its_shared_experts_gemms():
+    """DeepSeek-V3 at TP 2 with SP: an MoE layer's MLP collectives run beside its shared expert's
+    GEMMs (not a dense layer's FC1 and FC2)."""
+    from sim.training.costs.chunk import tp_paired_gemms
+    from sim.training.model.specs import RunSpec
+    from sim.training.scenario import Scenario
+    run = RunSpec(model="deepseek-v3", gpu="h800", topology="h800-2048", pp=16, dp=8, ep=8, tp=2, schedule="1f1b",
+                  microbatches=16, seq_len=4096, sequence_parallel=True, tp_comm_overlap=True)
+    chunk = Scenario(run).chunk
+    moe, dense = chunk.layer_cost(True), chunk.layer_cost(False)
+    shared = {c.op.name + "/" + c.op.phase: c.seconds for c in chunk.kernel_costs(True)}
+    assert moe.tp_gemm_pair("mlp_f") == (shared["shared1/f"], shared["shared2/f"])
+    assert moe.tp_gemm_pair("mlp_f") != dense.tp_gemm_pair("mlp_f")
+    assert {name for name, _, _ in tp_paired_gemms(chunk.kernel_costs(True))} == {name for name, _, _ in moe.tp_gemms}

@@ -91,6 +91,8 @@ EQUIVALENT = {
        "same seconds, more time" for i in (9, 11, 12, 14, 15, 16, 17, 18, 19)},
     "sim.training.costs.chunk.xǁChunkModelǁ_kernel_parts__mutmut_37": "a layer's MLP parts never sum to 0 s (its "
                                                                       "norm at least): the guard is never taken",
+    **{f"sim.training.costs.chunk.xǁChunkModelǁlayer_cost__mutmut_{i}": "the GEMMs TP overlap pairs read a layer "
+       "without its extra GEMM (an MTP layer's projection, a GEMM of its own): the same pairs" for i in (81, 83)},
     "sim.compute.ops.x_head_ops__mutmut_2": "only 'unfused' is looked at: any other default spelling is fused",
     "sim.compute.ops.x_head_ops__mutmut_9": "the head block's shape reads no head count",
     "sim.compute.ops.x_mlp_ops__mutmut_13": "an op without a kind is looked up by its name, here 'norm' too",
