@@ -103,7 +103,8 @@ def tail_s(sc: Scenario, last: int) -> float:
             seconds += collective_alone_s(sc, last, count, run.grad_bytes, gather=True)
         reduce = max(reduce, seconds)
     total = sum(counts[last].values(), ParamCount(0.0, 0.0))
-    gather = collective_alone_s(sc, last, total, run.weight_bytes, gather=True) if run.zero_stage in (1, 2) else 0.0
+    gather = collective_alone_s(sc, last, total, run.gathered_weight_bytes, gather=True) if run.zero_stage in (1, 2) \
+        else 0.0
     if run.optimizer_sync == "bypass":
         return reduce + optimizer[last] + gather
     return reduce + norm_allreduce_s(sc) + max(optimizer[last] + gather, max(optimizer.values()))

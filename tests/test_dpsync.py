@@ -189,3 +189,27 @@ def test_the_norm_all_reduce_is_a_launch_and_a_trees_hops():
     expected = LAUNCH + 8 * sc.links.route(0, 15)[1]
     assert norm_allreduce_s(sc) == pytest.approx(expected, rel=1e-12)
     assert GradientSync(sc, sc.step_fabric(simpy.Environment()), reports=1).norm_allreduce_s == norm_allreduce_s(sc)
+
+
+def test_fp8_param_gather_gathers_fp8_weights_and_the_optimizer_writes_them():
+    """Under ``fp8_param_gather`` the distributed optimizer writes and all-gathers 1-byte FP8 weights
+    (FP8 GEMMs); MXFP8's go through the BF16 gradient buffer, 2 bytes; off, ``weight_bytes``."""
+    sc = Scenario(load_scenario("deepseek-v3", fp8_param_gather=True, grad_bytes=2.0))
+    assert (sc.run.gemm_precision, sc.run.gathered_weight_bytes) == ("fp8", 1.0)
+    assert sc.run.with_(gemm_precision="mxfp8").gathered_weight_bytes == 2.0
+    assert sc.run.with_(fp8_param_gather=False).gathered_weight_bytes == sc.run.weight_bytes == 2.0
+    count = ParamCount(1.28e9, 2e8)
+    shard = 1.28e9 / 128 + 2e8 / 2
+    assert optimizer_seconds(sc, count) == pytest.approx(shard * (2 + 16 + 1) / (3.35e12 * 0.7))
+
+
+def test_bf16_gradients_and_fp8_weights_halve_the_data_parallel_collectives():
+    """The gradient reduce-scatter moves ``grad_bytes`` a parameter and the weight all-gather
+    ``gathered_weight_bytes``: halving both halves every collective's payload, so each of the
+    step's reduce-scatters and all-gathers is shorter (bandwidth-bound, not halved: a ring's
+    latency stays)."""
+    from sim.training.dpsync import LayerCollectives
+    fp32 = LayerCollectives(Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3)))
+    bf16 = LayerCollectives(Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3, grad_bytes=2.0)))
+    assert 0 < bf16.time("scatter:moe") < fp32.time("scatter:moe")
+    assert bf16.time("gather:moe") == pytest.approx(fp32.time("gather:moe"))

@@ -424,3 +424,33 @@ def test_fp8_weight_copies_are_counted_in_gb():
     sc = Scenario(run)
     count = rank_params(load_model("llama3-8b"), sc.chunk.layers_per_stage, {0}, 1).on_gpu(run)
     assert sc.memory[0].fp8_weights_gb == pytest.approx(2 * count.total / 1e9)
+
+
+def test_fp8_param_gather_keeps_the_weights_only_in_fp8_and_bf16_gradients_halve():
+    """Megatron's ``fp8_param_gather`` (NVIDIA's FP8 recipes): Transformer Engine's FP8 copies, 2 bytes
+    a parameter, are the only weights (no BF16 copy); ``grad_bytes`` 2 (``grad_reduce_in_fp32``
+    off) holds the gradients in BF16. ZeRO-1: weights and gradients whole on the GPU."""
+    from sim.training.model.specs import RunSpec
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=2, ep=1, schedule="1f1b",
+                  microbatches=4, seq_len=4096, gemm_precision="fp8")
+    base = Scenario(run).memory[0]
+    lean = Scenario(run.with_(fp8_param_gather=True, grad_bytes=2.0)).memory[0]
+    count = rank_params(load_model("llama3-8b"), Scenario(run).chunk.layers_per_stage, {0}, 1).on_gpu(run)
+    assert (base.params_gb, base.grads_gb, base.fp8_weights_gb) == pytest.approx(
+        (2 * count.total / 1e9, 4 * count.total / 1e9, 2 * count.total / 1e9))
+    assert (lean.params_gb, lean.grads_gb, lean.fp8_weights_gb) == pytest.approx(
+        (0.0, 2 * count.total / 1e9, 2 * count.total / 1e9))
+    assert (lean.optimizer_gb, lean.activations_gb) == pytest.approx((base.optimizer_gb, base.activations_gb))
+    assert base.total_gb - lean.total_gb > 4 * count.total / 1e9     # and the fragmentation on top of them
+
+
+@pytest.mark.parametrize("fields, allowed", [
+    ({"gemm_precision": "bf16"}, "gemm_precision bf16, zero_stage 1"),
+    ({"gemm_precision": "fp8", "zero_stage": 3}, "gemm_precision fp8, zero_stage 3"),
+])
+def test_fp8_param_gather_needs_fp8_gemms_without_fsdp(fields, allowed):
+    with pytest.raises(SpecError, match="RunSpec.fp8_param_gather .weights kept only in FP8. needs gemm_precision "
+                                        f"fp8 or mxfp8 and zero_stage 0-2, got {allowed}"):
+        load_scenario("tiny", fp8_param_gather=True, **fields)
+    with pytest.raises(SpecError, match="RunSpec.fp8_param_gather must be true or false, got 'yes'"):
+        load_scenario("tiny", fp8_param_gather="yes", gemm_precision="fp8")

@@ -161,7 +161,8 @@ def test_nvidias_rows_run_as_their_recipes_set_them(runs):
     """Megatron-Bridge's performance scripts at each container's release: Qwen3 recomputes nothing,
     DeepSeek-V3 MLA's up-projections (selective), the Llamas nothing with TP overlap, the 405B and
     Qwen3-235B with the embedding and the loss in the pipeline split; GPT-OSS-120B's recipe is unclear
-    (modules listed, granularity left at None): auto."""
+    (modules listed, granularity left at None): auto. Every recipe reduces its gradients in BF16
+    (``grad_reduce_in_fp32`` off) and the FP8 ones keep their weights in FP8 only (``fp8_param_gather``)."""
     from sim.training.model.recompute import recompute_of
     from validation.predict import scenario_of
     llama = run_spec(runs["nv-26.02-h100-llama3.1-405b-fp8-1024"])
@@ -176,6 +177,13 @@ def test_nvidias_rows_run_as_their_recipes_set_them(runs):
     spec = run_spec(dsv3)
     assert (spec.recompute_granularity, spec.recompute_modules) == ("selective", ("mla_up_proj",))
     assert recompute_of(spec).modules == ("mla_up_proj",)
+    assert all(r.grad_reduce_in_fp32 == 0 and r.fp8_param_gather == (r.precision in ("fp8", "mxfp8"))
+               for r in runs.values() if r.source == "nvidia-megatron-bridge" and r.role == "scored")
+    assert (llama.grad_bytes, llama.fp8_param_gather, llama.gathered_weight_bytes) == (2.0, True, 1.0)
+    oss = run_spec(runs["nv-26.02-h100-gpt-oss-120b-bf16-64"])                  # BF16: weights kept in BF16
+    assert (oss.grad_bytes, oss.fp8_param_gather) == (2.0, False)
+    zb = run_spec(runs["zb-t4-6.2b-m24-zb-2p"])                                  # the others as before
+    assert (zb.grad_bytes, zb.fp8_param_gather) == (4.0, False)
     as_recipe = max(m.total_gb for m in scenario_of(dsv3).memory)
     core_attn = max(m.total_gb for m in scenario_of(replace(dsv3, recompute_modules=None)).memory)
     assert as_recipe < core_attn           # MLA's up-projections' outputs are not stored; the core's are
@@ -241,6 +249,9 @@ def _write(tmp_path, **change):
     ({"recompute": "selective", "recompute_modules": "mlp;gates"},
      "recompute_modules must be one of core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, shared_experts, "
      "got 'gates'"),
+    ({"fp8_param_gather": "1"}, "fp8_param_gather 1 needs precision fp8 or mxfp8 and zero 0-2, got precision bf16, "
+                                "zero 1"),
+    ({"grad_reduce_in_fp32": "2"}, r"grad_reduce_in_fp32 must be an integer in \[0, 1\], got 2"),
 ])
 def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
     with pytest.raises(ValidationDataError, match=pattern) as info:

@@ -95,6 +95,8 @@ class Run:
     loss_kernel: str | None = None        # "eager" / "compiled": PyTorch's cross-entropy (None: a fused one)
     fsdp_grads: str | None = None         # "unsharded": ZeRO-3's gradients whole until the last backward
     recompute_modules: str | None = None  # recompute selective: Megatron-Core's recompute_modules, ";"-separated
+    grad_reduce_in_fp32: int = 1          # 0: gradients accumulated and reduced in BF16 (Megatron's flag off)
+    fp8_param_gather: int = 0             # 1: FP8 GEMMs with the weights kept and gathered in FP8 only (Megatron's)
 
     @property
     def recompute_module_list(self) -> tuple[str, ...] | None:
@@ -119,10 +121,10 @@ class Run:
 INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
                   "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel",
                   "reshard_after_forward", "layers_per_virtual_stage", "embedding_stage", "loss_stage",
-                  "tp_comm_overlap")
+                  "tp_comm_overlap", "grad_reduce_in_fp32", "fp8_param_gather")
 STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
 FLAG_FIELDS = ("sequence_parallel", "reshard_after_forward", "embedding_stage", "loss_stage",
-               "tp_comm_overlap")     # 0 or 1
+               "tp_comm_overlap", "grad_reduce_in_fp32", "fp8_param_gather")     # 0 or 1
 
 
 def _cell(value: str | None):
@@ -207,6 +209,9 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
     if run.tp_comm_overlap and not run.sequence_parallel:
         raise ValidationDataError(f"{where}: tp_comm_overlap 1 needs sequence_parallel 1 (the overlapped TP "
                                   "collectives are sequence parallelism's all-gathers and reduce-scatters)")
+    if run.fp8_param_gather and (run.precision not in ("fp8", "mxfp8") or run.zero == 3):
+        raise ValidationDataError(f"{where}: fp8_param_gather 1 needs precision fp8 or mxfp8 and zero 0-2, got "
+                                  f"precision {run.precision or 'bf16'}, zero {run.zero}")
     if run.global_batch % (run.dp * run.microbatch_size):
         raise ValidationDataError(f"{where}: global_batch ({run.global_batch}) must be a multiple of dp x "
                                   f"microbatch_size ({run.dp} x {run.microbatch_size})")

@@ -24,8 +24,10 @@ rank) has finished on every replica (``dp_sync: overlap``, as frameworks overlap
 of the pipeline) or when every rank has finished its last op (``dp_sync: end``). The optimizer step
 starts when the rank's ops are done and its gradients are reduced; it is memory-bound: per
 parameter of the GPU's shard it reads the gradient, reads and writes the optimizer states and
-writes the weight: ``grad_bytes + 2 optimizer_bytes + weight_bytes`` bytes at the HBM bandwidth x
-``hbm_efficiency``. The step ends when the last rank's all-gather (or optimizer step) ends.
+writes the weight: ``grad_bytes + 2 optimizer_bytes + gathered_weight_bytes`` bytes at the HBM
+bandwidth x ``hbm_efficiency``. The gradients are reduced in ``grad_bytes`` a parameter (2: BF16,
+Megatron's ``grad_reduce_in_fp32`` off), the weights gathered in ``gathered_weight_bytes`` (1: FP8
+under ``fp8_param_gather`` with FP8 GEMMs). The step ends when the last rank's all-gather (or optimizer step) ends.
 """
 from __future__ import annotations
 
@@ -93,7 +95,7 @@ class LayerCollectives:
         if shape not in self._times:
             kind, layer = shape.split(":")
             count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep).on_gpu(self.sc.run)
-            per_param = self.sc.run.weight_bytes if kind == "gather" else self.sc.run.grad_bytes
+            per_param = self.sc.run.gathered_weight_bytes if kind == "gather" else self.sc.run.grad_bytes
             self._times[shape] = self._measure(count, per_param, gather=kind == "gather")
         return self._times[shape]
 
@@ -161,7 +163,7 @@ def optimizer_seconds(sc: Scenario, count: ParamCount) -> float:
     run = sc.run
     dense_dp, expert_dp = sharding_groups(run)
     params = count.total if run.zero_stage == 0 else count.dense / dense_dp + count.expert / expert_dp
-    per_param = run.grad_bytes + 2 * run.optimizer_bytes + run.weight_bytes
+    per_param = run.grad_bytes + 2 * run.optimizer_bytes + run.gathered_weight_bytes
     return params * per_param / (sc.gpu.hbm_tbps * 1e12 * run.hbm_efficiency)
 
 
@@ -271,7 +273,7 @@ class GradientSync:
 
         def gather() -> None:
             if self.sc.run.zero_stage in (1, 2):
-                self.collective(rank, total, self.sc.run.weight_bytes, True, lambda: self._finish(rank))
+                self.collective(rank, total, self.sc.run.gathered_weight_bytes, True, lambda: self._finish(rank))
             else:
                 self._finish(rank)
         self._at(sync.optimizer_end, gather)

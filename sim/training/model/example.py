@@ -88,7 +88,9 @@ HELP = {
     "fsdp_grads": f"ZeRO-3's gradients: {', '.join(FSDP_GRADS)} (unsharded: accumulated whole until the last "
                   "micro-batch's backward, as PyTorch's pipeline stages run FSDP2)",
     "weight_bytes": "bytes per parameter of the weights",
-    "grad_bytes": "bytes per parameter of the gradients",
+    "grad_bytes": "bytes per parameter of the gradients (2: accumulated and reduced in BF16, Megatron's "
+                  "grad_reduce_in_fp32 off)",
+    "fp8_param_gather": "FP8 GEMMs: weights kept only as FP8 copies, gathered in FP8 (Megatron's fp8_param_gather)",
     "optimizer_bytes": "bytes per parameter of the optimizer state",
     "memory_reserve_gb": "set: GB per GPU kept beside the model, flat (null: CUDA context, NCCL, buffers, 2% fragmentation)",
     "recompute_granularity": f"Megatron-Core's recompute granularity: {', '.join(GRANULARITIES)} (null: memory_policy's)",

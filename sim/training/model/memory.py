@@ -33,7 +33,11 @@ ZB-V and Chimera; the embedding and head shared once per rank).
 FP8 GEMMs outside DeepSeek's recipe keep Transformer Engine's FP8 copies of the weights, row-wise
 and column-wise (the transpose Hopper's FP8 GEMMs need; MXFP8 on Blackwell keeps both too): 2 bytes
 per parameter of the rank's Linears, cached across micro-batches (``fp8_weights_gb``); under ZeRO-3
-the FP8 weights are gathered as the BF16 ones are, and kept by nobody.
+the FP8 weights are gathered as the BF16 ones are, and kept by nobody. Under ``fp8_param_gather``
+(Megatron's FP8 primary weights, which NVIDIA's FP8 performance recipes set) those FP8 copies are the
+weights: no BF16 copy is kept beside them (``params_gb`` 0, the FP32 master weights with the
+optimizer states). Gradients take ``grad_bytes`` (2 where Megatron's ``grad_reduce_in_fp32`` is off,
+as NVIDIA's performance recipes set it: the gradient buffer is BF16).
 
 Activations: each stage's saved tensors per micro-batch (:mod:`sim.training.model.activations`, under the
 run's recomputation, :mod:`sim.training.model.recompute`) times its tokens; walking the rank's ops in order,
@@ -353,7 +357,8 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
     out = []
     for rank, stages in sorted(stages_held(schedule).items()):
         count = rank_params(model, layers_per_stage, stages, run.ep).on_gpu(run)
-        w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, run.weight_bytes, run.grad_bytes,
+        weight_bytes = 0.0 if run.fp8_param_gather else run.weight_bytes     # FP8 weights only: counted in fp8_w
+        w, g, o = model_state_bytes(count, dense_dp, expert_dp, run.zero_stage, weight_bytes, run.grad_bytes,
                                     run.optimizer_bytes)
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
             w += GATHERED_WEIGHT_BYTES * count.total
@@ -362,8 +367,9 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
             g = ACCUMULATED_GRAD_BYTES * count.total
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
-        fp8_w = FP8_WEIGHT_BYTES * count.total if run.gemm_precision in ("fp8", "mxfp8") and \
-            run.memory_policy != "deepseek-v3" and run.zero_stage < 3 else 0.0
+        fp8_copies = run.gemm_precision in ("fp8", "mxfp8") and run.memory_policy != "deepseek-v3" and \
+            run.zero_stage < 3
+        fp8_w = FP8_WEIGHT_BYTES * count.total if fp8_copies or run.fp8_param_gather else 0.0
         allocated = (w + g + o + act + fp8_w) / 1e9
         if run.memory_reserve_gb is not None:
             fixed, reserve = (), run.memory_reserve_gb

@@ -18,6 +18,7 @@ from .faults import FaultSpec
 PRESETS = Path(__file__).parent.parent / "presets"
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3", "selective-op")
 DP_SYNC = ("overlap", "end")
+FP8_PARAM_BYTES = 1.0                                             # an FP8 weight gathered under fp8_param_gather
 FSDP_GRADS = ("sharded", "unsharded")                             # ZeRO-3's gradients between micro-batches
 OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.training.dpsync)
 COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (comm.live)
@@ -224,7 +225,8 @@ class RunSpec:
     recomputation when given (:mod:`sim.training.model.recompute`); ``weight_bytes``, ``grad_bytes`` and
     ``optimizer_bytes`` are bytes
     per parameter (DeepSeek-V3: BF16 weights, FP32 gradients, FP32 master + two BF16 AdamW moments;
-    the common mixed-precision Adam is 2, 2, 12), sharded by ZeRO ``zero_stage`` 0-3 over each
+    the common mixed-precision Adam is 2, 2, 12; ``grad_bytes`` 2 where gradients are accumulated and
+    reduced in BF16, Megatron's ``grad_reduce_in_fp32: false``), sharded by ZeRO ``zero_stage`` 0-3 over each
     parameter's data-parallel group (ZeRO-3 gathers each layer's weights before every forward and
     backward that uses them; with ``reshard_after_forward`` off, as PyTorch FSDP runs under pipeline
     parallelism and Llama 3 ran, once per step at the stage's first forward, kept to its last
@@ -233,7 +235,10 @@ class RunSpec:
     off, as PyTorch's pipeline stages and gradient accumulation run it:
     :mod:`sim.training.model.memory`); ``memory_reserve_gb``, when set, is one flat per-GPU reserve
     replacing the itemized fixed terms (CUDA context, NCCL and all-to-all buffers, allocator
-    fragmentation: :func:`sim.training.model.memory.fixed_terms`).
+    fragmentation: :func:`sim.training.model.memory.fixed_terms`). ``fp8_param_gather`` (FP8 GEMMs, ZeRO
+    0-2; Megatron's ``fp8_param_gather``): the weights are kept only as Transformer Engine's FP8
+    copies (no BF16 weights beside them), which the distributed optimizer all-gathers in FP8, 1 byte a
+    parameter, MXFP8's in BF16 (:attr:`gathered_weight_bytes`).
 
     Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
     layers, every stage at least one); or ``first_stage_layers`` / ``last_stage_layers`` fix the
@@ -339,7 +344,8 @@ class RunSpec:
     reshard_after_forward: bool = True           # ZeRO-3: gather weights in every op (False: once per step)
     fsdp_grads: str = "sharded"                  # ZeRO-3: unsharded = accumulated whole until the last backward
     weight_bytes: float = 2.0                    # BF16 weights
-    grad_bytes: float = 4.0                      # FP32 gradient accumulation
+    grad_bytes: float = 4.0                      # FP32 gradient accumulation (Megatron's grad_reduce_in_fp32)
+    fp8_param_gather: bool = False               # FP8 GEMMs: weights kept only as FP8 (Megatron's fp8_param_gather)
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
     memory_reserve_gb: Optional[float] = None    # set: one flat reserve instead of the itemized fixed terms
     stage_layers: Optional[tuple] = None
@@ -468,6 +474,12 @@ class RunSpec:
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
                        high=MAX_BYTES_PER_PARAMETER)
+            if not isinstance(self.fp8_param_gather, bool):
+                raise SpecError(f"RunSpec.fp8_param_gather must be true or false, got {self.fp8_param_gather!r}")
+            if self.fp8_param_gather and (self.gemm_precision not in ("fp8", "mxfp8") or self.zero_stage == 3):
+                raise SpecError("RunSpec.fp8_param_gather (weights kept only in FP8) needs gemm_precision fp8 or "
+                                f"mxfp8 and zero_stage 0-2, got gemm_precision {self.gemm_precision}, zero_stage "
+                                f"{self.zero_stage}")
             if self.memory_reserve_gb is not None:
                 number(self.memory_reserve_gb, "RunSpec.memory_reserve_gb", low=0)
             for name in ("first_stage_layers", "last_stage_layers"):
@@ -504,6 +516,14 @@ class RunSpec:
     def gpus(self) -> int:
         """GPUs of the run: ``tp x cp x pp x dp``."""
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def gathered_weight_bytes(self) -> float:
+        """Bytes per parameter of the updated weights the optimizer writes and ZeRO-1/2 all-gathers:
+        :data:`FP8_PARAM_BYTES` under ``fp8_param_gather`` with FP8 GEMMs (Megatron-Core gathers the
+        FP8 weights), else ``weight_bytes`` (MXFP8's are gathered in BF16 through the gradient buffer
+        and cast on the way in: Megatron-Core's ``reuse_grad_buf_for_mxfp8_param_ag``)."""
+        return FP8_PARAM_BYTES if self.fp8_param_gather and self.gemm_precision == "fp8" else self.weight_bytes
 
     @property
     def tokens_per_microbatch(self) -> int:
