@@ -94,7 +94,7 @@ def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | Non
     import pandas as pd
     rows = []
     for name in STANDALONE:
-        v = chunks if name == "interleaved-1f1b" else None
+        v = chunks if name == "interleaved-1f1b" or (name == "combined-1f1b" and pp > 1) else None
         try:
             run = simulate_pipeline(name, pp, microbatches, v, cost_per="rank", **(costs or {}))
         except TooLarge:

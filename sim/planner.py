@@ -151,7 +151,7 @@ def run_spec(p: dict) -> RunSpec:
                    gemm_precision=p["gemm_precision"], node_limit=int(p["node_limit"]) or None,
                    memory_policy=p["memory_policy"], zero_stage=int(p["zero_stage"]), last_stage_layers=last,
                    expert_tp=int(p.get("expert_tp", 1)), tp_comm_overlap=overlap,
-                   chunks=virtual_stages(p["schedule"]))
+                   chunks=virtual_stages(p["schedule"], int(p["pp"])))
     scenario = p.get("scenario")
     if isinstance(scenario, str) and scenario:
         from .training.model.specs import load_scenario
@@ -195,13 +195,17 @@ def screen(p: dict) -> dict:
 def _stages(schedule: str, pp: int) -> int:
     from .schedules import SCHEDULES
     spec = SCHEDULES[schedule]
-    return pp if spec.placement == "bidirectional" else pp * (spec.stages_per_rank or virtual_stages(schedule) or 1)
+    return pp if spec.placement == "bidirectional" else \
+        pp * (spec.stages_per_rank or virtual_stages(schedule, pp) or 1)
 
 
-def virtual_stages(schedule: str) -> int | None:
-    """Model chunks per rank of a schedule that takes them as a parameter (``interleaved-1f1b``:
-    :data:`VIRTUAL_STAGES`, Megatron's usual); ``None`` for the others."""
-    return VIRTUAL_STAGES if schedule == "interleaved-1f1b" else None
+def virtual_stages(schedule: str, pp: int) -> int | None:
+    """Model chunks per rank of a schedule that takes them as a parameter (``interleaved-1f1b``, and
+    ``combined-1f1b`` over more than one rank: :data:`VIRTUAL_STAGES`, Megatron's usual); ``None``
+    for the others."""
+    if schedule == "interleaved-1f1b" or (schedule == "combined-1f1b" and pp > 1):
+        return VIRTUAL_STAGES
+    return None
 
 
 def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:

@@ -1,8 +1,11 @@
-"""sim.schedules.classic: GPipe, 1F1B and interleaved 1F1B by their defining phases."""
+"""sim.schedules.classic: GPipe, 1F1B, interleaved and combined 1F1B by their defining phases."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sim.schedules import Op, make_schedule
+from sim.schedules import FBOp, Op, make_schedule, parse_op, validate
 from sim.schedules.classic import megatron_virtual_order
+from sim.schedules.ops import parts
 
 
 @pytest.mark.parametrize("P,M", [(1, 1), (2, 5), (4, 8), (4, 3)])
@@ -51,3 +54,42 @@ def test_only_interleaved_batches_exchanges():
     assert make_schedule("interleaved-1f1b", 2, 2, 2).joined == {0: frozenset(), 1: frozenset({3, 5})}
     for name in ("1f1b", "zb-h1", "dualpipe"):
         assert make_schedule(name, 4, 8).joined == {}
+
+
+def test_combined_1f1b_without_a_pipeline_pairs_each_forward_with_the_backward_before_it():
+    """Megatron-Core's combined_1f1b_schedule_for_no_pipelining: F0, then the forward of micro-batch
+    i + 1 overlapped with the backward of i, then the last backward."""
+    ops = make_schedule("combined-1f1b", 1, 4).ranks[0]
+    assert [str(op) for op in ops] == ["F0@0", "[F1@0&B0@0]", "[F2@0&B1@0]", "[F3@0&B2@0]", "B3@0"]
+
+
+def test_combined_1f1b_by_hand_on_two_ranks_of_two_chunks():
+    """P = 2, M = 4, v = 2, worked by hand: interleaved 1F1B's order (warm-up 2(P-1-r) + (v-1)P, here 4
+    and 2) with one more warm-up forward (5 and 3), each steady-state F and B one unit."""
+    sched = make_schedule("combined-1f1b", 2, 4, 2)
+    expected = {0: "F0@0 F1@0 F0@2 F1@2 F2@0 [F3@0&B0@2] [F2@2&B1@2] [F3@2&B0@0] B1@0 B2@2 B3@2 B2@0 B3@0",
+                1: "F0@1 F1@1 F0@3 [F1@3&B0@3] [F2@1&B1@3] [F3@1&B0@1] [F2@3&B1@1] [F3@3&B2@3] B3@3 B2@1 B3@1"}
+    assert {r: " ".join(str(op) for op in ops) for r, ops in sched.ranks.items()} == expected
+    assert sched.ranks[0][5] == FBOp(parse_op("F3@0"), parse_op("B0@2")) and sched.joined == {}
+
+
+@settings(max_examples=40, deadline=None)
+@given(P=st.integers(1, 6), groups=st.integers(1, 4), v=st.integers(2, 4))
+def test_combined_1f1b_is_interleaved_1f1b_with_its_steady_pairs_overlapped(P, groups, v):
+    """Property: flattening each unit gives interleaved 1F1B's ops on every rank, one forward moved
+    from the steady state into the warm-up; every unit pairs a forward with a backward of another
+    micro-batch; the schedule is valid (dependencies, each op once)."""
+    M, v = P * groups, (v if P > 1 else 1)
+    combined = make_schedule("combined-1f1b", P, M, v if P > 1 else None)
+    validate(combined)
+    for r, ops in combined.ranks.items():
+        flat = [part for op in ops for part in parts(op)]
+        reference = (make_schedule("interleaved-1f1b", P, M, v).ranks[r] if P > 1 else
+                     make_schedule("1f1b", 1, M).ranks[0])
+        assert sorted(map(str, flat)) == sorted(map(str, reference))
+        assert [op for op in flat if op.kind == "F"] == [op for op in reference if op.kind == "F"]
+        assert [op for op in flat if op.kind == "B"] == [op for op in reference if op.kind == "B"]
+        units = [op for op in ops if isinstance(op, FBOp)]
+        warm = min(v * M, 2 * (P - 1 - r) + (v - 1) * P + 1)
+        assert len(units) == v * M - warm and all(u.f.mb != u.b.mb for u in units)
+        assert all(op.kind == "F" for op in ops[:warm])

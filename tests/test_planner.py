@@ -108,3 +108,16 @@ def test_an_moe_model_is_planned_at_tp_1_and_2_with_ep_folded_over_tp():
     assert all(p["sequence_parallel"] == (p["tp"] > 1) for p in ok)
     assert any(r["tp"] == 2 and r["ep"] == 3 and "must be a multiple of tp x cp" in r["reason"] for r in refused)
     assert evaluate(next(p for p in ok if p["tp"] == 2))["step_time_s"] > 0
+
+
+def test_a_plan_runs_combined_1f1b_with_two_chunks_over_a_pipeline_and_one_without():
+    """Megatron-Core's expert-parallel overlap as a candidate schedule: v = 2 model chunks per rank
+    where there is a pipeline (Megatron runs it only inside its interleaved pipeline), none on one
+    rank."""
+    from sim.planner import virtual_stages
+    assert (virtual_stages("combined-1f1b", 1), virtual_stages("combined-1f1b", 4)) == (None, 2)
+    assert (virtual_stages("interleaved-1f1b", 4), virtual_stages("1f1b", 4)) == (2, None)
+    ok, _ = candidates(PlanRequest(**{**TINY, "pps": (1, 4), "eps": (4,), "schedules": ("combined-1f1b",)}))
+    assert {(p["pp"], run_spec(p).chunks) for p in ok} == {(1, None), (4, 2)}
+    row = evaluate(next(p for p in ok if p["pp"] == 4))
+    assert row["step_time_s"] > 0

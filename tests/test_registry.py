@@ -18,7 +18,12 @@ from sim.schedules import SCHEDULE_NAMES, ScheduleConfigError, make_schedule
     ("interleaved-1f1b", 4, 8, 1, r"chunks \(v, model chunks per rank\) must be an integer >= 2, got 1"),
     ("interleaved-1f1b", 4, 8, None, r"needs chunks"),
     ("interleaved-1f1b", 4, 6, 2, r"M divisible by P.*M=6, P=4"),
-    ("1f1b", 4, 8, 3, r"chunks \(v\) applies only to interleaved-1f1b"),
+    ("1f1b", 4, 8, 3, r"chunks \(v\) applies only to interleaved-1f1b and combined-1f1b, got chunks=3 for 1f1b"),
+    ("combined-1f1b", 1, 8, 2, r"combined-1f1b on one rank \(P=1, no pipeline\) takes chunks 1, got chunks=2"),
+    ("combined-1f1b", 4, 8, None, r"combined-1f1b with P=4 needs chunks \(v, model chunks per rank\) >= 2 .* got "
+                                  r"chunks=None"),
+    ("combined-1f1b", 4, 8, 1, r"needs chunks .* >= 2 .*got chunks=1"),
+    ("combined-1f1b", 4, 6, 2, r"combined-1f1b needs M divisible by P .*M=6, P=4"),
     ("bogus", 4, 8, None, r"unknown schedule 'bogus'; valid schedules: gpipe, 1f1b"),
 ])
 def test_refused(name, P, M, v, pattern):

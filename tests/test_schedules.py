@@ -36,7 +36,7 @@ VALID = {
     "gpipe": lambda P, M: True, "1f1b": lambda P, M: True, "zb-h1": lambda P, M: True,
     "zb-h2": lambda P, M: True, "zbv": lambda P, M: True, "zb-1p": lambda P, M: True, "zb-2p": lambda P, M: True,
     "zb-auto": lambda P, M: True,
-    "interleaved-1f1b": lambda P, M: M % P == 0,
+    "interleaved-1f1b": lambda P, M: M % P == 0, "combined-1f1b": lambda P, M: M % P == 0,
     "dualpipe": lambda P, M: P % 2 == 0 and M % 2 == 0 and M >= 2 * P,
     "dualpipev": lambda P, M: M >= 2 * P,
     "chimera": lambda P, M: P % 2 == 0 and M % P == 0 and M >= 2 * P,
@@ -56,7 +56,7 @@ def schedule_args(draw):
             M = max(M, 2 * P)
         else:
             M = P * max(1, M // P)
-    v = draw(st.integers(2, 4)) if name == "interleaved-1f1b" else None
+    v = draw(st.integers(2, 4)) if name == "interleaved-1f1b" or (name == "combined-1f1b" and P > 1) else None
     limit = draw(st.floats(1, 3 * P)) if name == "zb-auto" else None
     return name, P, M, v, limit
 

@@ -21,6 +21,18 @@ def test_overlap_comes_out_of_the_streams(tiny_runs):
             assert min(getattr(r, c) for c in TIME_COLUMNS) >= 0
 
 
+def test_combined_1f1b_hides_the_all_to_alls_that_interleaved_1f1b_exposes():
+    """The same interleaved order, its steady-state pairs run as overlapped units (Megatron-Core's
+    expert-parallel overlap): some all-to-all time hidden, less exposed, the same work."""
+    interleaved = simulate_step(load_scenario("tiny", schedule="interleaved-1f1b", chunks=2))
+    combined = simulate_step(load_scenario("tiny", schedule="combined-1f1b", chunks=2))
+    assert interleaved.comm_hidden_fraction == pytest.approx(0.0, abs=1e-9)
+    assert combined.comm_hidden_fraction > 0.05
+    assert combined.exposed_comm_s < interleaved.exposed_comm_s
+    for r in combined.ranks:
+        assert sum(getattr(r, c) for c in TIME_COLUMNS) == pytest.approx(combined.step_time_s, rel=1e-12)
+
+
 def test_representative_and_full_agree_on_balanced_routing():
     run = load_scenario("tiny")
     rep = simulate_step(run, mode="representative")

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.engine import ZeroCommRunner, run_schedule
-from sim.schedules import STANDALONE, Schedule, make_schedule
+from sim.schedules import CHUNKED, STANDALONE, Schedule, make_schedule
 from sim.schedules.ops import Op
 from sim.schedules.timing import exchange_inputs, inputs_of, makespan, outputs_of, rank_ends, reader_of
 
@@ -25,7 +25,7 @@ class DelayRunner(ZeroCommRunner):
 
 
 def _args(name):
-    return {"chunks": 2} if name == "interleaved-1f1b" else {}
+    return {"chunks": 2} if name in CHUNKED else {}
 
 
 @settings(max_examples=60, deadline=None)

@@ -48,7 +48,8 @@ def test_without_virtual_stages_the_first_and_last_stage_hold_one_layer_fewer():
 @pytest.mark.parametrize("over,pattern", [
     (dict(layers_per_virtual_stage=5), r"22 layers \+ 2 for the embedding and loss = 24 do not split into virtual "
                                        r"stages of 5 over pp=8 ranks \(need a multiple of 40\)"),
-    (dict(schedule="1f1b"), r"layers_per_virtual_stage=1 is for the interleaved-1f1b schedule, not '1f1b'"),
+    (dict(schedule="1f1b"),
+     r"layers_per_virtual_stage=1 is for the interleaved-1f1b and combined-1f1b schedules, not '1f1b'"),
     (dict(chunks=3), r"layers_per_virtual_stage and chunks both set the virtual stages: give one"),
     (dict(layers_per_virtual_stage=None, chunks=2, first_stage_layers=2),
      r"embedding_stage counts the embedding as a layer of the even split; it cannot be combined with stage_layers"),

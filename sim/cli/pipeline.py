@@ -23,7 +23,7 @@ def _add_pipeline_args(p: argparse.ArgumentParser, positional_name: bool) -> Non
         required = False
     p.add_argument("--pp", type=COUNT, required=required, help="pipeline ranks P")
     p.add_argument("--microbatches", type=COUNT, required=required, help="micro-batches M per step")
-    p.add_argument("--chunks", type=COUNT, default=None, help="model chunks per rank v (interleaved-1f1b only)")
+    p.add_argument("--chunks", type=COUNT, default=None, help="model chunks per rank v (interleaved-1f1b, combined-1f1b)")
     p.add_argument("--memory-limit", type=arg(low=1, high=1e9), default=None, metavar="N",
                    help="zb-auto only: activation memory limit, in micro-batches of one stage's forward activations "
                         "(zb-1p is P, zb-2p is 2P)")

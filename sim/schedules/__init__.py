@@ -1,9 +1,9 @@
 """Pipeline schedules as data: pure functions ``(P, M, ...) -> {rank: [op, ...]}``, no SimPy."""
 from .base import Placement, Schedule
 from .ops import FBOp, Op, parse_op
-from .registry import (SCHEDULE_NAMES, SCHEDULES, SEARCHED, STANDALONE, ScheduleConfigError, check_arguments,
+from .registry import (CHUNKED, SCHEDULE_NAMES, SCHEDULES, SEARCHED, STANDALONE, ScheduleConfigError, check_arguments,
                        make_schedule)
 from .validate import ScheduleError, validate
 
-__all__ = ["Placement", "Schedule", "FBOp", "Op", "parse_op", "SCHEDULE_NAMES", "SCHEDULES", "SEARCHED", "STANDALONE",
+__all__ = ["CHUNKED", "Placement", "Schedule", "FBOp", "Op", "parse_op", "SCHEDULE_NAMES", "SCHEDULES", "SEARCHED", "STANDALONE",
            "ScheduleConfigError", "check_arguments", "make_schedule", "ScheduleError", "validate"]

@@ -2,11 +2,13 @@
 
 GPipe and 1F1B follow the op order of PyTorch's ``torch.distributed.pipelining``
 (``ScheduleGPipe``, ``Schedule1F1B``); interleaved 1F1B follows Megatron-LM's virtual-pipeline
-order (micro-batches in groups of P through each model chunk). Backward ops are full ``B``s.
+order (micro-batches in groups of P through each model chunk), and combined 1F1B is that order
+with Megatron-Core's expert-parallel overlap (``overlap_moe_expert_parallel_comm``): each
+steady-state forward and backward run as one overlapped unit. Backward ops are full ``B``s.
 """
 from __future__ import annotations
 
-from .ops import Op
+from .ops import AnyOp, FBOp, Op
 
 
 def gpipe(P: int, M: int) -> dict[int, list[Op]]:
@@ -52,6 +54,20 @@ def megatron_virtual_order(M: int, v: int, group: int) -> list[tuple[int, int]]:
     return order
 
 
+def virtual_ops(order: list[tuple[int, int]], P: int, v: int, rank: int):
+    """(forward, backward) of ``rank``: functions of k giving the op of the k-th entry of ``order``
+    ((micro-batch, model chunk)): the forward at stage ``chunk x P + rank``, the backward at the
+    mirrored chunk's, ``(v - 1 - chunk) x P + rank``."""
+    def fwd(k: int) -> Op:
+        mb, chunk = order[k]
+        return Op("F", mb, chunk * P + rank)
+
+    def bwd(k: int) -> Op:
+        mb, chunk = order[k]
+        return Op("B", mb, (v - 1 - chunk) * P + rank)
+    return fwd, bwd
+
+
 def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
     """Megatron interleaved 1F1B with ``v`` model chunks per rank (S = vP stages).
 
@@ -66,20 +82,34 @@ def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
     total = len(order)
     ranks = {}
     for r in range(P):
-        def fwd(k: int) -> Op:
-            mb, chunk = order[k]
-            return Op("F", mb, chunk * P + r)
-
-        def bwd(k: int) -> Op:
-            mb, chunk = order[k]
-            return Op("B", mb, (v - 1 - chunk) * P + r)
-
+        fwd, bwd = virtual_ops(order, P, v, r)
         warmup = interleaved_warmup(P, total, v, r)
         ops = [fwd(k) for k in range(warmup)]
         for k in range(total - warmup):
             ops.append(fwd(warmup + k))
             ops.append(bwd(k))
         ops.extend(bwd(k) for k in range(total - warmup, total))
+        ranks[r] = ops
+    return ranks
+
+
+def combined_1f1b(P: int, M: int, v: int = 1) -> dict[int, list[AnyOp]]:
+    """Megatron-Core's combined 1F1B (``overlap_moe_expert_parallel_comm``, its
+    ``combined_1f1b_schedule_for_interleaved_pipelining`` and ``..._for_no_pipelining``):
+    :func:`interleaved_1f1b`'s order (``v`` chunks per rank; ``P = 1``, ``v = 1``: one stage, no
+    pipeline) with one more warm-up forward, ``min(T, 2(P-1-r) + (v-1)P + 1)``, and every
+    steady-state pair, the next forward and the next backward, one overlapped unit ``[F&B]``: the
+    two micro-batches' layers interleaved so that each one's all-to-alls run beside the other's
+    compute (as DualPipe's F&B chunks). P = 1: ``F0 [F1&B0] [F2&B1] ... B(M-1)``."""
+    order = megatron_virtual_order(M, v, P)
+    total = len(order)
+    ranks: dict[int, list[AnyOp]] = {}
+    for r in range(P):
+        fwd, bwd = virtual_ops(order, P, v, r)
+        warmup = min(total, interleaved_warmup(P, total, v, r) + 1)
+        ops: list[AnyOp] = [fwd(k) for k in range(warmup)]
+        ops += [FBOp(fwd(warmup + k), bwd(k)) for k in range(total - warmup)]
+        ops += [bwd(k) for k in range(total - warmup, total)]
         ranks[r] = ops
     return ranks
 

@@ -33,6 +33,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {s.name: s for s in [
     ScheduleSpec("1f1b", classic.one_f_one_b, "linear", 1, "one forward, one backward (PipeDream-flush)"),
     ScheduleSpec("interleaved-1f1b", classic.interleaved_1f1b, "linear", None,
                  "Megatron virtual pipeline, v chunks per rank"),
+    ScheduleSpec("combined-1f1b", classic.combined_1f1b, "linear", None,
+                 "interleaved 1F1B, each steady-state F and B overlapped (Megatron-Core's EP overlap)"),
     ScheduleSpec("zb-h1", zerobubble.zb_h1, "linear", 1, "Zero Bubble H1, 1F1B memory"),
     ScheduleSpec("zb-h2", zerobubble.zb_h2, "linear", 1, "Zero Bubble H2, up to 2P-1 micro-batches"),
     ScheduleSpec("zb-1p", zbauto.zb_1p, "linear", 1, "Zero Bubble's searched schedule at 1F1B's memory (P)"),
@@ -45,6 +47,7 @@ SCHEDULES: dict[str, ScheduleSpec] = {s.name: s for s in [
 ]}
 
 SCHEDULE_NAMES = tuple(SCHEDULES)
+CHUNKED = ("interleaved-1f1b", "combined-1f1b")   # take v, the model chunks per rank (Megatron's virtual pipeline)
 SEARCHED = ("zb-1p", "zb-2p", "zb-auto")      # built from profiled stage times (zbauto.StageCosts)
 # Schedules that need nothing but P and M (and v for interleaved): what "every schedule" comparisons run.
 STANDALONE = tuple(n for n in SCHEDULE_NAMES if n != "zb-auto")
@@ -72,9 +75,22 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
         if M % P:
             raise ScheduleConfigError(f"interleaved-1f1b needs M divisible by P (Megatron sends groups of P "
                                       f"micro-batches through each chunk), got M={M}, P={P}")
+    elif name == "combined-1f1b":
+        if P == 1 and chunks not in (None, 1):
+            raise ScheduleConfigError(f"combined-1f1b on one rank (P=1, no pipeline) takes chunks 1, got "
+                                      f"chunks={chunks}")
+        if P > 1:
+            if chunks is None or isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
+                raise ScheduleConfigError(f"combined-1f1b with P={P} needs chunks (v, model chunks per rank) >= 2 "
+                                          f"(Megatron-Core overlaps expert-parallel communication only in its "
+                                          f"interleaved pipeline), got chunks={chunks}")
+            if M % P:
+                raise ScheduleConfigError(f"combined-1f1b needs M divisible by P (Megatron sends groups of P "
+                                          f"micro-batches through each chunk), got M={M}, P={P}")
     elif chunks not in (None, 1):
-        raise ScheduleConfigError(f"chunks (v) applies only to interleaved-1f1b, got chunks={chunks} for {name}")
-    limits.check("max_ops", limits.schedule_ops(P, M, chunks if name == "interleaved-1f1b" else None),
+        raise ScheduleConfigError(f"chunks (v) applies only to {' and '.join(CHUNKED)}, got chunks={chunks} for "
+                                  f"{name}")
+    limits.check("max_ops", limits.schedule_ops(P, M, chunks if name in CHUNKED else None),
                  f"schedule {name} with P={P:,}, M={M:,}")
     if name == "dualpipe":
         if P % 2 or P < 2:
@@ -106,6 +122,8 @@ def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] =
     zb-auto a ``memory_limit`` (micro-batches of activations per stage)."""
     check_arguments(name, pp, microbatches, chunks, memory_limit)
     spec = SCHEDULES[name]
+    if name in CHUNKED:
+        chunks = chunks or 1                 # combined-1f1b without a pipeline: one stage
     per_rank = chunks if spec.stages_per_rank is None else spec.stages_per_rank
     num_stages = pp * per_rank          # a bidirectional schedule holds one stage per rank: S = P
     if name == "zb-auto":

@@ -51,8 +51,8 @@ HELP = {
     "microbatches": "micro-batches per step per replica (M); global batch = dp x M x microbatch_size sequences",
     "seq_len": "tokens per sequence",
     "microbatch_size": "sequences per micro-batch",
-    "chunks": "interleaved-1f1b only: model chunks per rank",
-    "layers_per_virtual_stage": "interleaved-1f1b only: layers per virtual stage, chunks derived (Megatron's "
+    "chunks": "interleaved-1f1b and combined-1f1b only: model chunks per rank",
+    "layers_per_virtual_stage": "interleaved-1f1b and combined-1f1b: layers per virtual stage, chunks derived (Megatron's "
                                 "num_layers_per_virtual_pipeline_stage; null: chunks)",
     "embedding_stage": "count the embedding as a layer of the pipeline split: the first stage holds one layer fewer "
                        "(Megatron's account_for_embedding_in_pipeline_split)",

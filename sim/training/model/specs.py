@@ -310,7 +310,7 @@ class RunSpec:
     tp_comm_sms: int = 2                         # SMs the overlapped TP communication holds (our assumption)
     expert_tp: int = 1                           # GPUs each routed expert is split over (divides tp)
     microbatch_size: int = 1
-    chunks: Optional[int] = None                 # interleaved-1f1b only
+    chunks: Optional[int] = None                 # interleaved-1f1b and combined-1f1b only
     layers_per_virtual_stage: Optional[int] = None  # interleaved-1f1b: Megatron's num_layers_per_virtual_pipeline_stage
     embedding_stage: bool = False                # Megatron's account_for_embedding_in_pipeline_split
     loss_stage: bool = False                     # Megatron's account_for_loss_in_pipeline_split
@@ -430,9 +430,9 @@ class RunSpec:
             _pos(self, "chunks", high=1_000)
         if self.layers_per_virtual_stage is not None:
             _pos(self, "layers_per_virtual_stage", high=1_000)
-            if self.schedule != "interleaved-1f1b":
+            if self.schedule not in ("interleaved-1f1b", "combined-1f1b"):
                 raise SpecError(f"RunSpec.layers_per_virtual_stage={self.layers_per_virtual_stage} is for the "
-                                f"interleaved-1f1b schedule, not {self.schedule!r}")
+                                f"interleaved-1f1b and combined-1f1b schedules, not {self.schedule!r}")
             if self.chunks is not None:
                 raise SpecError("RunSpec.layers_per_virtual_stage and chunks both set the virtual stages: give one")
         for name in ("embedding_stage", "loss_stage"):
