@@ -179,3 +179,22 @@ def test_two_shared_experts_widen_the_shared_linears():
     assert rows["shared_down"] == (2048 * 2, 7168 * 2)
     got = listed(mlp_tensors(m, True, PLAIN, 8))
     assert ("shared.swiglu_input", 2 * 2048 * 2, BF16, "tp") in got and ("shared.down_input", 2048 * 2, BF16, "tp") in got
+
+
+def test_the_gradients_a_layers_backward_holds_by_hand():
+    """Llama 3 8B (h 4,096, SwiGLU of 14,336): the output's and the residual's gradients and the MLP's
+    three intermediate ones, BF16: (2 x 4,096 + 3 x 14,336) x 2 = 102,400 bytes a token; under TP 2
+    with sequence parallelism both halve, without it only the intermediate ones. DeepSeek-V3's MoE
+    layer (h 7,168, experts of 2,048, top-8 and one shared): (2 x 7,168 + 3 x 2,048 x 9) x 2."""
+    from dataclasses import replace
+
+    from sim.training.model.activations import backward_gradient_tensors, bytes_per_token
+    m = load_model("llama3-8b")
+    grads = backward_gradient_tensors(m, False, 0.0)
+    assert bytes_per_token(grads) == 102_400
+    assert bytes_per_token(grads, 2, True) == 51_200
+    assert bytes_per_token(grads, 2, False) == (2 * 4_096 + 3 * 14_336 / 2) * 2
+    gelu = replace(m, mlp_activation="gelu")
+    assert bytes_per_token(backward_gradient_tensors(gelu, False, 0.0)) == (2 * 4_096 + 2 * 14_336) * 2
+    ds = load_model("deepseek-v3")
+    assert bytes_per_token(backward_gradient_tensors(ds, True, 8.0)) == (2 * 7_168 + 3 * 2_048 * 9) * 2

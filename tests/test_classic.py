@@ -93,3 +93,9 @@ def test_combined_1f1b_is_interleaved_1f1b_with_its_steady_pairs_overlapped(P, g
         warm = min(v * M, 2 * (P - 1 - r) + (v - 1) * P + 1)
         assert len(units) == v * M - warm and all(u.f.mb != u.b.mb for u in units)
         assert all(op.kind == "F" for op in ops[:warm])
+
+
+def test_combined_1f1b_takes_one_chunk_by_default():
+    """Called directly, the builder defaults to one model chunk per rank: no pipeline's order."""
+    from sim.schedules.classic import combined_1f1b
+    assert combined_1f1b(1, 4) == make_schedule("combined-1f1b", 1, 4).ranks

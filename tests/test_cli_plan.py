@@ -94,7 +94,7 @@ def test_nothing_fits_with_any_recipe_names_the_nearest(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 1 and "with any recipe tried" in out and "every recipe was tried" in out
     nearest = next(line for line in out.splitlines() if line.startswith("Nearest: "))
-    assert "with recomputation full" in nearest and "GB more than the 80 GB HBM" in nearest
+    assert "with recomputation full" in nearest and "GB more than the 85.52 GB HBM" in nearest
 
 
 def test_a_screened_plan_picks_what_simulating_every_candidate_picks(tmp_path, capsys):

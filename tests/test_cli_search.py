@@ -10,7 +10,7 @@ def test_search_writes_the_table_and_the_orders(tmp_path, capsys):
     code = main(["search-schedule", "tiny", "--budget", "300", "--starts", "dualpipe,1f1b", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
-    assert "tiny: orders searched under 80 GB per GPU, 300 moves per start, seed 0" in out
+    assert "tiny: orders searched under 85.52 GB per GPU, 300 moves per start, seed 0" in out
     assert "best: searched from " in out
     assert (tmp_path / "search.csv").exists()
     order = json.loads((tmp_path / "search-1f1b.json").read_text())
@@ -22,7 +22,7 @@ def test_search_writes_the_table_and_the_orders(tmp_path, capsys):
 def test_search_json(capsys):
     assert main(["search-schedule", "tiny", "--budget", "50", "--starts", "dualpipe", "--json"]) == 0
     js = json.loads(capsys.readouterr().out)
-    assert js["memory_limit_gb"] == 80 and js["best"]["start"] == "dualpipe" and js["best_order"]["pp"] == 4
+    assert js["memory_limit_gb"] == 85.52 and js["best"]["start"] == "dualpipe" and js["best_order"]["pp"] == 4
 
 
 def test_bad_search_input_is_one_line(capsys):

@@ -69,3 +69,17 @@ def test_op_limit_counts_interleaved_chunks_and_names_the_schedule():
         make_schedule("1f1b", 4, 8, 1)                                       # 192: allowed
     with limits.raised(max_ops=384):
         make_schedule("interleaved-1f1b", 4, 8, 4)
+
+
+def test_zb_auto_without_a_limit_says_how_to_give_one():
+    with pytest.raises(ScheduleConfigError) as exc:
+        make_schedule("zb-auto", 4, 8)
+    assert str(exc.value) == ("zb-auto needs memory_limit (--memory-limit N: micro-batches of activations per stage, "
+                              "at least 1; zb-1p is P, zb-2p is 2P)")
+
+
+@pytest.mark.parametrize("limit", [0, 2e9])
+def test_a_zb_auto_limit_outside_its_range_is_one_line(limit):
+    with pytest.raises(ScheduleConfigError, match=r"^memory_limit \(micro-batches of activations per stage\) must be "
+                                                  r"a finite number in \[1, 1,000,000,000\], got "):
+        make_schedule("zb-auto", 4, 8, memory_limit=limit)

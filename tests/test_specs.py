@@ -19,7 +19,7 @@ def test_presets_exist():
     assert {"deepseek-v3", "tiny"} <= set(scenario_names())
     ds = load_model("deepseek-v3")
     assert (ds.layers, ds.hidden, ds.routed_experts, ds.topk, ds.expert_intermediate) == (61, 7168, 256, 8, 2048)
-    assert load_gpu("h200").hbm_gb == 141
+    assert load_gpu("h200").hbm_gb == 150.75                    # 143,771 MiB as nvidia-smi reports it, in 1e9 bytes
     run = load_scenario("deepseek-v3")
     assert (run.pp, run.ep, run.dp, run.microbatches, run.seq_len, run.comm_sms) == (16, 64, 128, 120, 4096, 20)
 
@@ -142,3 +142,12 @@ def test_paths_in_a_scenario_resolve_from_its_folder(tmp_path):
     run = load_scenario(str(folder / "run.yaml"))
     assert run.model == str(folder / "model.yaml")
     assert Scenario(run).model.layers == 4
+
+
+def test_hbm_capacity_is_the_devices_total_as_the_driver_reports_it():
+    """nvidia-smi's totals (MiB) in the simulator's GB of 1e9 bytes: 81,559 MiB for an H100 SXM and the
+    H800 (its 80 GB part), 81,920 for the A100 80 GB, 143,771 for the H200, 183,359 for the B200."""
+    mib = {"h100": 81_559, "h800": 81_559, "a100": 81_920, "h200": 143_771, "b200": 183_359}
+    for name, total in mib.items():
+        assert load_gpu(name).hbm_gb == pytest.approx(total * 2 ** 20 / 1e9, abs=0.005)
+    assert load_gpu("gb200").hbm_gb == pytest.approx(186 * 2 ** 30 / 1e9, abs=0.005)   # datasheet GB read as GiB

@@ -31,7 +31,7 @@ DOCS = ("README.md", "docs/model.md", "docs/network.md", "docs/experiments.md", 
 PLACEHOLDERS = re.compile(r"\bmy[-.]|\bmy-order\.json|\bSTEM\b|TABLE\.csv|\bNAME\b")
 # Commands that take more than about 10 s on 2 cores (run by make docs-check, not by make test).
 SLOW = (
-    "python -m sim search-schedule deepseek-v3 --memory-limit-gb 80",
+    "python -m sim search-schedule deepseek-v3",
     "python -m sim search-schedule deepseek-v3 --starts 1f1b,dualpipe --budget 20000 --seed 1 --out results/search",
     "python -m sim run deepseek-v3 --schedule results/search/search-dualpipe.json",
     "python -m sim run deepseek-v3 --communication live",

@@ -360,12 +360,30 @@ def mtp_weight_grad_bytes(m: ModelSpec, recipe: ActivationRecipe) -> float:
     return 2 * m.hidden * recipe.linear_input() + m.hidden * recipe.output_grad
 
 
+def backward_gradient_tensors(m: ModelSpec, moe: bool, routed_pairs: float) -> list[SavedTensor]:
+    """The gradients one layer's backward holds at once beside what the layer keeps, at their most:
+    inside its MLP's backward, the gradient arriving at the layer's output and the residual stream's
+    (``h`` each, split by sequence parallelism), and the MLP's intermediate gradients: a SwiGLU
+    down-projection's input gradient and the two it yields, the gate's and the up projection's
+    (``3 x intermediate``; the first is freed only once both exist, eagerly or fused), a GELU MLP's
+    two; an MoE layer's for its ``routed_pairs`` (token, routed expert) pairs per token and its
+    shared experts. All BF16 (activation gradients keep the activations' precision, FP8 recipes
+    included); the attention core's (query, key and value gradients) are smaller and not counted.
+    Llama 3 8B: ``(2 x 4,096 + 3 x 14,336) x 2`` = 102,400 bytes a token."""
+    inter = (3 if m.mlp_activation == "swiglu" else 2) * m.dense_intermediate
+    if moe:
+        inter = 3 * m.expert_intermediate * (routed_pairs + m.shared_experts)
+    return [SavedTensor("grad.output_and_residual", 2 * m.hidden, BF16, "sp"),
+            SavedTensor("grad.mlp_intermediate", inter, BF16, "tp")]
+
+
 def bytes_per_token(tensors: list[SavedTensor], tp: int = 1, sequence_parallel: bool = False) -> float:
     """Bytes per token of ``tensors`` on one GPU of a TP group of ``tp`` (:meth:`SavedTensor.share`)."""
     return sum(t.bytes_per_token * t.share(tp, sequence_parallel) for t in tensors)
 
 
 __all__ = ["ActivationRecipe", "BF16", "E5M6", "FP32", "FP8", "LOSS_PARALLEL_TRANSIENT", "LOSS_TRANSIENT",
+           "backward_gradient_tensors",
            "ROW_PARALLEL", "SPLITS", "SavedTensor", "split_of", "attention_tensors", "bytes_per_token",
            "loss_transient_bytes", "embedding_tensors", "head_tensors", "head_weight_grad_bytes", "layer_tensors",
            "linear_shapes",

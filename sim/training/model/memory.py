@@ -42,9 +42,9 @@ as NVIDIA's performance recipes set it: the gradient buffer is BF16).
 Activations: each stage's saved tensors per micro-batch (:mod:`sim.training.model.activations`, under the
 run's recomputation, :mod:`sim.training.model.recompute`) times its tokens; walking the rank's ops in order,
 an ``F`` adds its stage's bytes, an ``I`` swaps them for what the deferred ``W`` needs, the ``W``
-frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. Transient
-working memory inside an op (gradients being computed) is not counted; the layers a full
-recomputation rematerialises are a fixed term (below).
+frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. The
+gradients a backward holds beside it (one layer's at a time) and the layers a full recomputation
+rematerialises are fixed terms (below).
 
 Fixed terms (:func:`fixed_terms`, our assumptions, each in the per-rank breakdown): the CUDA
 context with the libraries' workspaces (:data:`CUDA_CONTEXT_GB`); NCCL's buffers, per communicator
@@ -54,7 +54,9 @@ copies received and combined, BF16); on the last stage the loss's buffers beside
 head's BF16 logits of one micro-batch under a fused loss, the two FP32 gradients of an eager one:
 :mod:`sim.training.model.activations`); under full recomputation the layer (or group) it
 rematerialises for a backward, under torchtitan's per-op checkpointing the part of a layer it
-rematerialises; under ZeRO-3 the reduce-scatter around one layer's backward
+rematerialises; the gradients one layer's backward holds at once (:func:`backward_gradient_bytes`:
+its output's and the residual's, its MLP's intermediate ones); under ZeRO-3 the reduce-scatter
+around one layer's backward
 (:func:`reduce_scatter_bytes`); allocator fragmentation, :data:`FRAGMENTATION` of the rest
 (PyTorch's caching allocator with expandable segments, which Megatron-Bridge and torchtitan set).
 ``RunSpec.memory_reserve_gb``, when set, replaces them with one flat reserve.
@@ -68,6 +70,7 @@ from ...schedules.ops import parts
 from .activations import (
     BF16,
     ActivationRecipe,
+    backward_gradient_tensors,
     bytes_per_token,
     embedding_tensors,
     head_tensors,
@@ -267,6 +270,16 @@ def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], sta
         min(group, min(layers_per_stage[s] for s in stages))
 
 
+def backward_gradient_bytes(model: ModelSpec, run: RunSpec) -> float:
+    """Bytes of the gradients one layer's backward holds at once on a GPU, one micro-batch
+    (:func:`~sim.training.model.activations.backward_gradient_tensors`, its TP share; balanced
+    routing), for the layer kind that holds the most."""
+    T = run.tokens_per_microbatch // run.cp
+    kinds = {False, True} if model.is_moe and model.dense_layers else {model.is_moe}
+    return T * max(bytes_per_token(backward_gradient_tensors(model, moe, float(model.topk)), run.tp,
+                                   run.sequence_parallel) for moe in kinds)
+
+
 def largest_layer_params(model: ModelSpec, run: RunSpec) -> float:
     """Parameters on one GPU of the run's largest layer, dense or MoE (what ZeRO-3 gathers and
     reduce-scatters at once)."""
@@ -309,6 +322,7 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
         terms.append(("logits", T * vocab * (transient + held) / 1e9))
     if working_bytes:
         terms.append(("recompute working set", working_bytes / 1e9))
+    terms.append(("backward gradients", backward_gradient_bytes(model, run) / 1e9))
     terms.append(("ZeRO-3 reduce-scatter", reduce_scatter_bytes(model, run) / 1e9))
     terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
     return tuple((name, gb) for name, gb in terms if gb > 0)
@@ -383,6 +397,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
 
 
 __all__ = ["ACCUMULATED_GRAD_BYTES", "ALLOCATOR_RESERVE", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB",
+           "backward_gradient_bytes",
            "OUTSIDE_ALLOCATOR", "PYTORCH_COUNTERS", "RankMemory", "activation_peak", "communicators", "fixed_terms",
            "largest_layer_params", "layer_held_per_token", "layer_per_token", "memory_per_rank", "model_state_bytes",
            "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups", "stage_activation_bytes",

@@ -117,7 +117,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Peak dense throughput (TFLOPS, no sparsity), HBM capacity (GB = 1e9 B) and bandwidth (TB/s),
+    """Peak dense throughput (TFLOPS, no sparsity), HBM capacity (GB = 1e9 B, the device's total as the
+    driver reports it: an "80 GB" H100 reports 81,559 MiB = 85.52 GB) and bandwidth (TB/s),
     SM count, NVLink bandwidth and the host link's (GB/s, aggregate of both directions, as vendors
     state them: PCIe, or NVLink-C2C to a Grace CPU) and the
     public ``source`` of the figures. ``microscaling``: tensor cores with block-scaled formats
