@@ -11,7 +11,7 @@ from .engine import Costs, EngineResult, ZeroCommRunner, run_schedule
 from .limits import TooLarge
 from .metrics import RunMetrics, summarize
 from .perf import gc_paused
-from .schedules import SEARCHED, STANDALONE, Schedule, make_schedule, validate
+from .schedules import SEARCHED, STANDALONE, Schedule, make_schedule, takes_chunks, validate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,7 +94,7 @@ def compare_frame(pp: int, microbatches: int, chunks: int = 2, costs: dict | Non
     import pandas as pd
     rows = []
     for name in STANDALONE:
-        v = chunks if name == "interleaved-1f1b" or (name == "combined-1f1b" and pp > 1) else None
+        v = chunks if takes_chunks(name, pp) else None
         try:
             run = simulate_pipeline(name, pp, microbatches, v, cost_per="rank", **(costs or {}))
         except TooLarge:

@@ -203,9 +203,8 @@ def virtual_stages(schedule: str, pp: int) -> int | None:
     """Model chunks per rank of a schedule that takes them as a parameter (``interleaved-1f1b``, and
     ``combined-1f1b`` over more than one rank: :data:`VIRTUAL_STAGES`, Megatron's usual); ``None``
     for the others."""
-    if schedule == "interleaved-1f1b" or (schedule == "combined-1f1b" and pp > 1):
-        return VIRTUAL_STAGES
-    return None
+    from .schedules import takes_chunks
+    return VIRTUAL_STAGES if takes_chunks(schedule, pp) else None
 
 
 def candidates(req: PlanRequest, graph=None) -> tuple[list[dict], list[dict]]:

@@ -83,3 +83,10 @@ def test_a_zb_auto_limit_outside_its_range_is_one_line(limit):
     with pytest.raises(ScheduleConfigError, match=r"^memory_limit \(micro-batches of activations per stage\) must be "
                                                   r"a finite number in \[1, 1,000,000,000\], got "):
         make_schedule("zb-auto", 4, 8, memory_limit=limit)
+
+
+def test_which_schedules_take_model_chunks():
+    from sim.schedules import takes_chunks
+    assert takes_chunks("interleaved-1f1b", 1) and takes_chunks("interleaved-1f1b", 4)
+    assert takes_chunks("combined-1f1b", 4) and not takes_chunks("combined-1f1b", 1)
+    assert not any(takes_chunks(name, 4) for name in ("1f1b", "dualpipe", "zbv"))

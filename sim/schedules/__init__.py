@@ -2,8 +2,9 @@
 from .base import Placement, Schedule
 from .ops import FBOp, Op, parse_op
 from .registry import (CHUNKED, SCHEDULE_NAMES, SCHEDULES, SEARCHED, STANDALONE, ScheduleConfigError, check_arguments,
-                       make_schedule)
+                       make_schedule, takes_chunks)
 from .validate import ScheduleError, validate
 
-__all__ = ["CHUNKED", "Placement", "Schedule", "FBOp", "Op", "parse_op", "SCHEDULE_NAMES", "SCHEDULES", "SEARCHED", "STANDALONE",
-           "ScheduleConfigError", "check_arguments", "make_schedule", "ScheduleError", "validate"]
+__all__ = ["CHUNKED", "Placement", "Schedule", "FBOp", "Op", "parse_op", "SCHEDULE_NAMES", "SCHEDULES", "SEARCHED",
+           "STANDALONE", "ScheduleConfigError", "check_arguments", "make_schedule", "ScheduleError", "takes_chunks",
+           "validate"]

@@ -53,6 +53,12 @@ SEARCHED = ("zb-1p", "zb-2p", "zb-auto")      # built from profiled stage times 
 STANDALONE = tuple(n for n in SCHEDULE_NAMES if n != "zb-auto")
 
 
+def takes_chunks(name: str, pp: int) -> bool:
+    """Whether schedule ``name`` on ``pp`` ranks takes v, the model chunks per rank: interleaved 1F1B
+    always, combined 1F1B over a pipeline (on one rank it has one stage)."""
+    return name == "interleaved-1f1b" or (name == "combined-1f1b" and pp > 1)
+
+
 def _check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScheduleConfigError(f"{name} must be an integer, got {value!r}")
