@@ -251,6 +251,12 @@ def communicators(model: ModelSpec, run: RunSpec) -> int:
     return sum(groups) + (2 if run.pp > 1 else 0)
 
 
+def layer_kinds(model: ModelSpec) -> set[bool]:
+    """The kinds of layer the model has, by whether each is an MoE layer: both for an MoE model with
+    dense layers first (DeepSeek-V3's three), else the model's one kind."""
+    return {False, True} if model.is_moe and model.dense_layers else {model.is_moe}
+
+
 def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], stages: set[int]) -> float:
     """Bytes a fully recomputed layer rematerialises for its backward, one micro-batch (the group of
     ``recompute_num_layers`` under the uniform method): its activations as if nothing were recomputed;
@@ -260,7 +266,7 @@ def working_set(model: ModelSpec, run: RunSpec, layers_per_stage: list[int], sta
         return 0.0
     nothing = run_recipe(run, rc._replace(granularity=None), False)
     T = run.tokens_per_microbatch // run.cp
-    kinds = {False, True} if model.is_moe and model.dense_layers else {model.is_moe}
+    kinds = layer_kinds(model)
     if rc.granularity == "op":
         kept = run_recipe(run, rc, False)
         return max(layer_per_token(model, run, moe, nothing) - layer_per_token(model, run, moe, kept)
@@ -275,7 +281,7 @@ def backward_gradient_bytes(model: ModelSpec, run: RunSpec) -> float:
     (:func:`~sim.training.model.activations.backward_gradient_tensors`, its TP share; balanced
     routing), for the layer kind that holds the most."""
     T = run.tokens_per_microbatch // run.cp
-    kinds = {False, True} if model.is_moe and model.dense_layers else {model.is_moe}
+    kinds = layer_kinds(model)
     return T * max(bytes_per_token(backward_gradient_tensors(model, moe, float(model.topk)), run.tp,
                                    run.sequence_parallel) for moe in kinds)
 
@@ -397,7 +403,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
 
 
 __all__ = ["ACCUMULATED_GRAD_BYTES", "ALLOCATOR_RESERVE", "CUDA_CONTEXT_GB", "FRAGMENTATION", "NCCL_GB",
-           "backward_gradient_bytes",
+           "backward_gradient_bytes", "layer_kinds",
            "OUTSIDE_ALLOCATOR", "PYTORCH_COUNTERS", "RankMemory", "activation_peak", "communicators", "fixed_terms",
            "largest_layer_params", "layer_held_per_token", "layer_per_token", "memory_per_rank", "model_state_bytes",
            "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups", "stage_activation_bytes",
