@@ -26,7 +26,8 @@ class PipelineRun:
 
 def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
                       F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0, check: bool = True,
-                      cost_per: str = "stage", memory_limit: Optional[float] = None) -> PipelineRun:
+                      cost_per: str = "stage", memory_limit: Optional[float] = None,
+                      group: Optional[int] = None) -> PipelineRun:
     """Build, validate and run schedule ``name`` with op costs F, I, W (scalars or per stage).
     Zero Bubble's searched schedules (zb-1p, zb-2p, zb-auto with ``memory_limit``) are built from
     the same costs (no send time, a W freeing half of a forward's memory).
@@ -35,14 +36,16 @@ def simulate_pipeline(name: str, pp: int, microbatches: int, chunks: Optional[in
     docs/model.md's engine section use this). ``cost_per="rank"``: the costs are those of one rank's
     share of the model (1/P of it), so schedules with S > P stages (interleaved, ZB-V, DualPipeV)
     get ``cost * P / S`` per stage and every schedule trains the same model; use it to compare.
+    ``group``: the interleaved orders' micro-batches per model chunk at a time (Megatron-Core's
+    ``microbatch_group_size_per_vp_stage``; P when None).
     """
     costs = None
     if name in SEARCHED:
         from .schedules.zbauto import StageCosts
         stages = [(c,) * pp if isinstance(c, (int, float)) else tuple(c) for c in (F, I, W)]
         costs = StageCosts(*stages, 0.0, (2.0,) * pp, (-1.0,) * pp, (-1.0,) * pp)
-    return simulate_schedule(make_schedule(name, pp, microbatches, chunks, memory_limit, costs), F, I, W, check,
-                             cost_per)
+    return simulate_schedule(make_schedule(name, pp, microbatches, chunks, memory_limit, costs, group), F, I, W,
+                             check, cost_per)
 
 
 def simulate_schedule(schedule: Schedule, F: Costs = 1.0, I: Costs = 1.0, W: Costs = 1.0, check: bool = True,

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.schedules import FBOp, Op, make_schedule, parse_op, validate
+from sim.schedules import FBOp, Op, ScheduleConfigError, make_schedule, parse_op, validate
 from sim.schedules.classic import megatron_virtual_order
 from sim.schedules.ops import parts
 
@@ -99,3 +99,52 @@ def test_combined_1f1b_takes_one_chunk_by_default():
     """Called directly, the builder defaults to one model chunk per rank: no pipeline's order."""
     from sim.schedules.classic import combined_1f1b
     assert combined_1f1b(1, 4) == make_schedule("combined-1f1b", 1, 4).ranks
+
+
+def test_megatron_order_puts_the_rest_in_the_last_group():
+    """Megatron-Core's get_schedule_table, its docstring's case (PP 2, VP 2, G 3, M 5): virtual
+    micro-batches 0-9 hold micro-batches 0 1 2 0 1 2 3 4 3 4 of chunks 0 0 0 1 1 1 0 0 1 1."""
+    order = megatron_virtual_order(5, 2, 3)
+    assert [mb for mb, _ in order] == [0, 1, 2, 0, 1, 2, 3, 4, 3, 4]
+    assert [chunk for _, chunk in order] == [0, 0, 0, 1, 1, 1, 0, 0, 1, 1]
+
+
+def test_interleaved_with_a_group_of_three_by_hand():
+    """P = 2, M = 5, v = 2, G = 3 (Megatron-Core's microbatch_group_size_per_vp_stage), worked by
+    hand: warm-up 2(P-1-r) + (v-1)G = 5 and 3 forwards in the order 0 1 2 of chunk 0, 0 1 2 of chunk
+    1, 3 4 of chunk 0, 3 4 of chunk 1; then the next forward before the next backward, each backward
+    the same order with the chunk mirrored; rank 1 holds stages 1 and 3."""
+    sched = make_schedule("interleaved-1f1b", 2, 5, 2, group=3)
+    expected = {0: "F0@0 F1@0 F2@0 F0@2 F1@2 F2@2 B0@2 F3@0 B1@2 F4@0 B2@2 F3@2 B0@0 F4@2 B1@0 B2@0 B3@2 B4@2 "
+                   "B3@0 B4@0",
+                1: "F0@1 F1@1 F2@1 F0@3 B0@3 F1@3 B1@3 F2@3 B2@3 F3@1 B0@1 F4@1 B1@1 F3@3 B2@1 F4@3 B3@3 B4@3 "
+                   "B3@1 B4@1"}
+    assert {r: " ".join(str(op) for op in ops) for r, ops in sched.ranks.items()} == expected
+    validate(sched)
+    # without overlap_p2p_comm one exchange per steady pair, after its backward
+    assert sched.joined == {0: frozenset({6, 8, 10, 12, 14}), 1: frozenset({4, 6, 8, 10, 12, 14, 16})}
+
+
+@settings(max_examples=60, deadline=None)
+@given(P=st.integers(1, 6), M=st.integers(1, 30), v=st.integers(2, 4), extra=st.integers(0, 30),
+       combined=st.booleans())
+def test_every_allowed_group_gives_a_valid_order_and_p_is_the_default(P, M, v, extra, combined):
+    """Property: for every G that Megatron-Core allows (P <= G <= M, M mod G none or at least P), the
+    interleaved and combined orders are valid, warm up 2(P-1-r) + (v-1)G (+1 combined) forwards, and
+    run every chunk's micro-batches in order; G = P is the default order."""
+    G = min(M, P + extra)
+    name = "combined-1f1b" if combined and P > 1 else "interleaved-1f1b"
+    if G < P or 0 < M % G < P:
+        with pytest.raises(ScheduleConfigError):
+            make_schedule(name, P, M, v, group=G)
+        return
+    sched = validate(make_schedule(name, P, M, v, group=G))
+    if G == P:
+        assert sched.ranks == make_schedule(name, P, M, v).ranks
+    for r, ops in sched.ranks.items():
+        flat = [part for op in ops for part in parts(op)]
+        warm = min(v * M, 2 * (P - 1 - r) + (v - 1) * G + (name == "combined-1f1b"))
+        leading = next((i for i, op in enumerate(flat) if op.kind == "B"), len(flat))
+        assert leading == min(v * M, warm + 1)         # the warm-up, then the first steady forward
+        for stage in {op.stage for op in flat}:
+            assert [op.mb for op in flat if op.kind == "F" and op.stage == stage] == list(range(M))

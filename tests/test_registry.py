@@ -90,3 +90,30 @@ def test_which_schedules_take_model_chunks():
     assert takes_chunks("interleaved-1f1b", 1) and takes_chunks("interleaved-1f1b", 4)
     assert takes_chunks("combined-1f1b", 4) and not takes_chunks("combined-1f1b", 1)
     assert not any(takes_chunks(name, 4) for name in ("1f1b", "dualpipe", "zbv"))
+
+
+@pytest.mark.parametrize("name,P,M,v,group,pattern", [
+    ("interleaved-1f1b", 4, 10, 2, 3, r"^microbatch_group_size_per_vp_stage must lie in \[P, M\] = \[4, 10\] "
+                                      r"\(Megatron-Core's rule\), got 3$"),
+    ("interleaved-1f1b", 4, 10, 2, 11, r"must lie in \[P, M\] = \[4, 10\].*got 11$"),
+    ("combined-1f1b", 4, 10, 2, 7, r"^microbatch_group_size_per_vp_stage 7 leaves a last group of M mod G = 3"),
+    ("interleaved-1f1b", 4, 11, 2, 5, r"last group of M mod G = 1 micro-batches, fewer than P=4"),
+    ("interleaved-1f1b", 4, 10, 2, 0, r"microbatch_group_size_per_vp_stage \(G, micro-batches a model chunk takes "
+                                      r"at a time\) must be an integer >= 1, got 0"),
+    ("1f1b", 4, 8, None, 4, r"^microbatch_group_size_per_vp_stage applies only to interleaved-1f1b and to "
+                            r"combined-1f1b over a pipeline \(P > 1\), got 4 for 1f1b with P=4$"),
+    ("combined-1f1b", 1, 8, None, 2, r"applies only to .* got 2 for combined-1f1b with P=1"),
+    ("interleaved-1f1b", 4, 10, 2, None, r"needs M divisible by P .*microbatch_group_size_per_vp_stage G sets "
+                                         r"another group, P <= G <= M\), got M=10, P=4"),
+])
+def test_a_group_megatron_refuses_is_one_line(name, P, M, v, group, pattern):
+    with pytest.raises(ScheduleConfigError, match=pattern):
+        make_schedule(name, P, M, v, group=group)
+
+
+def test_a_group_lifts_the_multiple_of_p_rule():
+    """M = 10 over P = 4: refused in groups of P, run in groups of 5 (two full ones) or of 6 (a last
+    group of 4 = P), as Megatron-Core allows."""
+    for group in (5, 6, 10):
+        assert make_schedule("interleaved-1f1b", 4, 10, 2, group=group).microbatches == 10
+    assert make_schedule("interleaved-1f1b", 4, 8, 2, group=4).ranks == make_schedule("interleaved-1f1b", 4, 8, 2).ranks

@@ -28,8 +28,13 @@ def test_matches_pytorch_order(name, key):
 
 @pytest.mark.parametrize("key", sorted(TORCH["interleaved-1f1b"]))
 def test_interleaved_matches_pytorch_order(key):
+    """PyTorch's ScheduleInterleaved1F1B runs M / max(1, M // P) micro-batches a round: Megatron's
+    order with that group (G = P when P divides M; M = 10 over P = 4 in two rounds of 5)."""
     P, M, v = map(int, key.split(","))
-    assert as_text(make_schedule("interleaved-1f1b", P, M, v)) == TORCH["interleaved-1f1b"][key]
+    group = M // max(1, M // P)
+    assert as_text(make_schedule("interleaved-1f1b", P, M, v, group=group)) == TORCH["interleaved-1f1b"][key]
+    if M % P == 0:
+        assert as_text(make_schedule("interleaved-1f1b", P, M, v)) == TORCH["interleaved-1f1b"][key]
 
 
 VALID = {

@@ -66,3 +66,29 @@ def test_more_stages_than_slots_are_refused_and_one_stage_holds_everything():
         stage_layer_counts(22, 30, embedding=True, loss=True)
     assert stage_layer_counts(1, 3, embedding=True, loss=True) == [0, 1, 0]
     assert stage_layer_counts(22, 1, embedding=True, loss=True) == [22]
+
+
+def test_megatron_s_microbatch_group_reaches_the_schedule_and_the_memory():
+    """microbatch_group_size_per_vp_stage G: M = 20 over 8 ranks runs in groups of 10 (refused in
+    groups of P = 8); at M = 16, G = 16 warms rank 0 up by 2(P-1) + (v-1)G = 14 + 32 = 46 forwards
+    against G = 8's 30, so it holds more micro-batches' activations at its peak."""
+    from sim.training.step import MoEStep
+    sc = Scenario(spec(microbatches=20, microbatch_group_size_per_vp_stage=10))
+    ops = sc.schedule.ranks[0]
+    assert [op.kind for op in ops[:14 + 20]] == ["F"] * 34 and ops[35].kind == "B"
+    assert MoEStep(sc).simulate().step_time_s > 0
+    with pytest.raises(Exception, match=r"interleaved-1f1b needs M divisible by P .*got M=20, P=8"):
+        Scenario(spec(microbatches=20))
+    peak = {g: MoEStep(Scenario(spec(microbatch_group_size_per_vp_stage=g))).simulate().ranks[0].memory
+            for g in (8, 16)}
+    assert peak[16].peak_microbatches > peak[8].peak_microbatches
+    assert peak[16].activations_gb > peak[8].activations_gb
+
+
+def test_a_microbatch_group_for_another_schedule_is_one_line():
+    with pytest.raises(SpecError, match=r"^RunSpec.microbatch_group_size_per_vp_stage=4 is for the interleaved-1f1b "
+                                        r"and combined-1f1b schedules, not '1f1b'$"):
+        spec(schedule="1f1b", layers_per_virtual_stage=None, embedding_stage=False, loss_stage=False,
+             microbatch_group_size_per_vp_stage=4)
+    with pytest.raises(SpecError, match=r"microbatch_group_size_per_vp_stage"):
+        spec(microbatch_group_size_per_vp_stage=0)

@@ -24,13 +24,17 @@ def _add_pipeline_args(p: argparse.ArgumentParser, positional_name: bool) -> Non
     p.add_argument("--pp", type=COUNT, required=required, help="pipeline ranks P")
     p.add_argument("--microbatches", type=COUNT, required=required, help="micro-batches M per step")
     p.add_argument("--chunks", type=COUNT, default=None, help="model chunks per rank v (interleaved-1f1b, combined-1f1b)")
+    p.add_argument("--microbatch-group-size-per-vp-stage", dest="group", type=COUNT, default=None, metavar="G",
+                   help="interleaved-1f1b, combined-1f1b: micro-batches each model chunk takes at a time, P to M "
+                        "(Megatron-Core's; default P)")
     p.add_argument("--memory-limit", type=arg(low=1, high=1e9), default=None, metavar="N",
                    help="zb-auto only: activation memory limit, in micro-batches of one stage's forward activations "
                         "(zb-1p is P, zb-2p is 2P)")
 
 
 def cmd_schedule(args) -> int:
-    run = simulate_pipeline(args.name, args.pp, args.microbatches, args.chunks, memory_limit=args.memory_limit)
+    run = simulate_pipeline(args.name, args.pp, args.microbatches, args.chunks, memory_limit=args.memory_limit,
+                            group=args.group)
     if args.json:
         from ..io import json_text
         print(json_text(run.schedule.to_json()))
@@ -63,7 +67,7 @@ def _simulate(args) -> int:
             if given is None:
                 raise InputError(f"simulate needs {flag} with a named schedule")
         run = simulate_pipeline(args.schedule, args.pp, args.microbatches, args.chunks, cost_per=args.cost_per,
-                                memory_limit=args.memory_limit, **costs)
+                                memory_limit=args.memory_limit, group=args.group, **costs)
     m = run.metrics
     if args.csv:
         from ..io import write_csv_atomic

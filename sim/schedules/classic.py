@@ -1,10 +1,12 @@
 """GPipe, 1F1B and interleaved 1F1B as pure functions ``(P, M, ...) -> {rank: [op, ...]}``.
 
 GPipe and 1F1B follow the op order of PyTorch's ``torch.distributed.pipelining``
-(``ScheduleGPipe``, ``Schedule1F1B``); interleaved 1F1B follows Megatron-LM's virtual-pipeline
-order (micro-batches in groups of P through each model chunk), and combined 1F1B is that order
-with Megatron-Core's expert-parallel overlap (``overlap_moe_expert_parallel_comm``): each
-steady-state forward and backward run as one overlapped unit. Backward ops are full ``B``s.
+(``ScheduleGPipe``, ``Schedule1F1B``); interleaved 1F1B follows Megatron-Core's virtual-pipeline
+order (micro-batches in groups of ``G`` through each model chunk, Megatron-Core's
+``microbatch_group_size_per_vp_stage``, P unless set; PyTorch's ``ScheduleInterleaved1F1B`` is
+the same order with ``G = M / max(1, M // P)``, its micro-batches per round), and combined 1F1B
+is that order with Megatron-Core's expert-parallel overlap (``overlap_moe_expert_parallel_comm``):
+each steady-state forward and backward run as one overlapped unit. Backward ops are full ``B``s.
 """
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ def one_f_one_b(P: int, M: int) -> dict[int, list[Op]]:
 
 def megatron_virtual_order(M: int, v: int, group: int) -> list[tuple[int, int]]:
     """Megatron's forward order of (micro-batch, model chunk): groups of ``group`` micro-batches
-    go through chunk 0, then chunk 1, ... before the next group starts."""
+    go through chunk 0, then chunk 1, ... before the next group starts; the last group takes what
+    is left (Megatron-Core's ``get_schedule_table``)."""
     order = []
     for start in range(0, M, group):
         members = range(start, min(start + group, M))
@@ -68,22 +71,23 @@ def virtual_ops(order: list[tuple[int, int]], P: int, v: int, rank: int):
     return fwd, bwd
 
 
-def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
+def interleaved_1f1b(P: int, M: int, v: int, group: int | None = None) -> dict[int, list[Op]]:
     """Megatron interleaved 1F1B with ``v`` model chunks per rank (S = vP stages).
 
     Rank r holds stages ``r, r+P, ..., r+(v-1)P``. With ``T = vM`` virtual micro-batches in the
-    order of :func:`megatron_virtual_order` (group size P), rank r runs
-    1. ``min(T, 2(P-1-r) + (v-1)P)`` warm-up forwards;
+    order of :func:`megatron_virtual_order` (groups of ``G = group``, P when None), rank r runs
+    1. ``min(T, 2(P-1-r) + (v-1)G)`` warm-up forwards;
     2. steady state: the next forward, then the next backward;
     3. the remaining backwards. The k-th backward is the k-th entry of the order with its chunk
     mirrored (``v-1-chunk``).
     """
-    order = megatron_virtual_order(M, v, P)
+    group = group or P
+    order = megatron_virtual_order(M, v, group)
     total = len(order)
     ranks = {}
     for r in range(P):
         fwd, bwd = virtual_ops(order, P, v, r)
-        warmup = interleaved_warmup(P, total, v, r)
+        warmup = interleaved_warmup(P, total, v, r, group)
         ops = [fwd(k) for k in range(warmup)]
         for k in range(total - warmup):
             ops.append(fwd(warmup + k))
@@ -93,20 +97,22 @@ def interleaved_1f1b(P: int, M: int, v: int) -> dict[int, list[Op]]:
     return ranks
 
 
-def combined_1f1b(P: int, M: int, v: int = 1) -> dict[int, list[AnyOp]]:
+def combined_1f1b(P: int, M: int, v: int = 1, group: int | None = None) -> dict[int, list[AnyOp]]:
     """Megatron-Core's combined 1F1B (``overlap_moe_expert_parallel_comm``, its
     ``combined_1f1b_schedule_for_interleaved_pipelining`` and ``..._for_no_pipelining``):
     :func:`interleaved_1f1b`'s order (``v`` chunks per rank; ``P = 1``, ``v = 1``: one stage, no
-    pipeline) with one more warm-up forward, ``min(T, 2(P-1-r) + (v-1)P + 1)``, and every
+    pipeline; groups of ``group``, P when None) with one more warm-up forward,
+    ``min(T, 2(P-1-r) + (v-1)G + 1)``, and every
     steady-state pair, the next forward and the next backward, one overlapped unit ``[F&B]``: the
     two micro-batches' layers interleaved so that each one's all-to-alls run beside the other's
     compute (as DualPipe's F&B chunks). P = 1: ``F0 [F1&B0] [F2&B1] ... B(M-1)``."""
-    order = megatron_virtual_order(M, v, P)
+    group = group or P
+    order = megatron_virtual_order(M, v, group)
     total = len(order)
     ranks: dict[int, list[AnyOp]] = {}
     for r in range(P):
         fwd, bwd = virtual_ops(order, P, v, r)
-        warmup = min(total, interleaved_warmup(P, total, v, r) + 1)
+        warmup = min(total, interleaved_warmup(P, total, v, r, group) + 1)
         ops: list[AnyOp] = [fwd(k) for k in range(warmup)]
         ops += [FBOp(fwd(warmup + k), bwd(k)) for k in range(total - warmup)]
         ops += [bwd(k) for k in range(total - warmup, total)]
@@ -114,13 +120,13 @@ def combined_1f1b(P: int, M: int, v: int = 1) -> dict[int, list[AnyOp]]:
     return ranks
 
 
-def interleaved_warmup(P: int, total: int, v: int, rank: int) -> int:
-    """Megatron's warm-up forwards of ``rank`` over ``total`` virtual micro-batches:
-    ``min(total, 2(P-1-rank) + (v-1)P)``."""
-    return min(total, 2 * (P - 1 - rank) + (v - 1) * P)
+def interleaved_warmup(P: int, total: int, v: int, rank: int, group: int) -> int:
+    """Megatron's warm-up forwards of ``rank`` over ``total`` virtual micro-batches in groups of
+    ``group`` (Megatron-Core's ``get_pp_rank_microbatches``): ``min(total, 2(P-1-rank) + (v-1)group)``."""
+    return min(total, 2 * (P - 1 - rank) + (v - 1) * group)
 
 
-def interleaved_exchanges(P: int, M: int, v: int) -> dict[int, frozenset[int]]:
+def interleaved_exchanges(P: int, M: int, v: int, group: int | None = None) -> dict[int, frozenset[int]]:
     """Where Megatron's interleaved 1F1B exchanges with its neighbours, without ``overlap_p2p_comm``
     (Megatron-LM ``forward_backward_pipelining_with_interleaving``): after each warm-up forward and
     each cool-down backward, but in the steady state once per forward-backward pair, after the
@@ -131,6 +137,6 @@ def interleaved_exchanges(P: int, M: int, v: int) -> dict[int, frozenset[int]]:
     total = M * v
     out = {}
     for r in range(P):
-        warmup = interleaved_warmup(P, total, v, r)
+        warmup = interleaved_warmup(P, total, v, r, group or P)
         out[r] = frozenset(warmup + 2 * k + 1 for k in range(total - warmup))
     return out

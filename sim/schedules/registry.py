@@ -65,9 +65,30 @@ def _check_int(name: str, value, minimum: int) -> int:
     return number(value, name, integer=True, low=minimum, error=ScheduleConfigError)
 
 
+def _check_group(name: str, P: int, M: int, group: Optional[int]) -> None:
+    """Megatron-Core's rules for the micro-batches a model chunk takes at a time, ``G``
+    (``microbatch_group_size_per_vp_stage``, P when None): ``P <= G <= M``, and the last group,
+    ``M mod G`` micro-batches, none or at least P (fewer would leave the pipeline waiting)."""
+    if group is None:
+        if M % P:
+            raise ScheduleConfigError(f"{name} needs M divisible by P (Megatron sends groups of P micro-batches "
+                                      f"through each chunk; microbatch_group_size_per_vp_stage G sets another "
+                                      f"group, P <= G <= M), got M={M}, P={P}")
+        return
+    G = _check_int("microbatch_group_size_per_vp_stage (G, micro-batches a model chunk takes at a time)", group, 1)
+    if not P <= G <= M:
+        raise ScheduleConfigError(f"microbatch_group_size_per_vp_stage must lie in [P, M] = [{P}, {M}] "
+                                  f"(Megatron-Core's rule), got {G}")
+    if 0 < M % G < P:
+        raise ScheduleConfigError(f"microbatch_group_size_per_vp_stage {G} leaves a last group of M mod G = {M % G} "
+                                  f"micro-batches, fewer than P={P} (Megatron-Core refuses it: the pipeline would "
+                                  f"wait); choose G dividing M={M} or leaving at least P")
+
+
 def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
-                    memory_limit: Optional[float] = None) -> None:
-    """Raise :class:`ScheduleConfigError` if ``name`` cannot run with these arguments."""
+                    memory_limit: Optional[float] = None, group: Optional[int] = None) -> None:
+    """Raise :class:`ScheduleConfigError` if ``name`` cannot run with these arguments (``group``:
+    Megatron-Core's ``microbatch_group_size_per_vp_stage`` for the interleaved orders)."""
     if name not in SCHEDULES:
         raise ScheduleConfigError(
             f"unknown schedule {name!r}; valid schedules: {', '.join(SCHEDULE_NAMES)}{did_you_mean(name, SCHEDULE_NAMES)}")
@@ -78,9 +99,7 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
             raise ScheduleConfigError("interleaved-1f1b needs chunks (v, model chunks per rank) >= 2")
         v = _check_int("chunks (v, model chunks per rank)", chunks, 2)
         del v
-        if M % P:
-            raise ScheduleConfigError(f"interleaved-1f1b needs M divisible by P (Megatron sends groups of P "
-                                      f"micro-batches through each chunk), got M={M}, P={P}")
+        _check_group(name, P, M, group)
     elif name == "combined-1f1b":
         if P == 1 and chunks not in (None, 1):
             raise ScheduleConfigError(f"combined-1f1b on one rank (P=1, no pipeline) takes chunks 1, got "
@@ -90,12 +109,13 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
                 raise ScheduleConfigError(f"combined-1f1b with P={P} needs chunks (v, model chunks per rank) >= 2 "
                                           f"(Megatron-Core overlaps expert-parallel communication only in its "
                                           f"interleaved pipeline), got chunks={chunks}")
-            if M % P:
-                raise ScheduleConfigError(f"combined-1f1b needs M divisible by P (Megatron sends groups of P "
-                                          f"micro-batches through each chunk), got M={M}, P={P}")
+            _check_group(name, P, M, group)
     elif chunks not in (None, 1):
         raise ScheduleConfigError(f"chunks (v) applies only to {' and '.join(CHUNKED)}, got chunks={chunks} for "
                                   f"{name}")
+    if group is not None and not (takes_chunks(name, P)):
+        raise ScheduleConfigError(f"microbatch_group_size_per_vp_stage applies only to interleaved-1f1b and to "
+                                  f"combined-1f1b over a pipeline (P > 1), got {group} for {name} with P={P}")
     limits.check("max_ops", limits.schedule_ops(P, M, chunks if name in CHUNKED else None),
                  f"schedule {name} with P={P:,}, M={M:,}")
     if name == "dualpipe":
@@ -122,11 +142,13 @@ def check_arguments(name: str, pp: int, microbatches: int, chunks: Optional[int]
 
 
 def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] = None,
-                  memory_limit: Optional[float] = None, costs: Optional[zbauto.StageCosts] = None) -> Schedule:
+                  memory_limit: Optional[float] = None, costs: Optional[zbauto.StageCosts] = None,
+                  group: Optional[int] = None) -> Schedule:
     """Build schedule ``name`` for ``pp`` ranks and ``microbatches`` micro-batches. The searched Zero
-    Bubble schedules (:data:`SEARCHED`) take the stages' profiled ``costs`` (unit costs without) and
-    zb-auto a ``memory_limit`` (micro-batches of activations per stage)."""
-    check_arguments(name, pp, microbatches, chunks, memory_limit)
+    Bubble schedules (:data:`SEARCHED`) take the stages' profiled ``costs`` (unit costs without),
+    zb-auto a ``memory_limit`` (micro-batches of activations per stage), and the interleaved orders
+    a ``group`` (Megatron-Core's ``microbatch_group_size_per_vp_stage``; P when None)."""
+    check_arguments(name, pp, microbatches, chunks, memory_limit, group)
     spec = SCHEDULES[name]
     if name in CHUNKED:
         chunks = chunks or 1                 # combined-1f1b without a pipeline: one stage
@@ -137,8 +159,8 @@ def make_schedule(name: str, pp: int, microbatches: int, chunks: Optional[int] =
     elif name in SEARCHED:
         ranks = spec.build(pp, microbatches, costs)
     else:
-        args = (pp, microbatches, chunks) if spec.stages_per_rank is None else (pp, microbatches)
+        args = (pp, microbatches, chunks, group) if spec.stages_per_rank is None else (pp, microbatches)
         ranks = spec.build(*args)
     placement = Placement(spec.placement, pp, num_stages, microbatches)
-    joined = classic.interleaved_exchanges(pp, microbatches, chunks) if name == "interleaved-1f1b" else {}
+    joined = classic.interleaved_exchanges(pp, microbatches, chunks, group) if name == "interleaved-1f1b" else {}
     return Schedule(name, pp, num_stages, microbatches, ranks, placement, joined)

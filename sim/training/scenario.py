@@ -68,17 +68,18 @@ def _named_topology(name: str, stamp) -> Topology:
     return Topology(load_topology(name))
 
 
-def named_schedule(name: str, pp: int, microbatches: int, chunks: int | None) -> Schedule:
-    """The validated schedule ``name`` (not a searched one) of this shape: built and checked once
-    per process, each caller given its own rank lists."""
-    schedule = _validated(name, pp, microbatches, chunks)
+def named_schedule(name: str, pp: int, microbatches: int, chunks: int | None, group: int | None = None) -> Schedule:
+    """The validated schedule ``name`` (not a searched one) of this shape (``group``: Megatron-Core's
+    ``microbatch_group_size_per_vp_stage``): built and checked once per process, each caller given
+    its own rank lists."""
+    schedule = _validated(name, pp, microbatches, chunks, group)
     return dataclasses.replace(schedule, ranks={r: list(ops) for r, ops in schedule.ranks.items()},
                                joined=dict(schedule.joined))
 
 
 @functools.lru_cache(maxsize=256)
-def _validated(name: str, pp: int, microbatches: int, chunks: int | None) -> Schedule:
-    return validate(make_schedule(name, pp, microbatches, chunks))
+def _validated(name: str, pp: int, microbatches: int, chunks: int | None, group: int | None) -> Schedule:
+    return validate(make_schedule(name, pp, microbatches, chunks, group=group))
 
 
 MAX_COMM_HBM_SHARE = 0.5   # a communication kernel's copies take at most half of HBM from compute (our bound)
@@ -134,7 +135,8 @@ class Scenario:
                 self.schedule = validate(self._schedule_file(run))
             else:
                 self.schedule = named_schedule(run.schedule, run.pp, run.microbatches,
-                                               run.virtual_chunks(self.model.layers))
+                                               run.virtual_chunks(self.model.layers),
+                                               run.microbatch_group_size_per_vp_stage)
             self.chunk = ChunkModel(self.model, self.gpu, run, self.schedule.num_stages, self.beside_comm)
 
     @property

@@ -79,7 +79,8 @@ for P, M in [(2, 4), (4, 8), (4, 12), (8, 16), (8, 24)]:
     out["gpipe"][key] = single(S.ScheduleGPipe, P, M)
     out["zbv"][key] = multi(S.ScheduleZBVZeroBubble, P, M)
     out["dualpipev"][key] = multi(S.ScheduleDualPipeV, P, M)
-for P, M, v in [(2, 4, 2), (4, 8, 2), (4, 8, 3), (4, 16, 2), (8, 16, 2)]:
+# (4, 10, 2) and on: M not a multiple of P, micro-batches per round M / max(1, M // P)
+for P, M, v in [(2, 4, 2), (4, 8, 2), (4, 8, 3), (4, 16, 2), (8, 16, 2), (4, 10, 2), (4, 6, 2), (4, 15, 3), (8, 12, 2)]:
     rounds = max(1, M // P)
     out["interleaved-1f1b"][f"{P},{M},{v}"] = multi(
         S.ScheduleInterleaved1F1B, P, M, v, number_of_rounds=rounds, microbatches_per_round=M // rounds)

@@ -54,6 +54,8 @@ HELP = {
     "chunks": "interleaved-1f1b and combined-1f1b only: model chunks per rank",
     "layers_per_virtual_stage": "interleaved-1f1b and combined-1f1b: layers per virtual stage, chunks derived (Megatron's "
                                 "num_layers_per_virtual_pipeline_stage; null: chunks)",
+    "microbatch_group_size_per_vp_stage": "interleaved-1f1b and combined-1f1b: micro-batches each model chunk takes "
+                                          "at a time, P to M (Megatron-Core's; null: P)",
     "embedding_stage": "count the embedding as a layer of the pipeline split: the first stage holds one layer fewer "
                        "(Megatron's account_for_embedding_in_pipeline_split)",
     "loss_stage": "count the loss as a layer of the split: the last stage holds one layer fewer (Megatron's "

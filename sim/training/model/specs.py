@@ -313,6 +313,7 @@ class RunSpec:
     microbatch_size: int = 1
     chunks: Optional[int] = None                 # interleaved-1f1b and combined-1f1b only
     layers_per_virtual_stage: Optional[int] = None  # interleaved-1f1b: Megatron's num_layers_per_virtual_pipeline_stage
+    microbatch_group_size_per_vp_stage: Optional[int] = None  # interleaved orders: micro-batches a chunk takes at a time
     embedding_stage: bool = False                # Megatron's account_for_embedding_in_pipeline_split
     loss_stage: bool = False                     # Megatron's account_for_loss_in_pipeline_split
     comm_sms: int = 20
@@ -436,6 +437,11 @@ class RunSpec:
                                 f"interleaved-1f1b and combined-1f1b schedules, not {self.schedule!r}")
             if self.chunks is not None:
                 raise SpecError("RunSpec.layers_per_virtual_stage and chunks both set the virtual stages: give one")
+        if self.microbatch_group_size_per_vp_stage is not None:
+            _pos(self, "microbatch_group_size_per_vp_stage", high=1_000_000)
+            if self.schedule not in ("interleaved-1f1b", "combined-1f1b"):
+                raise SpecError(f"RunSpec.microbatch_group_size_per_vp_stage={self.microbatch_group_size_per_vp_stage}"
+                                f" is for the interleaved-1f1b and combined-1f1b schedules, not {self.schedule!r}")
         for name in ("embedding_stage", "loss_stage"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
