@@ -5,7 +5,8 @@ model, GPU, GPU count, sequence length, global batch and precision) under two or
 layouts (TP, CP, PP, virtual stages, DP, EP, micro-batch size, ZeRO stage) or recipes
 (recomputation, kernel fusion, TP-communication overlap): Zero Bubble's schedules at one setting,
 Megatron-LM 2021's PTD against ZeRO-3 at one size, torchtitan's eager against compiled FSDP. Every two runs of a group are a *pair*: its measured gap is the faster
-run's measured figure over the slower's, minus 1; its simulated gap the same two runs' predictions
+run's measured speed over the slower's, minus 1 (a speed: the figure of a throughput metric, the
+inverse of a time metric's, such as seconds a step); its simulated gap the same two runs' predictions
 in that order. A pair is ordered as measured when its simulated gap is positive. Pairs whose
 measured gap is under :data:`TIE_PCT` are ties (measurement noise can order them either way) and
 are listed but not scored; the headline figure is the share of pairs with a measured gap of at
@@ -18,14 +19,21 @@ from itertools import combinations
 import pandas as pd
 
 from sim.training.trust import SCORED_GAP_PCT
+from validation.suite import KERNEL_METRICS, METRICS
 
 JOB = ["source", "model", "gpu", "gpus", "seq_len", "global_batch", "precision"]
 LAYOUT = ["tp", "cp", "pp", "vp", "layers_per_virtual_stage", "dp", "ep", "microbatch_size", "zero", "schedule",
           "recompute", "optimizer_sync", "fusion", "tp_comm_overlap"]
 SCHEDULE_COLUMNS = {"schedule", "vp", "layers_per_virtual_stage", "optimizer_sync"}   # a pair of kind "schedule"
 RECIPE_COLUMNS = {"recompute", "fusion", "tp_comm_overlap"}                           # a pair of kind "recipe"
-THROUGHPUT = ("samples_per_s_per_gpu", "tokens_per_s_per_gpu", "tflops_per_gpu_megatron", "tflops_per_gpu_model")
 TIE_PCT = 2.0           # measured gaps below this are ties; the headline counts pairs at least SCORED_GAP_PCT apart
+
+
+def speed(run, column: str) -> float:
+    """``run``'s figure in ``column`` as a speed (higher is faster): the figure itself for a
+    throughput metric, its inverse for a time metric (``validation.suite.METRICS``)."""
+    value = float(run[column])
+    return value if METRICS[run["metric"]][1] == "throughput" else 1.0 / value
 
 
 def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles", "profile_fed")) -> pd.DataFrame:
@@ -34,17 +42,17 @@ def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles"
     ``kind`` (``schedule`` when only the schedule differs, ``recipe`` when only the recipe does, else
     ``layout``), ``measured_gap_pct``,
     ``tie``, and per mode ``{mode}_gap_pct`` and ``{mode}_same_order`` (None where a run has no
-    prediction in that mode). Higher is faster for every throughput metric used here."""
-    scored = df[(df["role"] == "scored") & df["metric"].isin(THROUGHPUT)]
+    prediction in that mode). A group's runs share a metric; the communication-kernel rows form none."""
+    scored = df[(df["role"] == "scored") & ~df["metric"].isin(KERNEL_METRICS)]
     layout = [c for c in LAYOUT if c in scored]
     rows = []
-    for job, g in scored.groupby(JOB, sort=False, dropna=False):
+    for key, g in scored.groupby(JOB + ["metric"], sort=False, dropna=False):
         if len(g) < 2 or g[layout].astype(str).drop_duplicates().shape[0] < 2:
             continue
-        name = " / ".join(str(v) for v in job)
+        name = " / ".join(str(v) for v in key[:-1])
         for (_, a), (_, b) in combinations(g.iterrows(), 2):
-            fast, slow = (a, b) if a["measured"] >= b["measured"] else (b, a)
-            gap = 100 * (fast["measured"] / slow["measured"] - 1)
+            fast, slow = (a, b) if speed(a, "measured") >= speed(b, "measured") else (b, a)
+            gap = 100 * (speed(fast, "measured") / speed(slow, "measured") - 1)
             differs = [c for c in layout if str(fast[c]) != str(slow[c])]
             kind = ("schedule" if set(differs) <= SCHEDULE_COLUMNS else "recipe" if set(differs) <= RECIPE_COLUMNS
                     else "layout")
@@ -55,7 +63,7 @@ def ranking_pairs(df: pd.DataFrame, modes: tuple[str, ...] = ("first_principles"
                 if col not in g or pd.isna(fast[col]) or pd.isna(slow[col]):
                     row[f"{mode}_gap_pct"], row[f"{mode}_same_order"] = None, None
                     continue
-                sim = 100 * (fast[col] / slow[col] - 1)
+                sim = 100 * (speed(fast, col) / speed(slow, col) - 1)
                 row[f"{mode}_gap_pct"], row[f"{mode}_same_order"] = sim, sim > 0
             rows.append(row)
     return pd.DataFrame(rows)

@@ -37,7 +37,7 @@ import pandas as pd
 
 from experiments.common import compile_kernels, sweep_parser
 from experiments.microbatch_slopes import microbatch_slopes, slopes_text
-from experiments.ranking_pairs import pairs_text, ranking_pairs
+from experiments.ranking_pairs import pairs_text, ranking_pairs, speed
 from sim.checks import InputError
 from sim.cli import guarded
 from sim.io import check_output, overwriting, write_csv_atomic
@@ -251,7 +251,8 @@ def run(args) -> int:
 
 def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
     """The scored step-level runs' features, first-principles errors, ranking group (``job``, empty
-    for a run in none) and measured figure, as :mod:`sim.training.trust` reads them (the
+    for a run in none) and measured figure as a speed (a time metric's inverse:
+    :func:`experiments.ranking_pairs.speed`), as :mod:`sim.training.trust` reads them (the
     communication-kernel micro-benchmarks left out)."""
     from sim.training.model.specs import load_model
     from sim.training.trust import COLUMNS, generation, model_params
@@ -266,7 +267,7 @@ def trust_errors(df: pd.DataFrame) -> pd.DataFrame:
                      "moe": int(model.is_moe), "model_parallel": int(int(r["tp"]) * int(r["cp"]) > 1),
                      "microbatch_size": int(r["microbatch_size"]), "params_b": round(model_params(model) / 1e9, 3),
                      "error_pct": round(float(r["error_first_principles_pct"]), 3), "job": job.get(r["id"], ""),
-                     "measured": r["measured"]})
+                     "measured": speed(r, "measured")})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -278,7 +279,7 @@ def write_trust_errors(df: pd.DataFrame) -> Path:
 
     from sim.training.trust import ERRORS
     header = ("# The validation suite's first-principles errors per scored step-level run (with its ranking group,\n"
-              "# job, and its measured figure), written by `python -m experiments.validate` over the whole of\n"
+              "# job, and its measured figure as a speed: a time metric's inverse), written by `python -m experiments.validate` over the whole of\n"
               "# validation/runs.csv (make run); read by sim/training/trust.py for the trust band of every run and\n"
               "# the ranking agreement of every plan. Never an input to any parameter.\n")
     fd, tmp = tempfile.mkstemp(dir=ERRORS.parent, prefix=f".{ERRORS.name}.", suffix=".tmp")

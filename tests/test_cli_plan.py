@@ -77,10 +77,10 @@ def test_a_plan_searches_the_recipe_and_prints_a_command_that_reproduces_its_pic
     out = capsys.readouterr().out
     assert f"Run it: python -m sim run {path}" in out and "Recipe: micro-batch" in out and "Search: screened" in out
     # beside its ranking, how often the model kept the measured order of published runs like it (an MoE
-    # plan on Hopper: the suite has no such job, so every pair, and the JSON says the same)
+    # plan on Hopper: the Megatron-MoE ModelZoo's Qwen3-235B layouts on H100), and the JSON says the same
     from sim.training.trust import ranking_agreement
     agreement = ranking_agreement("Hopper", True)
-    assert f"Ranking: {agreement.line()}." in out and "no MoE job on Hopper in the suite" in out
+    assert f"Ranking: {agreement.line()}." in out and "(MoE on Hopper)" in out
     assert js["ranking_agreement"] == agreement.to_json()
     assert main(["run", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] == best["step_time_s"]

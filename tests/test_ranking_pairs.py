@@ -44,3 +44,25 @@ def test_a_hand_made_group_of_three_schedules_and_a_layout():
 def test_no_group_no_pair():
     df = pd.DataFrame([run("a", "1F1B", 10.0, 11.0), run("b", "1F1B", 10.0, 11.0, gpus=16)])
     assert ranking_pairs(df).empty and pairs_text(ranking_pairs(df)) == []
+
+
+def test_a_group_measured_in_seconds_a_step_is_ranked_by_speed():
+    """A time metric (step_time_s): the faster run is the one with the shorter step. Measured 17.6 s
+    and 19.7 s: the first is faster by 19.7 / 17.6 - 1 = 11.9%; simulated 11.8 s and 15.8 s, the same
+    order by 15.8 / 11.8 - 1 = 33.9%. A third run at 29 s predicted at 13.6 s is inverted against the
+    second (simulated 13.6 < 15.8 s: faster, measured slower)."""
+    rows = [run("a", "1F1B-I", 17.6, 11.8, pp=8), run("b", "1F1B", 19.7, 15.8, pp=8),
+            run("c", "1F1B", 29.0, 13.6, pp=4)]
+    df = pd.DataFrame([{**r, "metric": "step_time_s"} for r in rows])
+    pairs = ranking_pairs(df, modes=("first_principles",)).set_index(["faster", "slower"])
+    assert sorted(pairs.index) == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert pairs.loc[("a", "b"), "measured_gap_pct"] == pytest.approx(100 * (19.7 / 17.6 - 1))
+    assert pairs.loc[("a", "b"), "first_principles_gap_pct"] == pytest.approx(100 * (15.8 / 11.8 - 1))
+    assert pairs.loc[("a", "b"), "first_principles_same_order"]
+    assert not pairs.loc[("b", "c"), "first_principles_same_order"]
+    assert pairs.loc[("a", "b"), "kind"] == "schedule" and pairs.loc[("b", "c"), "kind"] == "layout"
+
+
+def test_runs_of_one_job_under_two_metrics_are_no_pair():
+    df = pd.DataFrame([run("a", "1F1B", 10.0, 11.0), {**run("b", "ZB-1p", 12.0, 13.0), "metric": "step_time_s"}])
+    assert ranking_pairs(df).empty

@@ -76,6 +76,23 @@ def test_figures_worked_by_hand(runs):
     B, s, l, h, V = 512, 2048, 24, 2304, 51200
     assert step_figure(mt, 3.0) == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
                                                   / 3.0 / 32 / 1e12)
+    mz = runs["mz-h100-qwen3-235b-tp2-ep32-pp8-vpp4"]   # seconds a step, as the ModelZoo table states it
+    assert step_figure(mz, 15.8) == 15.8 and speed_error(mz, 15.8) == pytest.approx(19.7 / 15.8 - 1)
+
+
+def test_the_modelzoo_rows_as_their_table_states_them(runs):
+    """Megatron-MoE ModelZoo, Qwen3 H100 table: 256 GPUs, global batch 2,048 of 4,096 tokens; each
+    layout's micro-batches per pipeline = 2,048 / (DP x micro-batch): 128, 128, 4, 512, 256."""
+    ids = ["mz-h100-qwen3-235b-tp2-ep32-pp8-vpp4", "mz-h100-qwen3-235b-tp2-ep32-pp8-vpp4-a2a-overlap",
+           "mz-h100-qwen3-235b-tp2-ep8-fsdp", "mz-h100-qwen3-235b-tp2-ep8-pp32-vpp3",
+           "mz-h100-qwen3-235b-tp4-ep8-pp8-vpp4"]
+    rows = [runs[i] for i in ids]
+    assert [r.measured for r in rows] == [19.7, 17.6, 17.6, 24.2, 29.0]
+    assert [r.microbatches for r in rows] == [128, 128, 4, 512, 256]
+    assert all(r.tp * r.cp * r.pp * r.dp == r.gpus == 256 and r.embedding_stage and r.loss_stage for r in rows)
+    assert [r.sim_schedule for r in rows] == ["interleaved-1f1b", "combined-1f1b", "1f1b", "interleaved-1f1b",
+                                              "interleaved-1f1b"]
+    assert rows[2].zero == 3 and rows[2].recompute == "full" and rows[4].recompute == "none"
 
 
 def test_a_torchtitan_row_runs_as_the_page_states(runs):

@@ -239,7 +239,7 @@ EQUIVALENT = {
         "a part waits only for parts visited before it, so every end is written "
                                              "before it is read: the compute stream's first values are never read",
     "sim.training.costs.streams.x__walk_one__mutmut_5": "the same for the communication stream's first values",
-    "sim.schedules.registry.x_check_arguments__mutmut_92": "only interleaved-1f1b and combined-1f1b take chunks "
+    "sim.schedules.registry.x_check_arguments__mutmut_112": "only interleaved-1f1b and combined-1f1b take chunks "
                                                            "other than None or 1, and max(chunks or 1, 2) is 2 for both",
     # The timeline's first rates: never read, since _add returns while no link is active.
     "sim.network.timeline.xǁLinkTimelineǁ__init____mutmut_20": "the empty first _active is only asked its size",

@@ -57,6 +57,8 @@ def step_figure(run: Run, step_s: float, model_flops: float | None = None) -> fl
         return B / step_s / G
     if run.metric == "tokens_per_s_per_gpu":
         return B * s / step_s / G
+    if run.metric == "step_time_s":
+        return step_s
     if run.metric == "gpu_hours_per_trillion_tokens":
         return G * step_s / 3600 * 1e12 / (B * s)
     if run.metric == "tflops_per_gpu_megatron":

@@ -35,6 +35,7 @@ METRICS = {
     "tflops_per_gpu_megatron": ("TFLOP/s per GPU, Megatron's equation 3 (recomputation counted)", "throughput"),
     "tflops_per_gpu_model": ("model TFLOP/s per GPU", "throughput"),
     "gpu_hours_per_trillion_tokens": ("GPU hours per trillion tokens", "time"),
+    "step_time_s": ("seconds per training step", "time"),
     "kernel_us": ("microseconds per kernel", "time"),
     "bottleneck_gbps": ("GB/s, DeepEP's bottleneck bandwidth", "throughput"),
 }

@@ -23,8 +23,9 @@ nothing is fitted to it.
 
 Rankings (:func:`ranking_agreement`): the shipped rows also name the ranking group (``job``: one
 source's runs of one job under two or more schedules, layouts or recipes, as
-``experiments/ranking_pairs.py`` forms them) and the measured figure, so every two runs of a group
-are a pair whose measured order the model's (``measured x (1 + error)``) either keeps or inverts;
+``experiments/ranking_pairs.py`` forms them) and the measured figure as a speed (a time metric's
+inverse), so every two runs of a group are a pair whose measured order the model's
+(``measured x (1 + error)``) either keeps or inverts;
 pairs measured under :data:`SCORED_GAP_PCT` apart are not counted. A plan, which ranks candidates,
 says how often the model kept the order of pairs like its own (the same GPU generation and kind of
 model; all pairs when none is like it).
