@@ -279,8 +279,9 @@ def write_trust_errors(df: pd.DataFrame) -> Path:
 
     from sim.training.trust import ERRORS
     header = ("# The validation suite's first-principles errors per scored step-level run (with its ranking group,\n"
-              "# job, and its measured figure as a speed: a time metric's inverse), written by `python -m experiments.validate` over the whole of\n"
-              "# validation/runs.csv (make run); read by sim/training/trust.py for the trust band of every run and\n"
+              "# job, and its measured figure as a speed: a time metric's inverse), written by\n"
+              "# `python -m experiments.validate` over the whole of validation/runs.csv (make run); read by\n"
+              "# sim/training/trust.py for the trust band of every run and\n"
               "# the ranking agreement of every plan. Never an input to any parameter.\n")
     fd, tmp = tempfile.mkstemp(dir=ERRORS.parent, prefix=f".{ERRORS.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
