@@ -104,7 +104,14 @@ def test_which_schedules_take_model_chunks():
                             r"combined-1f1b over a pipeline \(P > 1\), got 4 for 1f1b with P=4$"),
     ("combined-1f1b", 1, 8, None, 2, r"applies only to .* got 2 for combined-1f1b with P=1"),
     ("interleaved-1f1b", 4, 10, 2, None, r"needs M divisible by P .*microbatch_group_size_per_vp_stage G sets "
-                                         r"another group, P <= G <= M\), got M=10, P=4"),
+                                         r"another group, P <= G <= M, the least here 5\), got M=10, P=4"),
+    ("combined-1f1b", 4, 7, 2, None, r"P <= G <= M, the least here 7\), got M=7, P=4"),
+    ("interleaved-1f1b", 3, 8, 2, None, r"P <= G <= M, the least here 4\), got M=8, P=3"),
+    ("interleaved-1f1b", 3, 10, 2, None, r"the least here 5\), got M=10, P=3"),    # 3 leaves 1, 4 leaves 2
+    ("interleaved-1f1b", 3, 7, 2, None, r"the least here 4\), got M=7, P=3"),      # 4 leaves 3 = P: allowed
+    ("interleaved-1f1b", 2, 1, 2, None, r"^interleaved-1f1b needs M >= P \(Megatron sends groups of at least P "
+                                        r"micro-batches through each chunk\), got M=1, P=2$"),
+    ("combined-1f1b", 4, 2, 2, 4, r"^combined-1f1b needs M >= P .*got M=2, P=4$"),
 ])
 def test_a_group_megatron_refuses_is_one_line(name, P, M, v, group, pattern):
     with pytest.raises(ScheduleConfigError, match=pattern):

@@ -239,6 +239,9 @@ EQUIVALENT = {
         "a part waits only for parts visited before it, so every end is written "
                                              "before it is read: the compute stream's first values are never read",
     "sim.training.costs.streams.x__walk_one__mutmut_5": "the same for the communication stream's first values",
+    "sim.schedules.registry.x__check_group__mutmut_12": "the least group is looked for up to M + 1 instead of M: "
+                                                        "G = M always qualifies (M mod M = 0), so the search ends "
+                                                        "before",
     "sim.schedules.registry.x_check_arguments__mutmut_112": "only interleaved-1f1b and combined-1f1b take chunks "
                                                            "other than None or 1, and max(chunks or 1, 2) is 2 for both",
     # The timeline's first rates: never read, since _add returns while no link is active.

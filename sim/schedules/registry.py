@@ -69,11 +69,15 @@ def _check_group(name: str, P: int, M: int, group: Optional[int]) -> None:
     """Megatron-Core's rules for the micro-batches a model chunk takes at a time, ``G``
     (``microbatch_group_size_per_vp_stage``, P when None): ``P <= G <= M``, and the last group,
     ``M mod G`` micro-batches, none or at least P (fewer would leave the pipeline waiting)."""
+    if M < P:
+        raise ScheduleConfigError(f"{name} needs M >= P (Megatron sends groups of at least P micro-batches "
+                                  f"through each chunk), got M={M}, P={P}")
     if group is None:
         if M % P:
+            fits = min(g for g in range(P, M + 1) if M % g == 0 or M % g >= P)
             raise ScheduleConfigError(f"{name} needs M divisible by P (Megatron sends groups of P micro-batches "
                                       f"through each chunk; microbatch_group_size_per_vp_stage G sets another "
-                                      f"group, P <= G <= M), got M={M}, P={P}")
+                                      f"group, P <= G <= M, the least here {fits}), got M={M}, P={P}")
         return
     G = _check_int("microbatch_group_size_per_vp_stage (G, micro-batches a model chunk takes at a time)", group, 1)
     if not P <= G <= M:
