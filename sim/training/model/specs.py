@@ -13,6 +13,7 @@ from typing import Optional
 from ...checks import InputError, SpecError, choice, did_you_mean, number, read_yaml, yaml_load
 from ...compute.device import GpuFigures
 from ...compute.ops import ATTENTION_KERNELS, FUSIONS, LOSS_KERNELS
+from ...schedules.registry import CHUNKED
 from .faults import FaultSpec
 
 PRESETS = Path(__file__).parent.parent / "presets"
@@ -432,14 +433,14 @@ class RunSpec:
             _pos(self, "chunks", high=1_000)
         if self.layers_per_virtual_stage is not None:
             _pos(self, "layers_per_virtual_stage", high=1_000)
-            if self.schedule not in ("interleaved-1f1b", "combined-1f1b"):
+            if self.schedule not in CHUNKED:
                 raise SpecError(f"RunSpec.layers_per_virtual_stage={self.layers_per_virtual_stage} is for the "
                                 f"interleaved-1f1b and combined-1f1b schedules, not {self.schedule!r}")
             if self.chunks is not None:
                 raise SpecError("RunSpec.layers_per_virtual_stage and chunks both set the virtual stages: give one")
         if self.microbatch_group_size_per_vp_stage is not None:
             _pos(self, "microbatch_group_size_per_vp_stage", high=1_000_000)
-            if self.schedule not in ("interleaved-1f1b", "combined-1f1b"):
+            if self.schedule not in CHUNKED:
                 raise SpecError(f"RunSpec.microbatch_group_size_per_vp_stage={self.microbatch_group_size_per_vp_stage}"
                                 f" is for the interleaved-1f1b and combined-1f1b schedules, not {self.schedule!r}")
         for name in ("embedding_stage", "loss_stage"):
