@@ -31,7 +31,7 @@ from typing import Callable, Protocol
 import simpy
 
 from .checks import InputError, choice
-from .network import LinkTable, Network, NetworkView, build_network
+from .network import LinkTable, NcclRates, Network, NetworkView, build_network
 
 PLACEMENTS = ("packed", "interleaved")
 
@@ -73,16 +73,17 @@ class Job(Protocol):
 class Cluster:
     """``links`` (a link table: its GPUs, ``gpus_per_node`` to a node) with one ``backend`` network
     on a fresh clock; ``gpu_rate`` (bytes/s, ``None``: no limit) bounds what each GPU's
-    communication kernels move per direction."""
+    communication kernels move per direction; ``nccl_rates`` what its NCCL collectives are charged
+    beyond NCCL's model (:mod:`sim.network.nccl_rates`)."""
 
     def __init__(self, links: LinkTable, gpus_per_node: int, backend: str = "maxmin",
-                 gpu_rate: float | None = None):
+                 gpu_rate: float | None = None, nccl_rates: NcclRates | None = None):
         n = len(links.gpus)
         if gpus_per_node < 1 or n % gpus_per_node:
             raise InputError(f"a cluster of {n} GPUs cannot be split into nodes of {gpus_per_node}")
         self.env = simpy.Environment()
         self.links = links
-        self.network: Network = build_network(self.env, links, backend, gpu_rate=gpu_rate)
+        self.network: Network = build_network(self.env, links, backend, gpu_rate=gpu_rate, nccl_rates=nccl_rates)
         self.backend = backend
         self.gpus_per_node = gpus_per_node
         self.num_nodes = n // gpus_per_node

@@ -170,7 +170,8 @@ def cluster_for(jobs: list[StepJob]):
     graph = first.graph
     n = len(graph.graph["gpus"])
     links, gpus_per_node = first.kernels.scale_links(first.topology.links), graph.graph.get("gpus_per_node", n)
-    return lambda: Cluster(links, gpus_per_node, first.run.network, first.kernels.nccl_gpu_rate)
+    return lambda: Cluster(links, gpus_per_node, first.run.network, first.kernels.nccl_gpu_rate,
+                           first.kernels.nccl_rates)
 
 
 def place(jobs: list[StepJob], placement: str | dict, fresh=None) -> dict[str, Allocation]:

@@ -143,7 +143,12 @@ def test_ideal_kernels_are_pure_link_time():
     ("nvlink_efficiency", 1.5, "KernelSpec.nvlink_efficiency"), ("nccl_sms", 2.5, "KernelSpec.nccl_sms"),
     ("ib_efficiency", float("nan"), "KernelSpec.ib_efficiency"),
     ("fitted", ("warp_size",), r"^kernels 'bad': fitted names unknown parameter\(s\) 'warp_size'; allowed: launch_us, "
-                               r"notify_us, sm_GBps, nccl_launch_us, nvlink_efficiency, ib_efficiency$"),
+                               r"notify_us, sm_GBps, nccl_launch_us, nvlink_efficiency, ib_efficiency, nccl_GBps, "
+                               r"nccl_copy_GBps, nccl_reduce_GBps, nvls_GBps, nvls_latency_us$"),
+    ("nccl_GBps", 0.0, r"KernelSpec.nccl_GBps \(GB/s\) must be a finite number in \[0.1, 1,000,000\], got 0.0"),
+    ("nccl_copy_GBps", float("inf"), r"KernelSpec.nccl_copy_GBps \(GB/s\) must be a finite number"),
+    ("nvls_GBps", -5, r"KernelSpec.nvls_GBps \(GB/s\) must be a finite number in \[0.1, 1,000,000\], got -5"),
+    ("nvls_latency_us", 2e4, r"KernelSpec.nvls_latency_us must be a finite number in \[0, 10,000\], got 20000"),
     ("nccl_sms", 0, r"KernelSpec.nccl_sms must be an integer in \[1, 100,000\], got 0"),
     ("notify_round_trips", -1, r"KernelSpec.notify_round_trips must be an integer in \[0, 100\], got -1"),
     # the floors calibration fits within (calibrate.BOUNDS): a slower kernel or link is a typo
@@ -199,9 +204,13 @@ def test_a_kernel_file_is_named_by_its_path_and_says_what_was_calibrated(tmp_pat
     f.write_text("launch_us: 3.0\n")
     assert load_kernels(str(f)).name == str(f) and load_kernels(str(f)).launch_us == 3.0
     k = load_kernels("deepep")
-    assert k.provenance() == "kernels deepep: first-principles defaults (none calibrated)"
+    assert k.provenance() == ("kernels deepep: calibrated from experiments/profiles/xla-nccl-h100.csv (nccl_launch_us, "
+                              "nccl_GBps, nccl_copy_GBps, nccl_reduce_GBps, nvls_GBps, nvls_latency_us); defaults: "
+                              "launch_us, notify_us, sm_GBps, nvlink_efficiency, ib_efficiency")
+    assert load_kernels("ideal").provenance() == "kernels ideal: first-principles defaults (none calibrated)"
     fitted = k.with_(calibrated_from="nccl.csv", fitted=("sm_GBps", "launch_us"))
     assert fitted.provenance() == ("kernels deepep: calibrated from nccl.csv (sm_GBps, launch_us); defaults: "
-                                   "notify_us, nccl_launch_us, nvlink_efficiency, ib_efficiency")
+                                   "notify_us, nccl_launch_us, nvlink_efficiency, ib_efficiency, nccl_GBps, "
+                                   "nccl_copy_GBps, nccl_reduce_GBps, nvls_GBps, nvls_latency_us")
     every = k.with_(calibrated_from="all.csv", fitted=FITTABLE)
     assert every.provenance() == f"kernels deepep: calibrated from all.csv ({', '.join(FITTABLE)}); defaults: none"

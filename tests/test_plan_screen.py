@@ -61,7 +61,7 @@ def test_skewed_routing_and_faults_have_no_screen():
         screen_step_s(skewed)
 
 
-NV, LAT, LAUNCH = 160e9, 3.3e-6, 4e-6    # NVLink per direction, GPU -> NVSwitch -> GPU, an NCCL launch (deepep)
+NV, LAT, LAUNCH = 160e9, 3.3e-6, 10.02e-6    # NVLink per direction, GPU -> NVSwitch -> GPU, an NCCL launch (deepep)
 
 
 def ring(n, nbytes):

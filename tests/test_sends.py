@@ -114,15 +114,15 @@ def test_a_representative_live_send_bounds_only_the_replicas_inside_a_node(tmp_p
     """tiny live, PP2 x DP6 x EP2 (12 GPUs of two 8-GPU nodes), kernels at 2 GB/s an SM: stage 0 is
     GPUs 0-5, stage 1 GPUs 6-11, so replicas 0 and 1 send inside node 0 (16 channels for two ranks of
     one node: 32 GB/s, under NVLink's 160) and replicas 2-5 cross to node 1 (the NIC's 50 GB/s,
-    by the send bound; the NCCL engine's 24 SMs x 2 GB/s = 48 GB/s binds before the NIC's 50). Replica
-    0's EP group (replicas 0 and 1) has its input at launch + latency + bytes / 32 GB/s; replica 2's
-    send keeps its NIC busy bytes / 48 GB/s."""
+    by the send bound; the NCCL engine's 24 SMs x 2 GB/s = 48 GB/s, without deepep's calibrated
+    nccl_GBps, binds before the NIC's 50). Replica 0's EP group (replicas 0 and 1) has its input at
+    launch + latency + bytes / 32 GB/s; replica 2's send keeps its NIC busy bytes / 48 GB/s."""
     import yaml
 
     from sim.training.model.specs import load_presets
     path = tmp_path / "slow-sms.yaml"
     path.write_text(yaml.safe_dump({**{k: v for k, v in load_presets("kernels")["deepep"].items()
-                                       if k != "description"}, "sm_GBps": 2.0}))
+                                       if k not in ("description", "nccl_GBps")}, "sm_GBps": 2.0}))
     run = load_scenario("tiny", kernels=str(path), pp=2, dp=6, ep=2, schedule="1f1b", communication="live")
     step = MoEStep(Scenario(run), "representative")
     env = simpy.Environment()

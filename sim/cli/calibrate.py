@@ -35,9 +35,9 @@ def cmd_calibrate(args) -> int:
     base = args.base or "deepep"
     result = fit(rows, sim, load_kernels(base), params, source=str(args.profile))
     k = result.kernels
-    print(f"calibrated {', '.join(k.fitted)} on {len(rows)} measured collective(s), topology {run.topology}, "
+    print(f"calibrated {', '.join(result.params)} on {len(rows)} measured collective(s), topology {run.topology}, "
           f"from kernels {base}:")
-    print("  " + ", ".join(f"{p} = {getattr(k, p):.4g}" for p in k.fitted))
+    print("  " + ", ".join(f"{p} = {getattr(k, p):.4g}" for p in result.params))
     print(result.frame().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"rms log error {result.rms_log_error:.4f}")
     if args.out:

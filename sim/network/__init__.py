@@ -19,6 +19,7 @@ from .fabric import Fabric, RouteSet
 from .fairshare import max_min_rates
 from .links import LinkTable
 from .loads import LinkLoad, all_to_all_load, p2p_load, sum_loads
+from .nccl_rates import NcclRates
 from .stats import busiest_links, link_stats
 from .timeline import LinkTimeline
 from .traffic import MoERouting, Traffic, TrafficError, ep_group_error, route_tokens, token_bytes
@@ -30,4 +31,4 @@ __all__ = ["all_to_all", "hierarchical_all_gather", "hierarchical_reduce_scatter
            "hierarchical_alone_s", "ring_alone_s", "transfers_on", "AnalyticalNetwork", "Fabric", "NETWORK_BACKENDS",
            "Network", "RouteSet", "build_network", "LinkTable", "LinkLoad", "all_to_all_load", "p2p_load", "sum_loads",
            "max_min_rates", "busiest_links", "link_stats", "LinkTimeline", "NetworkView", "MoERouting", "Traffic",
-           "TrafficError", "ep_group_error", "route_tokens", "token_bytes"]
+           "TrafficError", "ep_group_error", "route_tokens", "token_bytes", "NcclRates"]

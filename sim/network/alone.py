@@ -38,6 +38,7 @@ import numpy as np
 
 from .collectives import check_all_to_all, nccl_ring_cost, node_groups
 from .links import LinkTable
+from .nccl_rates import NcclRates
 from .traffic import Traffic
 
 
@@ -220,9 +221,10 @@ def ring_alone_s(transfers: Transfers, ranks: Sequence[int], nbytes: float, step
 
 
 def hierarchical_alone_s(transfers: Transfers, ranks: Sequence[int], nbytes: float, gpus_per_node: int,
-                         gather: bool, protocol: str | None = None) -> float:
+                         gather: bool, protocol: str | None = None, rates: NcclRates | None = None) -> float:
     """Seconds of :func:`~sim.network.hierarchical_reduce_scatter` (``gather``: all-gather) with
-    every transfer alone: NCCL's latency less what the rings charge (``protocol``), then the phases
+    every transfer alone: NCCL's latency (as charged under ``rates``,
+    :mod:`sim.network.nccl_rates`) less what the rings charge (``protocol``), then the phases
     one after the other (a ring inside each node on ``nbytes``, one per rail on ``nbytes / g``; the
     rails first for an all-gather), each as long as its slowest ring (:func:`ring_alone_s`)."""
     nodes = node_groups(ranks, gpus_per_node)
@@ -230,7 +232,7 @@ def hierarchical_alone_s(transfers: Transfers, ranks: Sequence[int], nbytes: flo
     if protocol is not None and len(ranks) > 1 and nbytes > 0:
         cost, charged = nccl_ring_cost(transfers,      # it reads only the link table of what it is given
                                        "all_gather" if gather else "reduce_scatter", ranks, nbytes,
-                                       protocol, gpus_per_node)
+                                       protocol, gpus_per_node, rates)
         return max(cost.latency_s - charged, 0.0) + hierarchical_alone_s(
             transfers, ranks, nbytes / cost.bandwidth_factor, gpus_per_node, gather)
     if len(nodes) == 1 or sizes == {1}:

@@ -34,6 +34,7 @@ from .api import GpuTotals, checked_bytes, checked_rate, completion, open_bundle
 from .fabric import RouteSet
 from .flowloop import event_at
 from .links import LinkTable
+from .nccl_rates import NcclRates
 
 
 class AnalyticalNetwork(GpuTotals):
@@ -41,14 +42,16 @@ class AnalyticalNetwork(GpuTotals):
     route (see the module). The same calls as :class:`~sim.network.Fabric`
     (:class:`~sim.network.api.Network`)."""
 
-    def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, gpu_rate: float | None = None):
+    def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, gpu_rate: float | None = None,
+                 nccl_rates: NcclRates | None = None):
         """``gpu_rate`` (bytes/s): the most a GPU's communication kernels move per direction (a
-        transfer drains no faster); ``None``: no limit."""
+        transfer drains no faster); ``None``: no limit. ``nccl_rates``: as the max-min fabric's."""
         if gpu_rate is not None:
             number(gpu_rate, "gpu_rate (bytes/s)", low=0, low_open=True, high=1e18)
         self.env = env
         self.links = graph if isinstance(graph, LinkTable) else LinkTable(graph)
         self.gpu_rate = gpu_rate
+        self.nccl_rates = nccl_rates
         self.observers: list = []
         self.recomputations = 0
         n = len(self.links)

@@ -37,6 +37,8 @@ import simpy
 from ..checks import InputError, number
 from .fabric import Fabric
 from .nccl import NVLS, TREE, nvls_port_bytes, ring_cost
+from .nccl_rates import NcclRates
+from .nccl_rates import charged as charged_cost
 from .traffic import Traffic
 
 ALGORITHMS = ("hierarchical", "flat")
@@ -209,7 +211,7 @@ def _bottleneck_GBps(fabric: Fabric, src: int, dst: int) -> float:
 
 
 def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: float, protocol: str,
-                   gpus_per_node: int | None = None):
+                   gpus_per_node: int | None = None, rates: NcclRates | None = None):
     """(NCCL's :class:`~sim.network.nccl.RingCost` of ring ``kind`` over ``ranks``, the latency (s)
     the fabric already charges for it). Without ``gpus_per_node``, a plain ring: its nodes are its
     hops over the network (at least 1), its bus bandwidth the slowest hop's bottleneck, and the
@@ -218,7 +220,11 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
     node), and the fabric charges the in-node ring's g - 1 steps and the rails' nodes - 1. An NVLS
     all-reduce (on a topology with ``nvls``) runs as :func:`nvls_all_reduce`, whose two steps the
     fabric charges; a tree all-reduce (over nodes) as :func:`tree_all_reduce`, whose one step it
-    charges."""
+    charges. The cost is NCCL's as charged under ``rates`` (default: the fabric's ``nccl_rates``,
+    :func:`~sim.network.nccl_rates.charged`: each GPU's slice pass, NVLS's rate and latency)."""
+    if rates is None:
+        rates = getattr(fabric, "nccl_rates", None)
+    engine = getattr(fabric, "gpu_rate", None)
     n = len(ranks)
     if gpus_per_node is None:
         hops = [(ranks[i], ranks[(i + 1) % n]) for i in range(n)]
@@ -227,6 +233,7 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
         intra = "pci" if "pci" in hardware else "nvlink"
         bus = min(_bottleneck_GBps(fabric, a, b) for a, b in hops)
         cost = ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra, fabric.links.nvls)
+        cost = charged_cost(cost, kind, nbytes, n, rates, _path_GBps(bus, engine))
         steps = {NVLS: 2, TREE: 1}.get(cost.algorithm, 2 * (n - 1) if kind == "all_reduce" else n - 1)
         return cost, steps * max(fabric.links.route(a, b)[1] for a, b in hops)
     members = list(_by_node(ranks, gpus_per_node).values())
@@ -241,10 +248,17 @@ def nccl_ring_cost(fabric: Fabric, kind: str, ranks: Sequence[int], nbytes: floa
         a, b = members[0][0], members[1][0]
         bus = min(bus, g * _bottleneck_GBps(fabric, a, b))
         between = fabric.links.route(a, b)[1]
-    cost = ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra)
+    cost = charged_cost(ring_cost(kind, nbytes, n, min(nodes, n), bus, protocol, intra), kind, nbytes, n, rates,
+                        _path_GBps(bus, engine))
     if cost.algorithm == TREE:
         return cost, max(in_node, between)
     return cost, (g - 1) * in_node + (nodes - 1) * between
+
+
+def _path_GBps(bus_GBps: float, gpu_rate: float | None) -> float:
+    """The rate (GB/s) a collective's path gives: its links' ``bus_GBps`` and the GPU's NCCL engine
+    (``gpu_rate``, bytes/s; ``None``: none), the lesser."""
+    return bus_GBps if gpu_rate is None else min(bus_GBps, gpu_rate / 1e9)
 
 
 def _after(env: simpy.Environment, delay: float, start) -> simpy.Event:
@@ -274,7 +288,8 @@ def _ring(fabric: Fabric, ranks: Sequence[int], nbytes: float, steps: int, bulk:
     if protocol is not None:
         cost, charged = nccl_ring_cost(fabric, kind, ranks, nbytes, protocol)
         if cost.protocol == NVLS:
-            return _after(env, cost.latency_s - charged, lambda: nvls_all_reduce(fabric, ranks, nbytes, bulk))
+            wire = nbytes / cost.bandwidth_factor          # NVLS's own rate (sim.network.nccl_rates)
+            return _after(env, cost.latency_s - charged, lambda: nvls_all_reduce(fabric, ranks, wire, bulk))
         wire = nbytes / cost.bandwidth_factor
         if cost.algorithm == TREE:
             return _after(env, cost.latency_s - charged, lambda: tree_all_reduce(fabric, ranks, wire))

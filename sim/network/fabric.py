@@ -39,6 +39,7 @@ from ..checks import InputError, number
 from .api import GpuTotals, checked_bytes, checked_rate, completion, open_bundle
 from .flowloop import Flow, FlowLoop, event_at
 from .links import LinkTable
+from .nccl_rates import NcclRates
 
 
 class RouteSet(NamedTuple):
@@ -60,7 +61,7 @@ class Fabric(FlowLoop, GpuTotals):
     and ``link_peak_util`` (max of carried rate / bandwidth)."""
 
     def __init__(self, env: simpy.Environment, graph: nx.Graph | LinkTable, completion_window: float = 0.0,
-                 incremental: bool = True, gpu_rate: float | None = None):
+                 incremental: bool = True, gpu_rate: float | None = None, nccl_rates: NcclRates | None = None):
         """``incremental``: recompute only the rates that may change when flows start or end (the
         bottleneck test, then the set of :mod:`sim.network.fairshare.refill`); the others keep theirs.
         ``False`` recomputes every rate each time.
@@ -68,7 +69,9 @@ class Fabric(FlowLoop, GpuTotals):
         ``gpu_rate`` (bytes/s): the most a GPU's communication kernels move per direction, however
         fast its links (the SMs they run on: :mod:`sim.training.comm.kernels`). Each GPU then has an outgoing
         and an incoming engine, two more links of that capacity that every :meth:`transfer` from
-        or to it crosses (a forwarded message counts for its forwarder). ``None``: no limit."""
+        or to it crosses (a forwarded message counts for its forwarder). ``None``: no limit.
+        ``nccl_rates``: what the NCCL collectives on this fabric are charged beyond NCCL's own model
+        (:mod:`sim.network.nccl_rates`; ``None``: nothing)."""
         number(completion_window, "completion_window", low=0, high=1, high_open=True)
         if gpu_rate is not None:
             number(gpu_rate, "gpu_rate (bytes/s)", low=0, low_open=True, high=1e18)
@@ -79,6 +82,7 @@ class Fabric(FlowLoop, GpuTotals):
         # ``gpu_rate`` is set; bundles' rate limits are added links (FlowLoop.add_link).
         capacity = self.links.capacity.astype(float)
         self.gpu_rate = gpu_rate
+        self.nccl_rates = nccl_rates
         if gpu_rate is not None:
             capacity = np.concatenate([capacity, np.full(2 * self._n_gpus, float(gpu_rate))])
         # Observers (a LinkTimeline) see the topology's links only: the engines come after them and

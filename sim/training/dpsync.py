@@ -121,7 +121,8 @@ def collective_alone_s(sc: Scenario, rank: int, count: ParamCount, per_param: fl
     transfers = transfers_on(sc.links)
     protocol = sc.kernels.ring_protocol(sc.run.nccl_protocol)
     gpn = sc.layout.gpus_per_node
-    return sc.kernels.nccl_launch_s + max(hierarchical_alone_s(transfers, gpus, nbytes, gpn, gather, protocol)
+    rates = sc.kernels.nccl_rates
+    return sc.kernels.nccl_launch_s + max(hierarchical_alone_s(transfers, gpus, nbytes, gpn, gather, protocol, rates)
                                           for gpus, nbytes in jobs)
 
 

@@ -61,7 +61,11 @@ KINDS = MOE_KINDS + NCCL_KINDS
 COLUMNS = ("kind", "gpus", "nodes", "tokens", "bytes", "sms", "seconds", "gbps", "source")
 BOUNDS = {"launch_us": (0.0, 1e4), "notify_us": (0.0, 1e4), "nccl_launch_us": (0.0, 1e4),
           "sm_GBps": (MIN_SM_GBPS, 1e4), "nvlink_efficiency": (MIN_LINK_EFFICIENCY, 1.0),
-          "ib_efficiency": (MIN_LINK_EFFICIENCY, 1.0)}
+          "ib_efficiency": (MIN_LINK_EFFICIENCY, 1.0), "nccl_GBps": (1.0, 1e5), "nccl_copy_GBps": (1.0, 1e5),
+          "nccl_reduce_GBps": (1.0, 1e5), "nvls_GBps": (1.0, 1e5), "nvls_latency_us": (0.0, 1e4)}
+# Where a fitted parameter is unset (None) in the base preset, the fit starts from: NCCL's engine as
+# the preset bounds it, passes at an H100's order of HBM speed, NVLS at NCCL's own latency (GB/s, us).
+FIT_START = {"nccl_copy_GBps": 1000.0, "nccl_reduce_GBps": 500.0, "nvls_GBps": 300.0, "nvls_latency_us": 23.0}
 DEFAULT_SMS = 20                     # DeepEP's Buffer.num_sms
 # What a measured row may say (a value outside is a typo or a unit slip, and one that reaches 0 or
 # infinity in the fit's log residuals stops the fit): from a nanosecond to 11 days, from a kilobyte
@@ -129,7 +133,7 @@ class Collectives:
                                           k.a2a_gpu_rate(m.sms))
             return k.a2a_overhead_s(group_latency(links, gpus)) + ends[0]
         env = simpy.Environment()
-        fabric = build_network(env, links, gpu_rate=k.nccl_gpu_rate)
+        fabric = build_network(env, links, gpu_rate=k.nccl_gpu_rate, nccl_rates=k.nccl_rates)
         g = m.gpus // m.nodes
         protocol = k.ring_protocol(self.run.nccl_protocol)
         if m.kind == "send":
@@ -255,6 +259,7 @@ class Fit:
     rows: list[Measurement]
     simulated: list[float]
     before: list[float]           # the base preset's simulated seconds
+    params: tuple = ()            # the parameters this fit fitted (kernels.fitted may name the base's too)
 
     def frame(self):
         import pandas as pd
@@ -271,7 +276,8 @@ class Fit:
 def fit(rows: list[Measurement], sim: Collectives, base: KernelSpec, params: list[str] | None = None,
         source: str = "") -> Fit:
     """Least squares on log(simulated / measured) over ``params`` (default :func:`identifiable`),
-    from ``base``; the returned kernels record ``source`` and the fitted names."""
+    from ``base``; the returned kernels record ``source`` and the fitted names (and the base's own
+    calibration, where it had one, for the names not fitted again)."""
     from scipy.optimize import least_squares
     params = identifiable(rows) if params is None else list(params)
     unknown = [p for p in params if p not in FITTABLE]
@@ -295,12 +301,28 @@ def fit(rows: list[Measurement], sim: Collectives, base: KernelSpec, params: lis
 
     lo = np.array([BOUNDS[p][0] for p in params])
     hi = np.array([BOUNDS[p][1] for p in params])
-    x0 = np.clip([getattr(base, p) for p in params], lo, hi)
+    x0 = np.clip([_start(base, p) for p in params], lo, hi)
     result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, x_scale=np.maximum(np.abs(x0), 1.0),
                            max_nfev=200)
-    fitted = kernels_at(result.x).with_(calibrated_from=source or None, fitted=tuple(params))
+    kept = tuple(p for p in base.fitted if p not in params)     # the base's own calibration, not refitted
+    origin = source or None
+    if kept and base.calibrated_from:
+        origin = f"{source or 'this fit'} + {base.calibrated_from} ({', '.join(kept)})"
+    fitted = kernels_at(result.x).with_(calibrated_from=origin, fitted=tuple(params) + kept)
     before = [sim.seconds(m, base) for m in rows]
-    return Fit(fitted, rows, [sim.seconds(m, fitted) for m in rows], before)
+    return Fit(fitted, rows, [sim.seconds(m, fitted) for m in rows], before, tuple(params))
+
+
+def _start(base: KernelSpec, param: str) -> float:
+    """Where the fit of ``param`` starts: the base preset's value, or where it is unset
+    :data:`FIT_START` (``nccl_GBps``: the engine the preset implies, ``nccl_sms x sm_GBps``)."""
+    value = getattr(base, param)
+    if value is not None:
+        return float(value)
+    if param == "nccl_GBps":
+        rate = base.nccl_gpu_rate
+        return rate / 1e9 if rate is not None else BOUNDS[param][1]
+    return FIT_START[param]
 
 
 def write_preset(result: Fit, path: str | Path) -> Path:

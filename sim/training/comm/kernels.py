@@ -25,7 +25,11 @@ concurrent NCCL flows share max-min fairly). ``nvlink_efficiency`` and ``ib_effi
 topology's NVLink and scale-out (IB and the GPU-NIC PCIe hop) bandwidths: the fraction of the
 nominal rate a collective achieves (1: the preset's figures, already effective ones). The NCCL
 ring collectives also pay NCCL's own latency and protocol (``nccl_latency``, :mod:`sim.network.nccl`;
-the run's ``nccl_protocol`` picks the protocol).
+the run's ``nccl_protocol`` picks the protocol), and what a measured table shows beyond NCCL's model
+(:mod:`sim.network.nccl_rates`): ``nccl_GBps``, a GPU's NCCL engine instead of ``nccl_sms x
+sm_GBps``; ``nccl_copy_GBps`` and ``nccl_reduce_GBps``, each GPU's pass over its own slice of an
+all-gather and a reduce-scatter (an all-reduce pays both); ``nvls_GBps`` and ``nvls_latency_us``,
+NVLS's own rate and latency. ``None`` leaves each out.
 
 Sources of the defaults (``deepep``): the DeepSeek-V3 report (arXiv 2412.19437, section 3.2.2)
 says 20 SMs suffice to use the full IB and NVLink bandwidths (a forwarding GPU drives both at
@@ -33,7 +37,10 @@ once), so ``sm_GBps`` = (160 GB/s NVLink + 50 GB/s IB of an H800) / 20 SMs = 10.
 that makes the claim true; DeepEP's ``Buffer.num_sms`` defaults to 20. ``launch_us``, ``notify_us``, ``nccl_launch_us`` and ``nccl_sms`` are our
 assumptions (a few microseconds is the usual CUDA launch cost; NCCL runs one channel per SM and
 uses up to 32 on H100), stated as such in docs/model.md; ``python -m sim calibrate`` fits them to a
-user's measurements (:mod:`sim.training.comm.calibrate`).
+user's measurements (:mod:`sim.training.comm.calibrate`). The ``deepep`` preset's NCCL rates are
+fitted so to XLA's measured collectives on one 8-GPU H100 node (``experiments/profiles/xla-nccl-h100.csv``,
+a declared calibration table; the preset says which fields), and stand for every GPU (an
+assumption beyond H100: the topology's links still bound each GPU).
 """
 from __future__ import annotations
 
@@ -43,11 +50,14 @@ from pathlib import Path
 from typing import Optional
 
 from ...checks import InputError, number, read_yaml
-from ...network import LinkTable
+from ...network import LinkTable, NcclRates
 from ...network.nccl import ring_protocol
+from ...network.nccl_rates import MAX_GBPS, MAX_LATENCY_US
 from ..model.specs import SpecError, load_presets
 
-FITTABLE = ("launch_us", "notify_us", "sm_GBps", "nccl_launch_us", "nvlink_efficiency", "ib_efficiency")
+FITTABLE = ("launch_us", "notify_us", "sm_GBps", "nccl_launch_us", "nvlink_efficiency", "ib_efficiency",
+            "nccl_GBps", "nccl_copy_GBps", "nccl_reduce_GBps", "nvls_GBps", "nvls_latency_us")
+NCCL_RATE_FIELDS = ("nccl_GBps", "nccl_copy_GBps", "nccl_reduce_GBps", "nvls_GBps")   # GB/s, or None
 MIN_SM_GBPS = 0.1                    # GB/s per SM: the lowest a kernel spec (or a calibration) may give
 MIN_LINK_EFFICIENCY = 0.01           # x a link's bandwidth: the same
 SCALEOUT_KINDS = ("ib", "pcie")      # link kinds that ib_efficiency scales (the GPU-NIC hop and the IB fabric)
@@ -67,6 +77,13 @@ class KernelSpec:
     nvlink_efficiency: float = 1.0    # x the topology's NVLink bandwidth
     ib_efficiency: float = 1.0        # x the topology's IB and GPU-NIC bandwidth
     nccl_latency: bool = True         # NCCL's latency and protocols on the ring collectives (sim.network.nccl)
+    # NCCL's collectives beyond NCCL's own model, calibrated on a measured table (None: not charged;
+    # nccl_GBps None: nccl_sms x sm_GBps): sim.network.nccl_rates
+    nccl_GBps: Optional[float] = None         # a GPU's NCCL engine, per direction
+    nccl_copy_GBps: Optional[float] = None    # an all-gather's pass over each GPU's own slice
+    nccl_reduce_GBps: Optional[float] = None  # a reduce-scatter's (an all-reduce pays both)
+    nvls_GBps: Optional[float] = None         # an NVLS all-reduce's port bytes per second
+    nvls_latency_us: Optional[float] = None   # NVLS's latency as charged (None: NCCL's 23 us)
     calibrated_from: Optional[str] = None   # the profile CSV a calibration fitted (None: defaults)
     fitted: tuple = ()                # the parameters that calibration fitted
     description: str = ""
@@ -81,6 +98,11 @@ class KernelSpec:
             number(self.notify_round_trips, "KernelSpec.notify_round_trips", integer=True, low=0, high=100)
             for name in ("nvlink_efficiency", "ib_efficiency"):
                 number(getattr(self, name), f"KernelSpec.{name}", low=MIN_LINK_EFFICIENCY, high=1)
+            for name in NCCL_RATE_FIELDS:
+                if getattr(self, name) is not None:
+                    number(getattr(self, name), f"KernelSpec.{name} (GB/s)", low=MIN_SM_GBPS, high=MAX_GBPS)
+            if self.nvls_latency_us is not None:
+                number(self.nvls_latency_us, "KernelSpec.nvls_latency_us", low=0, high=MAX_LATENCY_US)
         except InputError as exc:
             raise SpecError(f"kernels {self.name!r}: {exc}") from None
         if not isinstance(self.nccl_latency, bool):
@@ -107,8 +129,18 @@ class KernelSpec:
 
     @property
     def nccl_gpu_rate(self) -> float | None:
-        """Bytes/s a GPU's NCCL kernels move per direction (``None``: not bounded)."""
+        """Bytes/s a GPU's NCCL kernels move per direction: ``nccl_GBps`` where set, else
+        ``nccl_sms x sm_GBps`` (``None``: not bounded)."""
+        if self.nccl_GBps is not None:
+            return self.nccl_GBps * 1e9
         return self.nccl_sms * self.sm_GBps * 1e9 if self.sm_GBps is not None else None
+
+    @property
+    def nccl_rates(self) -> NcclRates | None:
+        """What the NCCL collectives are charged beyond NCCL's model (:mod:`sim.network.nccl_rates`);
+        ``None`` where nothing is set."""
+        rates = NcclRates(self.nccl_copy_GBps, self.nccl_reduce_GBps, self.nvls_GBps, self.nvls_latency_us)
+        return rates if rates.active else None
 
     def ring_protocol(self, choice: str) -> str | None:
         """What the ring collectives take for a run's ``nccl_protocol`` ``choice``
