@@ -191,5 +191,6 @@ def test_the_shipped_nccl_rates_are_xlas_tables_fit():
     errors = {m.row: sim.seconds(m, shipped) / m.seconds - 1 for m in rows}
     rms = math.sqrt(sum(math.log1p(e) ** 2 for e in errors.values()) / len(errors))
     assert rms <= 0.347 + 5e-4
-    big = [errors[m.row] for m in rows if m.gpus == 8 and m.kind in ("all_gather", "all_reduce") and m.nbytes >= 2 ** 22]
+    big = [errors[m.row] for m in rows
+           if m.gpus == 8 and m.kind in ("all_gather", "all_reduce") and m.nbytes >= 2 ** 22]
     assert len(big) == 20 and max(abs(e) for e in big) < 0.25

@@ -16,7 +16,11 @@ from sim.network.nccl_rates import NcclRates, charged
 from sim.training.comm.kernels import load_kernels
 from topologies import load_topology
 
-RATES = NcclRates(copy_GBps=500.0, reduce_GBps=250.0, nvls_GBps=300.0, nvls_latency_us=40.0)
+
+def example_rates() -> NcclRates:
+    """The rates the cases below work by hand (built in each test, not at import, so that a broken
+    NcclRates fails the tests rather than their collection)."""
+    return NcclRates(copy_GBps=500.0, reduce_GBps=250.0, nvls_GBps=300.0, nvls_latency_us=40.0)
 
 
 def nvls_node(tmp_path, nvls=True):
@@ -38,10 +42,11 @@ def run(op, graph, ranks, nbytes, protocol, rates=None, gpu_rate=None):
 def test_each_gpus_slice_pass_by_hand():
     """8 MB over 8 GPUs: a 1 MB slice; copied at 500 GB/s 2 us, reduced at 250 GB/s 4 us, an
     all-reduce both (6 us); nothing for one GPU, an empty buffer, or a rate left unset."""
-    assert RATES.slice_s("all_gather", 8e6, 8) == pytest.approx(2e-6)
-    assert RATES.slice_s("reduce_scatter", 8e6, 8) == pytest.approx(4e-6)
-    assert RATES.slice_s("all_reduce", 8e6, 8) == pytest.approx(6e-6)
-    assert RATES.slice_s("all_reduce", 8e6, 1) == 0.0 and RATES.slice_s("all_gather", 0.0, 8) == 0.0
+    rates = example_rates()
+    assert rates.slice_s("all_gather", 8e6, 8) == pytest.approx(2e-6)
+    assert rates.slice_s("reduce_scatter", 8e6, 8) == pytest.approx(4e-6)
+    assert rates.slice_s("all_reduce", 8e6, 8) == pytest.approx(6e-6)
+    assert rates.slice_s("all_reduce", 8e6, 1) == 0.0 and rates.slice_s("all_gather", 0.0, 8) == 0.0
     assert NcclRates(reduce_GBps=250.0).slice_s("all_gather", 8e6, 8) == 0.0
     assert NcclRates(copy_GBps=500.0).slice_s("all_reduce", 8e6, 8) == pytest.approx(2e-6)
 
@@ -49,14 +54,15 @@ def test_each_gpus_slice_pass_by_hand():
 def test_charged_adds_the_pass_and_keeps_ncclss_choice():
     """A ring keeps NCCL's protocol and factor, its latency grows by the pass; NVLS takes its own
     latency and the factor nvls / path (at most 1); no rates, no change."""
+    rates = example_rates()
     ring = RingCost("Simple", 30e-6, 1.0)
-    out = charged(ring, "all_gather", 8e6, 8, RATES, 450.0)
+    out = charged(ring, "all_gather", 8e6, 8, rates, 450.0)
     assert (out.protocol, out.algorithm, out.bandwidth_factor) == ("Simple", ring.algorithm, 1.0)
     assert out.latency_s == pytest.approx(32e-6)
     nvls = RingCost(NVLS, NVLS_LATENCY_US * 1e-6, 1.0, NVLS)
-    out = charged(nvls, "all_reduce", 8e6, 8, RATES, 450.0)
+    out = charged(nvls, "all_reduce", 8e6, 8, rates, 450.0)
     assert out.latency_s == pytest.approx(40e-6 + 6e-6) and out.bandwidth_factor == pytest.approx(300 / 450)
-    assert charged(nvls, "all_reduce", 8e6, 8, RATES, 200.0).bandwidth_factor == 1.0   # the path is slower
+    assert charged(nvls, "all_reduce", 8e6, 8, rates, 200.0).bandwidth_factor == 1.0   # the path is slower
     assert charged(ring, "all_gather", 8e6, 8, None, 450.0) is ring
     assert charged(ring, "all_gather", 8e6, 8, NcclRates(), 450.0) is ring
 
@@ -69,12 +75,13 @@ def test_bad_rates_are_one_line_naming_the_field(field, value):
 
 
 def test_bad_latency_and_kind_are_one_line():
+    rates = example_rates()
     with pytest.raises(InputError, match=r"^NcclRates.nvls_latency_us \(microseconds\) must be a finite number in "
                                          r"\[0, 10,000\], got -1"):
         NcclRates(nvls_latency_us=-1)
     with pytest.raises(InputError, match=r"^collective kind must be one of all_reduce, all_gather, reduce_scatter, "
                                          r"got 'broadcast'$"):
-        RATES.slice_s("broadcast", 1e6, 8)
+        rates.slice_s("broadcast", 1e6, 8)
 
 
 @settings(max_examples=60, deadline=None)
@@ -96,13 +103,14 @@ def test_the_pass_grows_with_the_buffer_and_shrinks_with_the_group(kind, nbytes,
 def test_a_ring_ends_its_pass_later_exactly(op, kind):
     """On an empty fabric the pass is added before the ring's data, nothing else changes: the time
     with the rates is the time without them plus nbytes / n / rate (both for an all-reduce)."""
+    rates = example_rates()
     graph, ranks, nbytes = load_topology("h800-16"), list(range(8)), 4e8
     plain, _ = run(op, graph, ranks, nbytes, "Simple")
-    t, fab = run(op, graph, ranks, nbytes, "Simple", RATES)
-    assert t == pytest.approx(plain + RATES.slice_s(kind, nbytes, 8), rel=1e-12)
+    t, fab = run(op, graph, ranks, nbytes, "Simple", rates)
+    assert t == pytest.approx(plain + rates.slice_s(kind, nbytes, 8), rel=1e-12)
     cost, _ = nccl_ring_cost(fab, kind, ranks, nbytes, "Simple")
     plain_cost = ring_cost(kind, nbytes, 8, 1, cost_bus(fab), "Simple")
-    assert cost.latency_s == pytest.approx(plain_cost.latency_s + RATES.slice_s(kind, nbytes, 8))
+    assert cost.latency_s == pytest.approx(plain_cost.latency_s + rates.slice_s(kind, nbytes, 8))
 
 
 def cost_bus(fab) -> float:
@@ -111,36 +119,39 @@ def cost_bus(fab) -> float:
 
 def test_a_hierarchical_all_gather_pays_the_pass_over_all_its_gpus():
     """16 GPUs on 2 nodes: each GPU's slice is nbytes / 16, once for the whole collective."""
+    rates = example_rates()
     graph, ranks, nbytes = load_topology("h800-16"), list(range(16)), 1.6e9
     plain, _ = run(lambda f, r, b, protocol: hierarchical_all_gather(f, r, b, 8, protocol), graph, ranks, nbytes,
                    "Simple")
     t, _ = run(lambda f, r, b, protocol: hierarchical_all_gather(f, r, b, 8, protocol), graph, ranks, nbytes,
-               "Simple", RATES)
+               "Simple", rates)
     assert t == pytest.approx(plain + 1e8 / 500e9, rel=1e-12)
 
 
 def test_an_nvls_all_reduce_runs_at_its_own_rate_and_latency(tmp_path):
     """8 GPUs, 1 GB, NVLS: 40 us, the pass over a 125 MB slice (copied 0.25 ms, reduced 0.5 ms),
     then S (n + 1) / n port bytes at 300 GB/s, the NVLink's 450 GB/s notwithstanding."""
+    rates = example_rates()
     graph, nbytes = nvls_node(tmp_path), 1e9
-    t, fab = run(ring_all_reduce, graph, list(range(8)), nbytes, "auto", RATES)
+    t, fab = run(ring_all_reduce, graph, list(range(8)), nbytes, "auto", rates)
     cost, _ = nccl_ring_cost(fab, "all_reduce", list(range(8)), nbytes, "auto")
     assert cost.protocol == NVLS
-    expected = 40e-6 + RATES.slice_s("all_reduce", nbytes, 8) + nvls_port_bytes(nbytes, 8) / 300e9
+    expected = 40e-6 + rates.slice_s("all_reduce", nbytes, 8) + nvls_port_bytes(nbytes, 8) / 300e9
     assert t == pytest.approx(expected, rel=1e-9)
-    engine, _ = run(ring_all_reduce, graph, list(range(8)), nbytes, "auto", RATES, gpu_rate=200e9)
-    assert engine == pytest.approx(40e-6 + RATES.slice_s("all_reduce", nbytes, 8) + nvls_port_bytes(nbytes, 8) / 200e9,
+    engine, _ = run(ring_all_reduce, graph, list(range(8)), nbytes, "auto", rates, gpu_rate=200e9)
+    assert engine == pytest.approx(40e-6 + rates.slice_s("all_reduce", nbytes, 8) + nvls_port_bytes(nbytes, 8) / 200e9,
                                    rel=1e-9)                # an engine slower than NVLS's rate binds instead
 
 
 def test_the_choice_stays_ncclss():
     """The rates change what a collective takes, not what NCCL picks: the same protocol with and
     without them, at every size from 1 KB to 1 GB."""
+    rates = example_rates()
     graph, ranks = load_topology("dgx-h100-superpod"), list(range(8))
     for nbytes in (1e3, 1e5, 1e6, 1e8, 1e9):
         for kind in ("all_gather", "reduce_scatter", "all_reduce"):
             env = simpy.Environment()
-            with_rates = nccl_ring_cost(Fabric(env, graph, nccl_rates=RATES), kind, ranks, nbytes, "auto")[0]
+            with_rates = nccl_ring_cost(Fabric(env, graph, nccl_rates=rates), kind, ranks, nbytes, "auto")[0]
             without = nccl_ring_cost(Fabric(env, graph), kind, ranks, nbytes, "auto")[0]
             assert (with_rates.protocol, with_rates.algorithm) == (without.protocol, without.algorithm)
 
