@@ -173,7 +173,8 @@ class Scenario:
 
     def step_fabric(self, env) -> Network:
         """The run's network (``RunSpec.network``: :func:`~sim.network.build_network`) for pipeline
-        sends and data-parallel collectives (NCCL kernels: each GPU's bounded by ``nccl_sms x sm_GBps``)."""
+        sends and data-parallel collectives (NCCL kernels: each GPU's bounded by the kernels'
+        ``nccl_gpu_rate``, its NCCL collectives charged their ``nccl_rates``)."""
         return build_network(env, self.links, self.run.network, gpu_rate=self.kernels.nccl_gpu_rate,
                              nccl_rates=self.kernels.nccl_rates)
 
