@@ -7,8 +7,9 @@ protocols and latencies: docs/network.md, "NCCL's collectives as NCCL runs them"
 Where the declared calibration table ``experiments/profiles/xla-nccl-h100.csv`` (XLA's measured
 collectives on one 8-GPU H100 SXM node, 1 KiB to 2 GiB) has the same collective, GPU count and size
 on the H100 preset, the row carries the measured time and the model's error; the script prints, per
-collective and GPU count, how many of those sizes land within 10%. The table is calibration data:
-nothing here is scored or fitted.
+collective and GPU count, how many of those sizes land within 10%. The table is calibration data,
+never scored: the ``deepep`` kernels' NCCL terms are fitted to it (``python -m sim calibrate``,
+docs/network.md), and this script shows how close that fit comes, size by size.
 
 Writes ``results/nccl_curves.csv`` (a sweep: resumes; ``--serial`` runs it in this process): topology,
 gpu, kind, gpus, nodes, bytes (nccl-tests' size: all-gather the output, reduce-scatter the input,
