@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from sim.compute import KernelFamilyError, KernelModel, LayerShape, layer_ops
 from sim.compute.device import GpuFigures
+from sim.compute.ops import Op
 from sim.training.costs.chunk import ChunkModel, attention_core_flops
 from sim.training.model.params import attention_params, dense_mlp_params, expert_params
 from sim.training.model.specs import RunSpec, load_gpu, load_model
@@ -145,6 +146,28 @@ def test_families_by_gpu_and_the_generic_fallback():
         KernelModel(own._replace(family="sm99"))
     with pytest.raises(KernelFamilyError, match="has no fitted mxfp8 GEMMs"):
         KernelModel(load_gpu("h100").figures()).gemm_fit("mxfp8")
+
+
+def test_a_family_gpu_at_a_lower_peak_runs_its_fits_at_the_ratio_of_the_peaks():
+    """An H100 NVL (835 TFLOPS BF16) naming ``sm90``, fitted at the SXM's 989: a compute-bound GEMM's
+    time past its fixed part and the attention core's rate, by hand, at 835 / 989 of the SXM's; a
+    member at the family's own peak is the family unscaled."""
+    h100 = KernelModel(load_gpu("h100").figures())
+    nvl = KernelModel(GpuFigures("h100-nvl", 132, {"bf16": 835.0, "fp8": 1670.0}, 3.35, family="sm90"))
+    same = KernelModel(GpuFigures("h100-mine", 132, {"bf16": 989.0, "fp8": 1979.0}, 3.35, family="sm90"))
+    assert h100.peak_factor == same.peak_factor == 1.0 and nvl.peak_factor == 835.0 / 989.0
+    assert not nvl.generic and "sm90 (at 0.844 of its rates: h100-nvl's BF16 peak)" in nvl.label
+    assert same.label == h100.label
+    for precision in ("bf16", "fp8"):
+        assert nvl.gemm_fit(precision).rate_tflops == h100.gemm_fit(precision).rate_tflops * (835.0 / 989.0)
+        assert nvl.gemm_fit(precision).fixed_us == h100.gemm_fit(precision).fixed_us
+    gemm = Op("fc1", "mlp", "f", "gemm", 2.0 * 16384 ** 3, 2.0 * 16384 ** 3, shape=(1, 16384, 16384, 16384))
+    fixed = h100.gemm_fit("bf16").fixed_us * 1e-6
+    [slow], [fast], [alike] = nvl.costs([gemm]), h100.costs([gemm]), same.costs([gemm])
+    assert slow.bound == fast.bound == "compute" and alike.seconds == fast.seconds
+    assert (slow.seconds - fixed) / (fast.seconds - fixed) == pytest.approx(989.0 / 835.0, rel=1e-12)
+    assert nvl.attention.rate("fwd", True, 8192, 128) == pytest.approx(
+        h100.attention.rate("fwd", True, 8192, 128) * 835.0 / 989.0, rel=1e-12)
 
 
 def test_the_flops_model_is_still_there():

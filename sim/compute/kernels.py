@@ -13,7 +13,10 @@ A flat efficiency set by the user overrides its class (``gemm_efficiency``: ever
 x efficiency), as the FLOPs model costs them. The fitted families live in
 ``sim/compute/presets/kernels.yaml`` (``python -m sim calibrate --kernels --write``); a GPU runs the
 family its spec names (``kernel_family``), else the family listing its name, else ``generic``: the
-``sm90`` fits at the ratio of the GPU's peaks to the H100's (said in the recipe line).
+``sm90`` fits at the ratio of the GPU's peaks to the H100's (said in the recipe line). A GPU that
+runs a family at another BF16 peak than the family was fitted at (its ``reference_bf16_tflops``:
+an H100 NVL or a power-limited H100 naming ``sm90``) runs its GEMM and attention fits at the ratio
+of the two peaks too (:func:`peak_ratio`), also said in the recipe line.
 """
 from __future__ import annotations
 
@@ -98,7 +101,14 @@ def family_of(gpu: GpuFigures, families: dict) -> tuple[str, float | None]:
     for name, fam in families.items():
         if gpu.name in (fam.get("gpus") or []):
             return name, None
-    return GENERIC_FROM, gpu.peak("bf16") / families[GENERIC_FROM]["reference_bf16_tflops"]
+    return GENERIC_FROM, peak_ratio(gpu, families[GENERIC_FROM])
+
+
+def peak_ratio(gpu: GpuFigures, entry: dict) -> float:
+    """``gpu``'s BF16 peak over the one family ``entry`` was fitted at (``reference_bf16_tflops``):
+    the factor on that family's GEMM and attention rates for a GPU that runs its kernels at another
+    peak (lower clocks, a lower power limit: an H100 NVL's 835 TFLOPS against the SXM's 989)."""
+    return gpu.peak("bf16") / entry["reference_bf16_tflops"]
 
 
 def _attention_model(att: dict, gpu: GpuFigures, factor: float) -> AttentionModel:
@@ -137,9 +147,11 @@ class KernelModel:
         self.gemm_efficiency, self.attention_efficiency = gemm_efficiency, attention_efficiency
         table = load_families(families)
         name, generic = family_of(gpu, table)
-        self.family = _family(name, table[name], gpu, generic)
-        self.attention = self.family.attention_model(attention_kernel)
         self.generic = generic is not None
+        # a family's own GPU at another peak than the family's runs its fits at the ratio of the peaks
+        self.peak_factor = generic if self.generic else peak_ratio(gpu, table[name])
+        self.family = _family(name, table[name], gpu, None if self.peak_factor == 1.0 else self.peak_factor)
+        self.attention = self.family.attention_model(attention_kernel)
         self.memo: dict = {}        # a caller's costs of whole ops lists by their key (shared_kernel_model)
 
     @property
@@ -147,8 +159,12 @@ class KernelModel:
         """The kernel model as the recipe line names it."""
         if self.gemm_efficiency is not None and self.attention_efficiency is not None:
             return f"flat efficiencies (GEMMs {self.gemm_efficiency:g}, attention {self.attention_efficiency:g})"
-        fam = self.family.name + (f" (generic: {self.family.name}'s fits at {self.gpu.name}'s peaks)" if self.generic
-                                  else "")
+        if self.generic:
+            fam = f"{self.family.name} (generic: {self.family.name}'s fits at {self.gpu.name}'s peaks)"
+        elif self.peak_factor != 1.0:
+            fam = f"{self.family.name} (at {self.peak_factor:.3g} of its rates: {self.gpu.name}'s BF16 peak)"
+        else:
+            fam = self.family.name
         flat = []
         if self.gemm_efficiency is not None:
             flat.append(f"GEMMs flat at {self.gemm_efficiency:g}")
@@ -219,4 +235,4 @@ def shared_kernel_model(gpu: GpuFigures, **options) -> KernelModel:
 
 
 __all__ = ["DEFAULT_LAUNCH_US", "Family", "KernelFamilyError", "KernelModel", "OpCost", "family_of", "load_families",
-           "shared_kernel_model"]
+           "peak_ratio", "shared_kernel_model"]
