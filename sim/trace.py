@@ -3,7 +3,8 @@
 A process per rank ("rank r") with a thread per stream: ``ops`` (schedule ops), and for the
 traced (middle) rank of a MoE step ``compute`` and ``communication`` (the parts; a compute part that ran
 beside a communication kernel says how much longer than alone in ``args.beside_comm``, its kernels on
-the SMs and HBM bandwidth that kernel left); a counter track per busiest link
+the SMs and HBM bandwidth that kernel left), and under ZeRO-3 ``data-parallel communication`` (each
+layer's weight gathers and gradient scatters, beside the layers); a counter track per busiest link
 of the step's fabric, its utilization per time bin (when the step recorded its link timeline; in
 measured communication the track's name says the all-to-alls are not on it), or else the mean
 utilization of the measured all-to-alls. Times in microseconds.
@@ -75,6 +76,9 @@ def trace_events(result, busiest: int = 8, offset_s: float = 0.0) -> list[dict]:
         pid = result.traced_rank           # the rank whose parts a MoE step records
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 1, "args": {"name": "compute"}})
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 2, "args": {"name": "communication"}})
+        if any(e.stream == 2 for e in parts):
+            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 3,
+                           "args": {"name": "data-parallel communication (ZeRO-3)"}})
         for e in parts:
             events.append({"name": e.name, "cat": "compute" if e.stream == 0 else "comm", "ph": "X", "pid": pid,
                            "tid": 1 + e.stream, "ts": (e.start + offset_s) * scale, "dur": (e.end - e.start) * scale,

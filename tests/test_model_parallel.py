@@ -196,9 +196,9 @@ def test_fb_units_run_tp_collectives_beside_the_other_chunks_compute():
 def test_fsdp_without_resharding_gathers_once_per_step_and_scatters_in_the_dp_sync():
     """ZeRO-3 on Llama 3 8B (PP2, DP4, 4 micro-batches): by default every forward and backward gathers
     each layer's weights and every backward scatters its gradients; with reshard_after_forward off
-    (Llama 3's FSDP) only the first forward of each stage gathers, its first layer exposed (the rest
-    prefetched), the gradients go in the data-parallel sync, and a GPU holds its stage's whole
-    weights."""
+    (Llama 3's FSDP) only the first forward of each stage gathers (each layer's, a layer ahead on the
+    data-parallel stream), the gradients go in the data-parallel sync, and a GPU holds its stage's
+    whole weights."""
     run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=2, dp=4, ep=1, schedule="1f1b",
                   microbatches=4, seq_len=2048, zero_stage=3, memory_policy="selective")
 
@@ -209,7 +209,8 @@ def test_fsdp_without_resharding_gathers_once_per_step_and_scatters_in_the_dp_sy
     once = MoEStep(once_sc).simulate()
     layers = once_sc.chunk.layers_per_stage[once_sc.layout.traced_rank]
     assert parts(each, "GATHER(F)") == parts(each, "GATHER(B)") == parts(each, "SCATTER(B)") == 4 * layers
-    assert parts(once, "GATHER(F)") == 1 and parts(once, "GATHER(B)") == parts(once, "SCATTER(B)") == 0
+    assert parts(once, "GATHER(F)") == layers and parts(once, "GATHER(B)") == parts(once, "SCATTER(B)") == 0
+    assert {e.stream for e in each.part_trace if e.name in ("GATHER(F)", "GATHER(B)", "SCATTER(B)")} == {2}
     assert once.step_time_s < each.step_time_s
     weights = Scenario(run).memory[0].params_gb
     # whole BF16 weights (2 bytes a parameter), besides the GPU's shard of them (2 bytes over DP 4), against

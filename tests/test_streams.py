@@ -10,6 +10,7 @@ from sim.training.costs.parts import backward_parts, forward_parts, overlapped_p
 from sim.training.costs.streams import (
     COMM,
     COMPUTE,
+    DP_COMM,
     Part,
     as_streams,
     compile_plan,
@@ -135,13 +136,16 @@ def test_sm_sharing_counts_any_kernel_running_at_the_start():
 
 
 def _simpy_streams(comp, comm, comm_time):
-    """Independent evaluator: the two streams as SimPy processes with events (no SM sharing)."""
+    """Independent evaluator: the streams (compute, and each communication lane) as SimPy
+    processes with events (no SM sharing)."""
     env = simpy.Environment()
     done = ([env.event() for _ in comp], [env.event() for _ in comm])
     times = {}
 
-    def stream(kind, parts):
+    def stream(kind, parts, lane=0):
         for i, part in enumerate(parts):
+            if kind == COMM and part.lane != lane:
+                continue
             for s, j in part.after:
                 yield done[s][j]
             t0 = env.now
@@ -151,6 +155,7 @@ def _simpy_streams(comp, comm, comm_time):
 
     env.process(stream(COMPUTE, comp))
     env.process(stream(COMM, comm))
+    env.process(stream(COMM, comm, lane=1))
     env.run()
     return env.now, times
 
@@ -160,31 +165,73 @@ layers = st.builds(LayerCost, *[st.floats(0.01, 5.0)] * 6, st.booleans(), st.jus
 ends = st.builds(StageEnds, *[st.floats(0, 2)] * 5)
 
 
-@given(st.lists(layers, max_size=3), st.lists(layers, max_size=3), ends, ends, st.floats(0.01, 3.0), st.booleans())
-def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_ends, b_ends, comm_time, plain):
+@given(st.lists(layers, max_size=3), st.lists(layers, max_size=3), ends, ends, st.floats(0.01, 3.0), st.booleans(),
+       st.booleans())
+def test_agrees_with_a_simpy_evaluator(f_layers, b_layers, f_ends, b_ends, comm_time, plain, zero3):
     if plain:
-        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True) + forward_parts(f_layers, f_ends))
+        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True, zero3=zero3)
+                                + forward_parts(f_layers, f_ends, zero3=zero3))
     else:
-        comp, comm = overlapped_parts(f_layers, b_layers, f_ends, b_ends)
+        comp, comm = overlapped_parts(f_layers, b_layers, f_ends, b_ends, zero3=zero3)
     end, times = _simpy_streams(comp, comm, comm_time)
     t = _run(comp, comm, [0.0], comm_time=comm_time)
     assert t.end[0] == pytest.approx(end)
+    assert bool(plain and zero3 and (f_layers or b_layers)) == any(p.lane for p in comm)
     for s in (COMPUTE, COMM):    # parts are recorded in visiting order: stream order within a stream
-        mine = [p for p in t.parts if p.stream == s]
+        mine = [p for p in t.parts if min(p.stream, COMM) == s]
         assert len(mine) == len(comp if s == COMPUTE else comm)
         for i, p in enumerate(mine):
             assert (p.start, p.end) == pytest.approx(times[p.name, s, i]) and p.stretch == 1.0   # slowdown 1
 
 
+def _dense(attn: float, mlp: float, w: float = 0.0) -> LayerCost:
+    return LayerCost(attn, attn, w, mlp, mlp, w, False, 0.0, 0.0)
+
+
+@given(st.integers(1, 6), st.floats(0.01, 5.0), st.floats(0.01, 5.0), st.floats(0.01, 5.0))
+def test_zero3_gathers_a_layer_ahead_beside_the_layers(n, attn, mlp, gather):
+    """A forward of n dense layers of c = ATTN + MLP seconds under ZeRO-3, each gather g on the
+    data-parallel stream issued when the layer before starts: g + (n - 1) max(g, c) + c."""
+    layers = [_dense(attn, mlp)] * n
+    comp, comm = as_streams(forward_parts(layers, StageEnds(), zero3=True))
+    assert [p.lane for p in comm] == [1] * n and [p.name for p in comm] == ["GATHER(F)"] * n
+    t = _run(comp, comm, [0.0], comm_time=gather)
+    c = attn + mlp
+    assert t.end[0] == pytest.approx(gather + (n - 1) * max(gather, c) + c)
+    assert t.compute_s[0] == pytest.approx(n * c) and t.comm_s[0] == pytest.approx(n * gather)
+    assert {p.stream for p in t.parts} == {COMPUTE, DP_COMM}
+
+
+def test_zero3_backward_worked_by_hand():
+    """Two dense layers, each MLP(B), MLP(W), ATTN(B), ATTN(W) of 1 s, gathers and scatters of 1.5 s
+    on the data-parallel stream: GATHER 0-1.5 and 1.5-3 (both issued at the start); layer 1.5-5.5;
+    its SCATTER 5.5-7 (the stream is free from 3); the next layer 5.5-9.5 (its weights since 3);
+    its SCATTER 9.5-11, the op's end. With the compute slowed 2x beside a communication kernel, the
+    first layer's MLP(B), which starts while the second gather runs, takes 2 s."""
+    layers = [_dense(1.0, 1.0, 1.0)] * 2
+    comp, comm = as_streams(backward_parts(layers, StageEnds(), with_w=True, zero3=True))
+    t = _run(comp, comm, [0.0], comm_time=1.5)
+    got = [(p.name, p.start, p.end) for p in t.parts if p.stream == DP_COMM]
+    assert got == [("GATHER(B)", 0, 1.5), ("GATHER(B)", 1.5, 3), ("SCATTER(B)", 5.5, 7), ("SCATTER(B)", 9.5, 11)]
+    compute = [(p.name, p.start, p.end) for p in t.parts if p.stream == COMPUTE]
+    assert compute[0] == ("MLP(B)", 1.5, 2.5) and compute[3] == ("ATTN(W)", 4.5, 5.5)
+    assert compute[4] == ("MLP(B)", 5.5, 6.5) and t.end[0] == 11
+    slow = _run(comp, comm, [0.0], comm_time=1.5, slowdown=2.0)
+    assert [(p.name, p.start, p.end, p.stretch) for p in slow.parts if p.stream == COMPUTE][0] == \
+        ("MLP(B)", 1.5, 3.5, 2.0)
+
+
 @given(st.lists(layers, min_size=1, max_size=3), st.lists(layers, min_size=1, max_size=3), ends, ends,
        st.lists(st.floats(0.01, 3.0), min_size=1, max_size=4), st.floats(0.0, 100.0), st.floats(0.2, 3.0),
-       st.floats(1.0, 4.0), st.booleans())
+       st.floats(1.0, 4.0), st.booleans(), st.booleans())
 def test_one_gpu_walks_as_a_group_of_alike_gpus(f_layers, b_layers, f_ends, b_ends, comm_times, start, load,
-                                                 slowdown, plain):
+                                                 slowdown, plain, zero3):
     """A group of one GPU is walked on Python floats: to the last bit what the vector walk gives
-    each GPU of a group of two alike ones (SM sharing, recomputation and records included)."""
+    each GPU of a group of two alike ones (SM sharing, recomputation, ZeRO-3's data-parallel stream
+    and records included)."""
     if plain:
-        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True) + forward_parts(f_layers, f_ends))
+        comp, comm = as_streams(backward_parts(b_layers, b_ends, with_w=True, zero3=zero3)
+                                + forward_parts(f_layers, f_ends, zero3=zero3))
     else:
         comp, comm = overlapped_parts(f_layers, b_layers, f_ends, b_ends)
     comp[0].recompute = True

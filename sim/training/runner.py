@@ -456,7 +456,7 @@ class GroupRunner:
     def _zero3_parts(self, rank: int, seq: int) -> tuple[bool, bool]:
         """(gathers, scatters) of op ``seq`` of ``rank`` under ZeRO-3: in every op by default; with
         ``reshard_after_forward`` off, the weights are gathered only in the first forward of each
-        stage (prefetched layer by layer: only the first layer's gather is exposed) and the
+        stage (layer by layer, a layer ahead, beside the layers: :mod:`sim.training.costs.parts`) and the
         gradients reduce-scattered by the data-parallel sync when the stage is done
         (:mod:`sim.training.dpsync`), not inside ops."""
         if not self._zero3:
@@ -521,7 +521,7 @@ class GroupRunner:
         layers, ends = self._layers(op)
         gathers, scatters = zero3
         if op.kind == "F":
-            return forward_parts(layers, ends, gathers, self._mp_parts, prefetch=not self._reshard)
+            return forward_parts(layers, ends, gathers, self._mp_parts)
         if op.kind == "W":
             return weight_parts(layers, ends, scatters)
         if self._reshard:

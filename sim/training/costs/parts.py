@@ -20,10 +20,18 @@ in flight. Whatever overlap results comes out of the streams as :mod:`sim.traini
 
 Under ZeRO-3 (``zero3``) each layer's weights are sharded: GATHER (an all-gather of the layer's
 parameters over their data-parallel groups) precedes the layer's forward and its input gradient,
-and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. They are parts of the
-communication stream (a GPU has one here: they take turns with the all-to-alls); in an ``FB`` unit
-a layer's gathers sit at the start of its turn and wait for nothing, so they can run while the
-previous layer computes, and a layer's scatter follows the next layer's gathers.
+and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. In a plain op they run
+on the data-parallel communication stream (``lane`` 1 of :mod:`sim.training.costs.streams`), as
+FSDP runs them beside the layers (PyTorch's FSDP2, Megatron-Core's FSDP, DeepSpeed's ZeRO-3
+prefetch): the gather of layer j + 1 is issued when layer j starts (the first two at the op's
+start) and layer j + 1 waits for it, so a gather longer than a layer is exposed by the difference
+and a shorter one is hidden; a layer's scatter is issued when its weight gradient ends and only
+the op's end waits for it. Gathers and scatters take turns on that stream (they share the
+data-parallel links); the compute beside them runs on the SMs they leave, as beside any
+communication kernel. For L layers of ``c`` seconds each and gathers of ``g``, a forward lasts
+``g + (L - 1) max(g, c) + c``. In an ``FB`` unit a layer's gathers sit at the start of its turn on
+the op's communication stream and wait for nothing, so they can run while the previous layer
+computes, and a layer's scatter follows the next layer's gathers.
 
 Tensor and context parallelism (``mp``, a :class:`ModelParallelParts`) add communication parts
 to a plain op, each exposed (the compute stream waits for it: Megatron's TP collectives block
@@ -165,22 +173,54 @@ def _scatter(c: LayerCost, zero3: bool, after=None) -> list[Part]:
     return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", after=after or [])] if zero3 else []
 
 
+def _prefetched(c: LayerCost, name: str, j: int) -> Part:
+    """Layer ``c``'s gather ``name`` on the data-parallel stream, tagged for the ``j``-th layer of its op."""
+    return Part(COMM, name, 0.0, f"gather:{layer_kind(c)}", lane=1, tag=f"{name}{j}")
+
+
+def _needing(parts: list[Part], tag: str) -> list[Part]:
+    """``parts`` with the first compute part (the first to use the layer's weights) waiting for the
+    data-parallel part tagged ``tag``."""
+    first = next((i for i, p in enumerate(parts) if p.stream == COMPUTE), None)
+    if first is None:
+        return parts
+    return parts[:first] + [replace(parts[first], needs=(tag,))] + parts[first + 1:]
+
+
+def _layer_gathers(layers: list[LayerCost], name: str, each: list[list[Part]]) -> list[Part]:
+    """The layers' parts ``each`` (per layer, in op order) under ZeRO-3: each layer's gather ``name``
+    issued on the data-parallel stream when the layer before it starts (the first two at the op's
+    start), each layer's first part waiting for its own."""
+    out = [_prefetched(layers[0], name, 0)] if layers else []
+    for j, parts in enumerate(each):
+        if j + 1 < len(layers):
+            out.append(_prefetched(layers[j + 1], name, j + 1))
+        out += _needing(parts, f"{name}{j}")
+    return out
+
+
+def _background_scatter(c: LayerCost, zero3: bool) -> list[Part]:
+    return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", lane=1)] if zero3 else []
+
+
 def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
-                  mp: ModelParallelParts = NO_MODEL_PARALLEL, prefetch: bool = False) -> list[Part]:
-    """``prefetch``: under ZeRO-3 only the first layer's GATHER is a part: each later layer's is
-    fetched while the layer before it computes (taken as hidden, not costed)."""
+                  mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
+    """``zero3``: each layer's GATHER(F) on the data-parallel stream, a layer ahead (see the module)."""
     parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
-    for j, c in enumerate(layers):
-        parts += _gather(c, "GATHER(F)", zero3 and not (prefetch and j))
+    each = []
+    for c in layers:
+        own: list[Part] = []
         before, after = _around(mp, c, True, "F")
-        parts += _block(before, Part(COMPUTE, "ATTN(F)", c.attn_f, beside=c.beside_ratio("attn_f")), after, c, "attn_f")
+        own += _block(before, Part(COMPUTE, "ATTN(F)", c.attn_f, beside=c.beside_ratio("attn_f")), after, c, "attn_f")
         if c.moe:
-            parts.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
+            own.append(Part(COMM, "DISPATCH(F)", 0.0, "dispatch"))
         before, after = _around(mp, c, False, "F")
-        parts += _block(before, Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share,
-                                     beside=c.beside_ratio("mlp_f")), after, c, "mlp_f")
+        own += _block(before, Part(COMPUTE, "MLP(F)", c.mlp_f, routed_share=c.routed_share,
+                                   beside=c.beside_ratio("mlp_f")), after, c, "mlp_f")
         if c.moe:
-            parts.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
+            own.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
+        each.append(own)
+    parts += _layer_gathers(layers, "GATHER(F)", each) if zero3 else [p for own in each for p in own]
     if ends.head_f:
         parts.append(Part(COMPUTE, "HEAD(F)", ends.head_f))
     return parts
@@ -195,37 +235,42 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
         parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
         if with_w:
             parts.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
+    each = []
     for c in reversed(layers):
-        parts += _gather(c, "GATHER(B)", zero3 and regather)
+        own: list[Part] = []
         if c.moe:
-            parts.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
-        parts += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
+            own.append(Part(COMM, "COMBINE(B)", 0.0, "dispatch"))
+        own += _recomputed_block("MLP(R)", c.mlp_r, mp, False, c)
         before, after = _around(mp, c, False, "B")
-        parts += _block(before, Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share,
-                                     beside=c.beside_ratio("mlp_i")), after, c, "mlp_i")
+        own += _block(before, Part(COMPUTE, "MLP(B)", c.mlp_i, routed_share=c.routed_share,
+                                   beside=c.beside_ratio("mlp_i")), after, c, "mlp_i")
         if with_w:
-            parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
-                              beside=c.beside_ratio("mlp_w")))
+            own.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
+                            beside=c.beside_ratio("mlp_w")))
         if c.moe:
-            parts.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
-        parts += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
+            own.append(Part(COMM, "DISPATCH(B)", 0.0, "combine"))
+        own += _recomputed_block("ATTN(R)", c.attn_r, mp, True, c)
         before, after = _around(mp, c, True, "B")
-        parts += _block(before, Part(COMPUTE, "ATTN(B)", c.attn_i, beside=c.beside_ratio("attn_i")), after, c, "attn_i")
+        own += _block(before, Part(COMPUTE, "ATTN(B)", c.attn_i, beside=c.beside_ratio("attn_i")), after, c, "attn_i")
         if with_w:
-            parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
-            parts += _scatter(c, zero3)
+            own.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
+            own += _background_scatter(c, zero3)
+        each.append(own)
+    order = list(reversed(layers))
+    parts += _layer_gathers(order, "GATHER(B)", each) if zero3 and regather else [p for own in each for p in own]
     if with_w and ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
     return parts
 
 
 def weight_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) -> list[Part]:
+    """``zero3``: each layer's SCATTER(B) on the data-parallel stream when its weight gradient ends."""
     parts = [Part(COMPUTE, "HEAD(W)", ends.head_w)] if ends.head_w else []
     for c in reversed(layers):
         parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
                           beside=c.beside_ratio("mlp_w")))
         parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
-        parts += _scatter(c, zero3)
+        parts += _background_scatter(c, zero3)
     if ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
     return parts

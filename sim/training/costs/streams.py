@@ -6,7 +6,10 @@ parts of an op are not SimPy events: :func:`run_op` schedules them with numpy ve
 per GPU of the group), by these rules, which are the whole stream model:
 
 1. Each stream runs its parts in list order. A part becomes ready when its stream is free and
-   every part in its ``after`` list has ended.
+   every part in its ``after`` list has ended. Communication parts run on two streams, their
+   ``lane``: 0, the op's own (TP and CP collectives, all-to-alls), and 1, the data-parallel one
+   (ZeRO-3's per-layer weight gathers and gradient scatters, which FSDP issues on streams of their
+   own beside the layers, :func:`as_streams`).
 2. A compute part lasts ``seconds x (1 + routed_share x (load - 1))``, ``load`` being the tokens
    its GPU's experts get relative to the group mean (1 when routing is balanced). If one of its
    GPU's communication parts is running when it starts (launched at or before that instant and
@@ -19,7 +22,7 @@ per GPU of the group), by these rules, which are the whole stream model:
    ends ``comm_time`` seconds later on every GPU of the group. A GPU that launched it earlier
    waits for its peers meanwhile (``peer_wait_s``: the barrier less its own launch), holding its
    SMs: a slow or overloaded GPU delays exactly the collectives of its own group.
-4. The op ends on a GPU when both of its streams have finished.
+4. The op ends on a GPU when all of its streams have finished.
 
 Parts are visited once, in an order fixed per op (:func:`compile_plan`): a ready communication
 part before a ready compute part, so that every communication part launched at or before a
@@ -35,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 COMPUTE, COMM = 0, 1
+DP_COMM = 2                 # a part span's stream for a data-parallel (lane 1) communication part
 
 
 @dataclass
@@ -48,6 +52,9 @@ class Part:
     recompute: bool = False    # compute: recomputation of forward work (the memory policy's)
     overlap: str = ""          # comm: "next" / "prev": runs beside the compute part after / before it (as_streams)
     beside: float = 0.0        # compute: how much longer it runs beside a communication kernel (0: the run's ratio)
+    lane: int = 0              # comm: 0 the op's communication stream, 1 the data-parallel one (ZeRO-3's)
+    tag: str = ""              # a lane-1 part: the name the part that needs it gives (as_streams)
+    needs: tuple = ()          # the tags of the lane-1 parts this part waits for (as_streams)
 
 
 def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
@@ -56,11 +63,22 @@ def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
     (the ``overlap="next"`` communication parts right before it and the ``overlap="prev"`` ones right
     after it: TP-communication overlap's all-gather feeding a GEMM and reduce-scatter draining it)
     starts together, each part waiting for what the compute part waits for, and the part after the
-    block waits for every part of it."""
+    block waits for every part of it. A data-parallel part (``lane`` 1) is issued where it stands:
+    it waits for what the part after it waits for, and nothing waits for it but the parts that name
+    its ``tag`` in their ``needs`` (ZeRO-3's gather of a layer's weights, issued a layer ahead, and
+    the layer that needs them) and the op's end."""
     streams: tuple[list[Part], list[Part]] = ([], [])
     prev: list = []
+    tagged: dict = {}
     i = 0
     while i < len(chain):
+        if chain[i].lane:
+            part = chain[i]
+            streams[COMM].append(_copy(part, list(prev)))
+            if part.tag:
+                tagged[part.tag] = (COMM, len(streams[COMM]) - 1)
+            i += 1
+            continue
         j = i
         while j < len(chain) and chain[j].overlap == "next":
             j += 1
@@ -74,12 +92,17 @@ def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
         ends = []
         for part in block:
             own = streams[part.stream]
-            own.append(Part(part.stream, part.name, part.seconds, part.shape, part.routed_share, list(prev),
-                            part.recompute, part.overlap, part.beside))
+            own.append(_copy(part, list(prev) + [tagged[t] for t in part.needs]))
             ends.append((part.stream, len(own) - 1))
         prev = ends
         i += len(block)
     return streams
+
+
+def _copy(part: Part, after: list) -> Part:
+    """``part`` waiting for ``after`` (its tags resolved: a copy without ``needs``)."""
+    return Part(part.stream, part.name, part.seconds, part.shape, part.routed_share, after, part.recompute,
+                part.overlap, part.beside, part.lane, part.tag)
 
 
 @dataclass
@@ -112,7 +135,7 @@ def compile_plan(comp: list[Part], comm: list[Part]) -> OpPlan:
 class PartSpan(NamedTuple):
     """One part as it ran on the first GPU of a group (seconds)."""
 
-    stream: int                # COMPUTE or COMM
+    stream: int                # COMPUTE, COMM or DP_COMM (a communication part of lane 1)
     name: str
     start: float
     end: float
@@ -191,7 +214,7 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
         return OpTiming(np.array([t.end]), np.array([t.compute_s]), np.array([t.comm_s]), t.parts,
                         np.array([t.recompute_s]), np.zeros(1))
     ends: tuple[list, list] = ([None] * len(plan.comp), [None] * len(plan.comm))
-    free = [start, start]
+    free = [start, start, start]                    # compute, communication lane 0, lane 1
     launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
     compute_s = np.zeros_like(start)
     recompute_s = np.zeros_like(start)
@@ -200,7 +223,8 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
     parts = []
     for stream, k in plan.order:
         part = plan.comm[k] if stream else plan.comp[k]
-        ready = free[stream]
+        slot = stream + part.lane if stream else COMPUTE
+        ready = free[slot]
         for s, j in part.after:
             ready = np.maximum(ready, ends[s][j])
         if stream == COMPUTE:
@@ -225,12 +249,13 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
             peer_wait_s = peer_wait_s + (barrier - ready)
             end = np.full_like(ready, finish)
         ends[stream][k] = end
-        free[stream] = end
+        free[slot] = end
         if record:
             stretch = float(d[0] / full[0]) if stream == COMPUTE and full[0] > 0 else 1.0
             wait = barrier - float(ready[0]) if stream == COMM else 0.0
-            parts.append(PartSpan(stream, part.name, float(ready[0]), float(end[0]), stretch, wait))
-    return OpTiming(np.maximum(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s, peer_wait_s)
+            parts.append(PartSpan(slot, part.name, float(ready[0]), float(end[0]), stretch, wait))
+    return OpTiming(np.maximum(np.maximum(free[COMPUTE], free[COMM]), free[DP_COMM]), compute_s, comm_s, parts,
+                    recompute_s, peer_wait_s)
 
 
 def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
@@ -239,13 +264,14 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
     than numpy's per-call cost on one element. A compute part shares its SMs when any launched
     communication part covers its start."""
     ends: tuple[list, list] = ([0.0] * len(plan.comp), [0.0] * len(plan.comm))
-    free = [start, start]
+    free = [start, start, start]
     launched: list[tuple[float, float]] = []
     compute_s = recompute_s = comm_s = 0.0
     parts = []
     for stream, k in plan.order:
         part = plan.comm[k] if stream else plan.comp[k]
-        ready = free[stream]
+        slot = stream + part.lane if stream else COMPUTE
+        ready = free[slot]
         for s, j in part.after:
             ready = max(ready, ends[s][j])
         stretch = 1.0
@@ -268,11 +294,11 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
             launched.append((ready, end))
             comm_s = comm_s + (end - ready)
         ends[stream][k] = end
-        free[stream] = end
+        free[slot] = end
         if record:
-            parts.append(PartSpan(stream, part.name, ready, end, stretch))
-    return OneTiming(max(free[COMPUTE], free[COMM]), compute_s, comm_s, parts, recompute_s)
+            parts.append(PartSpan(slot, part.name, ready, end, stretch))
+    return OneTiming(max(free[COMPUTE], free[COMM], free[DP_COMM]), compute_s, comm_s, parts, recompute_s)
 
 
-__all__ = ["COMM", "COMPUTE", "OneTiming", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams", "compile_plan",
-           "compute_durations", "run_op", "run_op_one", "walk_op"]
+__all__ = ["COMM", "COMPUTE", "DP_COMM", "OneTiming", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams",
+           "compile_plan", "compute_durations", "run_op", "run_op_one", "walk_op"]
