@@ -202,6 +202,20 @@ def test_zero3_gathers_a_layer_ahead_beside_the_layers(n, attn, mlp, gather):
     assert {p.stream for p in t.parts} == {COMPUTE, DP_COMM}
 
 
+def test_zero3_gathers_start_beside_the_embedding_and_the_heads():
+    """The first two gathers are issued at the op's start, beside the embedding (forward) or the
+    output heads (backward): an embedding of 2 s hides a gather of 1.5 s; heads of 1 s do not."""
+    layer = _dense(1.0, 1.0, 1.0)
+    comp, comm = as_streams(forward_parts([layer], StageEnds(embed_f=2.0), zero3=True))
+    t = _run(comp, comm, [0.0], comm_time=1.5)
+    assert [(p.name, p.start, p.end) for p in t.parts] == [
+        ("GATHER(F)", 0, 1.5), ("EMBED(F)", 0, 2), ("ATTN(F)", 2, 3), ("MLP(F)", 3, 4)]
+    comp, comm = as_streams(backward_parts([layer], StageEnds(head_i=0.5, head_w=0.5), with_w=True, zero3=True))
+    t = _run(comp, comm, [0.0], comm_time=1.5)
+    assert [(p.name, p.start) for p in t.parts][:4] == [("GATHER(B)", 0), ("HEAD(B)", 0), ("HEAD(W)", 0.5),
+                                                        ("MLP(B)", 1.5)]
+
+
 def test_zero3_backward_worked_by_hand():
     """Two dense layers, each MLP(B), MLP(W), ATTN(B), ATTN(W) of 1 s, gathers and scatters of 1.5 s
     on the data-parallel stream: GATHER 0-1.5 and 1.5-3 (both issued at the start); layer 1.5-5.5;

@@ -24,7 +24,7 @@ and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. In 
 on the data-parallel communication stream (``lane`` 1 of :mod:`sim.training.costs.streams`), as
 FSDP runs them beside the layers (PyTorch's FSDP2, Megatron-Core's FSDP, DeepSpeed's ZeRO-3
 prefetch): the gather of layer j + 1 is issued when layer j starts (the first two at the op's
-start) and layer j + 1 waits for it, so a gather longer than a layer is exposed by the difference
+start, beside the embedding or the output heads) and layer j + 1 waits for it, so a gather longer than a layer is exposed by the difference
 and a shorter one is hidden; a layer's scatter is issued when its weight gradient ends and only
 the op's end waits for it. Gathers and scatters take turns on that stream (they share the
 data-parallel links); the compute beside them runs on the SMs they leave, as beside any
@@ -203,10 +203,19 @@ def _background_scatter(c: LayerCost, zero3: bool) -> list[Part]:
     return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", lane=1)] if zero3 else []
 
 
+def _issued_first(ends: list[Part], body: list[Part]) -> list[Part]:
+    """The work at a stage's end (``ends``: the embedding, or the output heads) before the layers'
+    ``body``, the gathers ``body`` opens with issued at the op's start, beside that work."""
+    lead = 0
+    while lead < len(body) and body[lead].lane:
+        lead += 1
+    return body[:lead] + ends + body[lead:]
+
+
 def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
                   mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
     """``zero3``: each layer's GATHER(F) on the data-parallel stream, a layer ahead (see the module)."""
-    parts: list[Part] = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
+    embed = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
     each = []
     for c in layers:
         own: list[Part] = []
@@ -220,7 +229,8 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
         if c.moe:
             own.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
         each.append(own)
-    parts += _layer_gathers(layers, "GATHER(F)", each) if zero3 else [p for own in each for p in own]
+    body = _layer_gathers(layers, "GATHER(F)", each) if zero3 else [p for own in each for p in own]
+    parts = _issued_first(embed, body)
     if ends.head_f:
         parts.append(Part(COMPUTE, "HEAD(F)", ends.head_f))
     return parts
@@ -230,11 +240,11 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
                    mp: ModelParallelParts = NO_MODEL_PARALLEL, regather: bool = True) -> list[Part]:
     """``regather``: under ZeRO-3, gather each layer's weights again before its input gradient
     (False: they were kept from the forward, ``RunSpec.reshard_after_forward`` off)."""
-    parts: list[Part] = []
+    head: list[Part] = []
     if ends.head_i:
-        parts.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
+        head.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
         if with_w:
-            parts.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
+            head.append(Part(COMPUTE, "HEAD(W)", ends.head_w))
     each = []
     for c in reversed(layers):
         own: list[Part] = []
@@ -257,7 +267,8 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
             own += _background_scatter(c, zero3)
         each.append(own)
     order = list(reversed(layers))
-    parts += _layer_gathers(order, "GATHER(B)", each) if zero3 and regather else [p for own in each for p in own]
+    body = _layer_gathers(order, "GATHER(B)", each) if zero3 and regather else [p for own in each for p in own]
+    parts = _issued_first(head, body)
     if with_w and ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
     return parts
