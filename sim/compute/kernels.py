@@ -117,8 +117,7 @@ def _attention_model(att: dict, gpu: GpuFigures, factor: float) -> AttentionMode
     return AttentionModel(fits, att["kernel"], scale, att.get("source", ""))
 
 
-def _family(name: str, entry: dict, gpu: GpuFigures, generic: float | None) -> Family:
-    factor = generic or 1.0
+def _family(name: str, entry: dict, gpu: GpuFigures, factor: float) -> Family:
     try:
         gemm = {p: GemmFit(**{**f, "rate_tflops": f["rate_tflops"] * factor}) for p, f in (entry.get("gemm") or {}).items()}
         att = entry["attention"]
@@ -148,9 +147,9 @@ class KernelModel:
         table = load_families(families)
         name, generic = family_of(gpu, table)
         self.generic = generic is not None
-        # a family's own GPU at another peak than the family's runs its fits at the ratio of the peaks
-        self.peak_factor = generic if self.generic else peak_ratio(gpu, table[name])
-        self.family = _family(name, table[name], gpu, None if self.peak_factor == 1.0 else self.peak_factor)
+        # the family's fits at the ratio of the peaks: 1 for the family's own GPUs at its peak
+        self.peak_factor = peak_ratio(gpu, table[name])
+        self.family = _family(name, table[name], gpu, self.peak_factor)
         self.attention = self.family.attention_model(attention_kernel)
         self.memo: dict = {}        # a caller's costs of whole ops lists by their key (shared_kernel_model)
 
