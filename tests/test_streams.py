@@ -202,6 +202,35 @@ def test_zero3_gathers_a_layer_ahead_beside_the_layers(n, attn, mlp, gather):
     assert {p.stream for p in t.parts} == {COMPUTE, DP_COMM}
 
 
+def test_as_streams_keeps_every_field_but_the_dependencies():
+    """Each part comes out on its own stream with what it carried (its shape, recompute flag,
+    overlap side, own ratio beside communication, lane and tag); only ``after`` is the stream
+    model's and ``needs`` is resolved into it."""
+    chain = [Part(COMM, "G", shape="gather:dense", lane=1, tag="g0"),
+             Part(COMPUTE, "A", 1.0, routed_share=0.5, recompute=True, beside=1.25, needs=("g0",)),
+             Part(COMM, "AG", shape="tp_all_gather", overlap="next"), Part(COMPUTE, "B", 2.0)]
+    comp, comm = as_streams(chain)
+    assert [(p.stream, p.name, p.seconds, p.routed_share, p.recompute, p.beside) for p in comp] == [
+        (COMPUTE, "A", 1.0, 0.5, True, 1.25), (COMPUTE, "B", 2.0, 0.0, False, 0.0)]
+    assert [(p.stream, p.name, p.shape, p.overlap, p.lane, p.tag) for p in comm] == [
+        (COMM, "G", "gather:dense", "", 1, "g0"), (COMM, "AG", "tp_all_gather", "next", 0, "")]
+    assert comp[0].after == [(COMM, 0)] and comp[0].needs == () and comm[1].after == comp[1].after == [(COMPUTE, 0)]
+
+
+def test_a_compute_part_shares_the_gpu_with_either_lane():
+    """A data-parallel gather (0-3 s) launched before an all-to-all (0-0.5 s) outlasts it: the compute
+    after the all-to-all (from 0.5 s) still runs beside the gather, 2x slower, on both walks."""
+    comp, comm = as_streams([Part(COMM, "G", shape="gather:dense", lane=1), Part(COMM, "X", shape="dispatch"),
+                             Part(COMPUTE, "A", 1.0), Part(COMPUTE, "P", 1.0)])
+    plan = compile_plan(comp, comm)
+    durations = compute_durations(plan, np.ones(1), 2.0)
+    group = run_op(plan, np.zeros(2), compute_durations(plan, np.ones(2), 2.0), [3.0, 0.5], record=True)
+    one = run_op_one(plan, 0.0, durations, [3.0, 0.5], record=True)
+    for t in (group, one):
+        assert [(p.name, p.start, p.end, p.stretch) for p in t.parts if p.stream == COMPUTE] == [
+            ("A", 0.5, 2.5, 2.0), ("P", 2.5, 4.5, 2.0)]
+
+
 def test_zero3_gathers_start_beside_the_embedding_and_the_heads():
     """The first two gathers are issued at the op's start, beside the embedding (forward) or the
     output heads (backward): an embedding of 2 s hides a gather of 1.5 s; heads of 1 s do not."""

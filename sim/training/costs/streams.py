@@ -215,7 +215,7 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
                         np.array([t.recompute_s]), np.zeros(1))
     ends: tuple[list, list] = ([None] * len(plan.comp), [None] * len(plan.comm))
     free = [start, start, start]                    # compute, communication lane 0, lane 1
-    launched: list[tuple[np.ndarray, float]] = []   # (launch vector, end) of communication parts
+    launched: tuple[list, list] = ([], [])          # (launch vector, end) of communication parts, per lane
     compute_s = np.zeros_like(start)
     recompute_s = np.zeros_like(start)
     comm_s = np.zeros_like(start)
@@ -231,11 +231,12 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
             full, shared = durations[k]
             busy = None
             earliest = ready.min()
-            for launch, end in reversed(launched):
-                if end <= earliest:
-                    break           # earlier parts ended even sooner
-                hit = (launch <= ready) & (ready < end)
-                busy = hit if busy is None else busy | hit
+            for lane in launched:
+                for launch, end in reversed(lane):
+                    if end <= earliest:
+                        break       # a lane's earlier parts ended even sooner
+                    hit = (launch <= ready) & (ready < end)
+                    busy = hit if busy is None else busy | hit
             d = full if busy is None else np.where(busy, shared, full)
             end = ready + d
             compute_s = compute_s + d
@@ -244,7 +245,7 @@ def walk_op(plan: OpPlan, start: np.ndarray, durations: list, record: bool = Fal
         else:
             barrier = float(ready.max())
             finish = yield k, barrier
-            launched.append((ready, finish))
+            launched[part.lane].append((ready, finish))
             comm_s = comm_s + (finish - ready)
             peer_wait_s = peer_wait_s + (barrier - ready)
             end = np.full_like(ready, finish)
@@ -265,7 +266,7 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
     communication part covers its start."""
     ends: tuple[list, list] = ([0.0] * len(plan.comp), [0.0] * len(plan.comm))
     free = [start, start, start]
-    launched: list[tuple[float, float]] = []
+    launched: tuple[list, list] = ([], [])
     compute_s = recompute_s = comm_s = 0.0
     parts = []
     for stream, k in plan.order:
@@ -278,26 +279,34 @@ def _walk_one(plan: OpPlan, start: float, durations: list, record: bool):
         if stream == COMPUTE:
             full, shared = durations[k]
             d = full.item()
-            for launch, end in reversed(launched):
-                if end <= ready:
-                    break           # earlier parts ended even sooner
-                if launch <= ready:
-                    d = shared.item()
-                    stretch = d / full.item() if full.item() > 0 else 1.0
-                    break
+            if _running(launched, ready):
+                d = shared.item()
+                stretch = d / full.item() if full.item() > 0 else 1.0
             end = ready + d
             compute_s = compute_s + d
             if part.recompute:
                 recompute_s = recompute_s + d
         else:
             end = yield k, ready
-            launched.append((ready, end))
+            launched[part.lane].append((ready, end))
             comm_s = comm_s + (end - ready)
         ends[stream][k] = end
         free[slot] = end
         if record:
             parts.append(PartSpan(slot, part.name, ready, end, stretch))
     return OneTiming(max(free[COMPUTE], free[COMM], free[DP_COMM]), compute_s, comm_s, parts, recompute_s)
+
+
+def _running(launched: tuple[list, list], at: float) -> bool:
+    """Whether a communication part of either lane (``(launch, end)`` pairs in launch order, each
+    lane's ends never decreasing: its parts run one after the other) runs at ``at``."""
+    for lane in launched:
+        for launch, end in reversed(lane):
+            if end <= at:
+                break               # a lane's earlier parts ended even sooner
+            if launch <= at:
+                return True
+    return False
 
 
 __all__ = ["COMM", "COMPUTE", "DP_COMM", "OneTiming", "OpPlan", "OpTiming", "Part", "PartSpan", "as_streams",
