@@ -10,7 +10,7 @@ from sim.training.model.specs import load_scenario
 
 
 def test_bubble_sweep_then_plots(tmp_path):
-    pts = grid(pp=(4,), microbatches=(8, 16), schedule=("1f1b", "dualpipe", "zb-h1"))
+    pts = grid(pp=(4,), microbatches=(8, 16), schedule=("1f1b", "dualpipe", "zb-h1", "combined-1f1b"))
     df = run_sweep(bubble_vs_microbatches.point, pts, tmp_path / "bubble_vs_microbatches.csv", workers=2,
                    progress=False)
     assert (df["status"] == "ok").all()
