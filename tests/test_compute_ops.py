@@ -170,6 +170,28 @@ def test_a_family_gpu_at_a_lower_peak_runs_its_fits_at_the_ratio_of_the_peaks():
         h100.attention.rate("fwd", True, 8192, 128) * 835.0 / 989.0, rel=1e-12)
 
 
+def test_a_second_attention_kernel_at_a_share_of_the_peak_follows_the_gpus_peak(tmp_path):
+    """A family's second attention kernel (``also``) fitted as a share of the peak (``per_peak``) runs
+    at that share of each GPU's own BF16 peak: 1 / 989 of it is the fit itself on an H100, 835 / 989
+    of it on a GPU of 835 TFLOPS."""
+    import copy
+
+    import yaml
+
+    from sim.compute.kernels import load_families
+    fams = copy.deepcopy(load_families())
+    fams["sm90"]["attention"]["also"]["flash2"]["per_peak"] = 1.0 / 989.0
+    path = tmp_path / "fams.yaml"
+    path.write_text(yaml.safe_dump({"sm90": fams["sm90"]}))
+    shipped = KernelModel(load_gpu("h100").figures(), attention_kernel="flash2").attention
+    h100 = KernelModel(load_gpu("h100").figures(), families=str(path), attention_kernel="flash2").attention
+    nvl = KernelModel(GpuFigures("h100-nvl", 132, {"bf16": 835.0}, 3.35, family="sm90"), families=str(path),
+                      attention_kernel="flash2").attention
+    assert h100.rate("bwd", False, 4096, 128) == pytest.approx(shipped.rate("bwd", False, 4096, 128), rel=1e-12)
+    assert nvl.rate("bwd", False, 4096, 128) == pytest.approx(shipped.rate("bwd", False, 4096, 128) * 835 / 989,
+                                                              rel=1e-12)
+
+
 def test_the_flops_model_is_still_there():
     """``compute_model: flops``: GEMMs at 0.6 of the peak, no kernels, the recipe says so."""
     chunk = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", compute_model="flops"), 1)

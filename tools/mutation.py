@@ -220,19 +220,12 @@ EQUIVALENT = {
     "sim.network.stats.x_link_stats__mutmut_51": "same as mutmut_48 (the kind left to its default)",
     "sim.network.stats.x_link_stats__mutmut_58": "same as mutmut_48 (pandas does not even read the kind)",
     "sim.network.stats.x_link_stats__mutmut_59": "same as mutmut_58",
-    "sim.training.costs.streams.x_as_streams__mutmut_34":
-        "a copied part's stream is never read again: the plan's order says "
-                                               "which stream each part runs on",
-    "sim.training.costs.streams.x_as_streams__mutmut_41":
-        "a copied part's overlap is never read again: as_streams has turned "
-                                               "it into the parts' dependencies",
-    "sim.training.costs.streams.x_as_streams__mutmut_49": "same as mutmut_41 (the field left to its default)",
     "sim.training.costs.streams.x_walk_op__mutmut_1":
         "record's default: both callers (run_op, the live runner) pass it",
-    "sim.training.costs.streams.x_walk_op__mutmut_73": "np.where(None, shared, full) is full: no kernel beside "
+    "sim.training.costs.streams.x_walk_op__mutmut_80": "np.where(None, shared, full) is full: no kernel beside "
                                                        "the part, as when the test is kept",
-    "sim.training.costs.streams.x_walk_op__mutmut_61":
-        "the communication stream's ends never decrease, so a kernel that ended "
+    "sim.training.costs.streams.x_walk_op__mutmut_65":
+        "a communication lane's ends never decrease, so a kernel that ended "
                                             "at the earliest start is followed only by kernels that ended no later, "
                                             "none of which any GPU's start falls inside",
     "sim.training.costs.streams.x__walk_one__mutmut_3":

@@ -24,9 +24,9 @@ and SCATTER (a reduce-scatter of its gradients) follows its weight gradient. In 
 on the data-parallel communication stream (``lane`` 1 of :mod:`sim.training.costs.streams`), as
 FSDP runs them beside the layers (PyTorch's FSDP2, Megatron-Core's FSDP, DeepSpeed's ZeRO-3
 prefetch): the gather of layer j + 1 is issued when layer j starts (the first two at the op's
-start, beside the embedding or the output heads) and layer j + 1 waits for it, so a gather longer than a layer is exposed by the difference
-and a shorter one is hidden; a layer's scatter is issued when its weight gradient ends and only
-the op's end waits for it. Gathers and scatters take turns on that stream (they share the
+start, beside the embedding or the output heads) and layer j + 1 waits for it, so a gather longer
+than a layer is exposed by the difference and a shorter one is hidden; a layer's scatter is issued
+when its weight gradient ends and only the op's end waits for it. Gathers and scatters take turns on that stream (they share the
 data-parallel links); the compute beside them runs on the SMs they leave, as beside any
 communication kernel. For L layers of ``c`` seconds each and gathers of ``g``, a forward lasts
 ``g + (L - 1) max(g, c) + c``. In an ``FB`` unit a layer's gathers sit at the start of its turn on
