@@ -26,9 +26,9 @@ FSDP runs them beside the layers (PyTorch's FSDP2, Megatron-Core's FSDP, DeepSpe
 prefetch): the gather of layer j + 1 is issued when layer j starts (the first two at the op's
 start, beside the embedding or the output heads) and layer j + 1 waits for it, so a gather longer
 than a layer is exposed by the difference and a shorter one is hidden; a layer's scatter is issued
-when its weight gradient ends and only the op's end waits for it. Gathers and scatters take turns on that stream (they share the
-data-parallel links); the compute beside them runs on the SMs they leave, as beside any
-communication kernel. For L layers of ``c`` seconds each and gathers of ``g``, a forward lasts
+when its weight gradient ends and only the op's end waits for it. Gathers and scatters take turns
+on that stream (they share the data-parallel links); the compute beside them runs on the SMs they
+leave, as beside any communication kernel. For L layers of ``c`` seconds each and gathers of ``g``, a forward lasts
 ``g + (L - 1) max(g, c) + c``. In an ``FB`` unit a layer's gathers sit at the start of its turn on
 the op's communication stream and wait for nothing, so they can run while the previous layer
 computes, and a layer's scatter follows the next layer's gathers.
@@ -169,8 +169,8 @@ def _gather(c: LayerCost, name: str, zero3: bool) -> list[Part]:
     return [Part(COMM, name, 0.0, f"gather:{layer_kind(c)}")] if zero3 else []
 
 
-def _scatter(c: LayerCost, zero3: bool, after=None) -> list[Part]:
-    return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", after=after or [])] if zero3 else []
+def _scatter(c: LayerCost, zero3: bool, after=None, lane: int = 0) -> list[Part]:
+    return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", after=after or [], lane=lane)] if zero3 else []
 
 
 def _prefetched(c: LayerCost, name: str, j: int) -> Part:
@@ -197,10 +197,6 @@ def _layer_gathers(layers: list[LayerCost], name: str, each: list[list[Part]]) -
             out.append(_prefetched(layers[j + 1], name, j + 1))
         out += _needing(parts, f"{name}{j}")
     return out
-
-
-def _background_scatter(c: LayerCost, zero3: bool) -> list[Part]:
-    return [Part(COMM, "SCATTER(B)", 0.0, f"scatter:{layer_kind(c)}", lane=1)] if zero3 else []
 
 
 def _issued_first(ends: list[Part], body: list[Part]) -> list[Part]:
@@ -264,7 +260,7 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
         own += _block(before, Part(COMPUTE, "ATTN(B)", c.attn_i, beside=c.beside_ratio("attn_i")), after, c, "attn_i")
         if with_w:
             own.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
-            own += _background_scatter(c, zero3)
+            own += _scatter(c, zero3, lane=1)
         each.append(own)
     order = list(reversed(layers))
     body = _layer_gathers(order, "GATHER(B)", each) if zero3 and regather else [p for own in each for p in own]
@@ -281,7 +277,7 @@ def weight_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False) 
         parts.append(Part(COMPUTE, "MLP(W)", c.mlp_w, routed_share=c.routed_share,
                           beside=c.beside_ratio("mlp_w")))
         parts.append(Part(COMPUTE, "ATTN(W)", c.attn_w, beside=c.beside_ratio("attn_w")))
-        parts += _background_scatter(c, zero3)
+        parts += _scatter(c, zero3, lane=1)
     if ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))
     return parts
