@@ -139,6 +139,26 @@ def test_read_profile_names_what_is_wrong(tmp_path):
             read_profile(profile(f"layer,part,seconds\nmoe,mlp_f,{bad}\n"))
 
 
+def test_a_profile_says_which_parts_were_measured_beside_communication(tmp_path):
+    """The optional ``beside`` column: a whole layer's ``f`` gives its ratio to both its parts, an empty
+    cell none; a measured part without one takes the run's whole-GPU ratio (0.0 here), one with 1 its
+    measured time beside a communication kernel too. A bad ratio is one line."""
+    from sim.training.costs.chunk import ChunkModel, read_profile_beside
+    from sim.training.model.specs import load_gpu, load_model, load_scenario
+    path = tmp_path / "prof.csv"
+    path.write_text("layer,part,seconds,beside\nmoe,f,0.004,1\nmoe,mlp_i,0.003,\nmoe,attn_w,0.001,1.25\n")
+    assert read_profile_beside(str(path)) == {"moe": {"attn_f": 1.0, "mlp_f": 1.0, "attn_w": 1.25}}
+    run = load_scenario("deepseek-v3", profile=str(path))
+    layer = ChunkModel(load_model(run.model), load_gpu(run.gpu), run, run.pp, (20, 0.1)).layer_cost(moe=True)
+    assert (layer.beside_ratio("attn_f"), layer.beside_ratio("attn_w"), layer.beside_ratio("mlp_i")) == (1.0, 1.25, 0.0)
+    assert layer.beside_ratio("attn_i") > 1.0                 # not measured: costed on the SMs left
+    for bad, message in (("abc", "beside 'abc' is not a number"),
+                         ("0.5", r"beside must be a finite number in \[1, 10\]")):
+        path.write_text(f"layer,part,seconds,beside\nmoe,mlp_f,0.004,{bad}\n")
+        with pytest.raises(SpecError, match=f"prof.csv line 2: {message}"):
+            read_profile_beside(str(path))
+
+
 def test_attention_closed_forms_without_mla():
     """Standard attention: the scores take half the core's FLOPs (d_qk = d_v = head_dim, no rope
     part) and there are no MLA up-projections; MLA without a query compression has only the

@@ -291,7 +291,7 @@ def test_kernel_families_said_in_one_line_and_read_again_when_changed(tmp_path):
         KernelModel(load_gpu("h100").figures(), families=str(broken))
     own = GpuFigures("my-gpu", 100, {"bf16": 494.5, "fp8": 989.0, "mxfp8": 0.0}, 2.0, family="sm99")
     with pytest.raises(KernelFamilyError, match=r"kernel_family 'sm99' is not a fitted family \(allowed: gb200, "
-                                                r"sm100, sm80, sm90\)"):
+                                                r"sm100, sm80, sm90, sm90-deepseek-2024\)"):
         KernelModel(own)
     with pytest.raises(KernelFamilyError, match=r"has no fitted mxfp8 GEMMs \(fitted: bf16, fp8\)"):
         KernelModel(load_gpu("h100").figures()).gemm_fit("mxfp8")

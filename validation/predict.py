@@ -36,7 +36,17 @@ from sim.training.model.specs import RunSpec, load_model
 from sim.training.scenario import Scenario, named_topology
 from sim.training.step import MoEStep
 
-from .suite import CALIBRATION_PROFILE, METRICS, Run, load_runs, load_zero_bubble_profiles, resolve, row_gpu_as_stated
+from . import deepseek_profile
+from .suite import (
+    CALIBRATION_PROFILE,
+    DEEPSEEK_PROFILE,
+    METRICS,
+    Run,
+    load_runs,
+    load_zero_bubble_profiles,
+    resolve,
+    row_gpu_as_stated,
+)
 
 MODES = ("first_principles", "profile_fed")
 GPUS_PER_NODE = 8            # DeepEP's tests: EP 8 is one node, larger EP 8 GPUs on each node
@@ -107,10 +117,13 @@ def profiled_stage_layers(profile: str) -> int:
 
 
 def write_compute_profile(run: Run, folder: Path) -> Path:
-    """The Zero Bubble profile of ``run`` as a compute-profile CSV named after the run
-    (:func:`sim.training.costs.chunk.read_profile`):
+    """The profile of ``run`` as a compute-profile CSV named after the run
+    (:func:`sim.training.costs.chunk.read_profile`): DeepSeek's profiled F&B unit's parts of one MoE
+    layer (:mod:`validation.deepseek_profile`), or of a Zero Bubble profile
     each of T_F, T_B, T_W over the layers of the stage it was measured on, as one layer's f, i and w
     (whatever the run's own layout: an interleaved run's chunks hold fewer layers)."""
+    if run.profile == DEEPSEEK_PROFILE:
+        return deepseek_profile.write_compute_profile(Path(folder) / f"{run.id}.csv")
     entry = load_zero_bubble_profiles()[run.profile]
     layers = profiled_stage_layers(run.profile)
     rows = [{"layer": "dense", "part": part, "seconds": entry[key] / 1e3 / layers}

@@ -253,12 +253,13 @@ def load_zero_bubble_profiles(path: Path = ZB_PROFILES) -> dict[str, dict]:
 
 
 CALIBRATION_PROFILE = "deepep-normal"     # the rows of role `calibration`, fitted by `python -m sim calibrate`
+DEEPSEEK_PROFILE = "deepseek-profile-data"  # DeepSeek's published F&B-unit trace (validation/deepseek_profile.py)
 
 
 def load_runs(path: Path = RUNS) -> list[Run]:
     """Every row of ``runs.csv``, checked (:class:`ValidationDataError` on the first problem)."""
     sources = load_sources()
-    profiles = set(load_zero_bubble_profiles()) | {CALIBRATION_PROFILE}
+    profiles = set(load_zero_bubble_profiles()) | {CALIBRATION_PROFILE, DEEPSEEK_PROFILE}
     path = Path(path)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
@@ -293,5 +294,5 @@ def resolve(name: str | None) -> str | None:
     return name
 
 
-__all__ = ["CALIBRATION_PROFILE", "KERNELS", "METRICS", "ROLES", "ROOT", "Run", "ValidationDataError",
-           "load_runs", "load_sources", "load_zero_bubble_profiles", "resolve", "row_gpu_as_stated"]
+__all__ = ["CALIBRATION_PROFILE", "DEEPSEEK_PROFILE", "KERNELS", "METRICS", "ROLES", "ROOT", "Run",
+           "ValidationDataError", "load_runs", "load_sources", "load_zero_bubble_profiles", "resolve", "row_gpu_as_stated"]

@@ -246,7 +246,21 @@ def read_profile(path: str) -> dict[str, dict[str, float]]:
     attn_f, attn_i, attn_w, mlp_f, mlp_i, mlp_w, attn_r, mlp_r; or a whole layer's ``f``, ``i`` or
     ``w``, split over attention and MLP in the FLOPs model's proportions, as a per-stage profile such
     as the Zero Bubble paper's T_F, T_B, T_W divided by the stage's layers gives; or ``head`` with
-    layer ``head``) and ``seconds`` (one micro-batch on one GPU). Returns {layer kind: {part: seconds}}."""
+    layer ``head``) and ``seconds`` (one micro-batch on one GPU). Returns {layer kind: {part: seconds}}.
+    An optional column ``beside`` (:func:`read_profile_beside`)."""
+    return _read_profile(path)[0]
+
+
+def read_profile_beside(path: str) -> dict[str, dict[str, float]]:
+    """The profile's optional column ``beside``: how much longer the part runs beside a
+    communication kernel than the time given, at least 1 (1: it was measured beside one, as in
+    DeepSeek's profile of an overlapped F&B unit, and takes that time alone too; empty or no column:
+    the run's whole-GPU ratio). Returns {layer kind: {part: ratio}} for the rows that give one; a
+    whole layer's ``f``, ``i`` or ``w`` gives it to both its parts."""
+    return _read_profile(path)[1]
+
+
+def _read_profile(path: str) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     import csv
     import io
     from pathlib import Path
@@ -269,9 +283,10 @@ def read_profile(path: str) -> dict[str, dict[str, float]]:
                         "seconds") from None
 
 
-def _profile_rows(path: str, reader) -> dict[str, dict[str, float]]:
-    """The rows of a profile CSV (:func:`read_profile`), each checked."""
+def _profile_rows(path: str, reader) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """The rows of a profile CSV (:func:`read_profile`), each checked: (seconds, beside ratios)."""
     out: dict[str, dict[str, float]] = {}
+    beside: dict[str, dict[str, float]] = {}
     if not reader.fieldnames or {"layer", "part", "seconds"} - set(reader.fieldnames):
         got = [str(name)[:40] for name in (reader.fieldnames or [])[:5]]
         raise SpecError(f"profile {path}: needs columns layer, part, seconds; got {got}")
@@ -287,7 +302,16 @@ def _profile_rows(path: str, reader) -> dict[str, dict[str, float]]:
             raise SpecError(f"profile {path} line {i}: seconds {row['seconds']!r} is not a number") from None
         number(seconds, f"profile {path} line {i}: seconds", low=0, high=1e6, error=SpecError)
         out.setdefault(layer, {})[part] = seconds
-    return out
+        ratio = (row.get("beside") or "").strip()
+        if ratio:
+            try:
+                value = float(ratio)
+            except ValueError:
+                raise SpecError(f"profile {path} line {i}: beside {ratio!r} is not a number") from None
+            number(value, f"profile {path} line {i}: beside", low=1, high=10, error=SpecError)
+            for name in WHOLE_LAYER_PARTS.get(part, (part,)):
+                beside.setdefault(layer, {})[name] = value
+    return out, beside
 
 
 class ChunkModel:
@@ -302,7 +326,7 @@ class ChunkModel:
         are costed so too (:meth:`LayerCost.beside_ratio`)."""
         self.model, self.gpu, self.run = model, gpu, run
         self.beside_comm = beside_comm
-        self.profile = read_profile(run.profile) if run.profile else {}
+        self.profile, self.profile_beside = _read_profile(run.profile) if run.profile else ({}, {})
         self.microbatch_tokens = run.tokens_per_microbatch      # all TP x CP GPUs of a replica
         self.tokens = run.tokens_per_microbatch // run.cp        # on one GPU: its share of the sequence
         self.split = run.tp * run.cp                             # a GPU's share of the FLOPs: 1 / split
@@ -440,6 +464,7 @@ class ChunkModel:
             shared = {k: v for k, v in shared.items() if k not in given}   # measured: the whole-GPU ratio applies
             exposed = self._offload_exposed(parts, moe, full)
             beside = tuple((k, (v + exposed.get(k, 0.0)) / parts[k]) for k, v in shared.items() if parts[k] > 0)
+            beside += tuple(self.profile_beside.get("moe" if moe else "dense", {}).items())
             tp_gemms = () if self.kernels is None else tuple(
                 g for g in tp_paired_gemms(self.kernel_costs(moe, extra_gemm)) if g[0] not in given)
             self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f,
