@@ -125,6 +125,18 @@ def test_read_profile_names_what_is_wrong(tmp_path):
         "dense": {"attn_f": 0.5}, "moe": {"mlp_w": 1e6}}
     with pytest.raises(SpecError, match="nothere.csv' does not exist"):
         read_profile(str(tmp_path / "nothere.csv"))
+    with pytest.raises(SpecError, match=r"profile '.*' is not a regular file"):
+        read_profile(str(tmp_path))
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00layer")
+    with pytest.raises(SpecError, match=r"binary.csv: not a text CSV \(it is not UTF-8\); expected columns layer, "
+                                        r"part, seconds$"):
+        read_profile(str(binary))
+    huge = tmp_path / "huge.csv"
+    huge.write_text("layer,part,seconds\nmoe,mlp_f," + "1" * 200_000 + "\n")          # over csv's field limit
+    with pytest.raises(SpecError, match=r"huge.csv: not a readable CSV \(field larger than field limit .*\); expected "
+                                        r"columns layer, part, seconds$"):
+        read_profile(str(huge))
     for text in ("", "layer,part\nmoe,mlp_f\n"):
         with pytest.raises(SpecError, match=r"prof.csv: needs columns layer, part, seconds; got"):
             read_profile(profile(text))
@@ -137,6 +149,20 @@ def test_read_profile_names_what_is_wrong(tmp_path):
     for bad in ("-1", "1000000.5", "inf"):
         with pytest.raises(SpecError, match=r"prof.csv line 2: seconds must be a finite number in \[0, 1,000,000\]"):
             read_profile(profile(f"layer,part,seconds\nmoe,mlp_f,{bad}\n"))
+
+
+def test_a_profile_that_cannot_be_read_is_one_line(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from sim.training.costs.chunk import read_profile
+    path = tmp_path / "locked.csv"
+    path.write_text("layer,part,seconds\n")
+
+    def refuse(self, encoding=None):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(Path, "read_text", refuse)
+    with pytest.raises(SpecError, match=r"^profile .*locked.csv: cannot read it: Permission denied$"):
+        read_profile(str(path))
 
 
 def test_a_profile_says_which_parts_were_measured_beside_communication(tmp_path):

@@ -210,6 +210,8 @@ EQUIVALENT = {
     "sim.training.model.hfconfig.x__not_costed__mutmut_25": "the sliding count is read only when there is a window",
     "sim.training.model.hfconfig.x_read_config__mutmut_4": "encoding None: the locale's, UTF-8 here",
     "sim.training.model.hfconfig.x_read_config__mutmut_6": "'UTF-8' and 'utf-8' name one codec",
+    "sim.training.costs.chunk.x__read_profile__mutmut_8": "encoding None: the locale's, UTF-8 here",
+    "sim.training.costs.chunk.x__read_profile__mutmut_10": "'UTF-8' and 'utf-8' name one codec",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
     "sim.training.model.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
