@@ -23,7 +23,8 @@ before DeepGEMM, ``simulated_2024``):
   DeepSeek's kernels ran on the 112 SMs DeepEP's 20 left, so a compute-bound kernel alone would be up
   to 132 / 112 = 1.18x faster than measured.
 
-``--trace train.json`` first rewrites the kernel table from DeepSeek's trace (``--kernels-out``).
+It also prints the gaps between consecutive kernels on the trace's compute stream (a launch gap, or a
+wait). ``--trace train.json`` first rewrites the kernel table from DeepSeek's trace (``--kernels-out``).
 About 20 s on 2 cores.
 """
 from __future__ import annotations
@@ -147,7 +148,14 @@ def main(argv=None) -> int:
         from sim.training.costs.kernel_report import kernel_frame
         from sim.training.model.specs import load_scenario
         from sim.training.scenario import Scenario
-        from validation.deepseek_profile import KERNELS_CSV, kernels_from_trace, load_trace, read_kernels, write_kernels
+        from validation.deepseek_profile import (
+            KERNELS_CSV,
+            compute_stream_gaps_us,
+            kernels_from_trace,
+            load_trace,
+            read_kernels,
+            write_kernels,
+        )
         from validation.suite import resolve, row_gpu_as_stated
         with overwriting(args.force):
             table = Path(args.kernels_out or KERNELS_CSV)
@@ -171,7 +179,12 @@ def main(argv=None) -> int:
         print(parts.to_string(**fmt))
         print("\nits compute kernels by kind, per layer (ms; simulated: alone on all 132 SMs)")
         print(kinds.to_string(**fmt))
-        print(f"\nwrote {out / 'deepseek_profile_parts.csv'}, {out / 'deepseek_profile_kernels.csv'}")
+        gaps = compute_stream_gaps_us(kernel_rows)
+        short = sorted(g for g in gaps if g < 20)
+        longer_ms = (sum(gaps) - sum(short)) / 1e3
+        print(f"\nthe compute stream's gaps between kernels: {len(short)} under 20 us (median "
+              f"{short[len(short) // 2]:.1f} us), {len(gaps) - len(short)} longer ({longer_ms:.1f} ms)")
+        print(f"wrote {out / 'deepseek_profile_parts.csv'}, {out / 'deepseek_profile_kernels.csv'}")
         return 0
     return guarded(call)
 

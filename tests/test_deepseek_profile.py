@@ -13,6 +13,7 @@ from validation.deepseek_profile import (
     ProfileDataError,
     busy_us,
     compute_profile,
+    compute_stream_gaps_us,
     kernels_from_trace,
     kind_of,
     load_trace,
@@ -63,6 +64,7 @@ def test_a_hand_trace_becomes_kernel_rows_by_the_annotation_that_launched_them()
     times = phase_times(rows)
     assert times == {(1, "combine(B)"): 300, (1, "attn(F)"): 150}     # 2010-2160 once, the two streams overlap
     assert unit_span_us(rows) == 150
+    assert compute_stream_gaps_us(rows) == []                  # one kernel on the busiest compute stream
 
 
 def test_an_eleventh_annotation_opens_the_second_turn():
@@ -74,6 +76,16 @@ def test_an_eleventh_annotation_opens_the_second_turn():
     assert [r["turn"] for r in rows] == [1] * 10 + [2]
     with pytest.raises(ProfileDataError, match="no communication kernels"):
         phase_times(rows)
+
+
+def test_gaps_between_kernels_on_the_busiest_compute_stream():
+    """Kernels of 0-10, 12-17 and 30-31 us on stream 7 (one, overlapping, on 23; DeepEP's on 27): gaps 2
+    and 13 us; an overlapping kernel on the same stream is no negative gap."""
+    def row(stream, start, dur, kind="memory"):
+        return {"turn": 1, "phase": "attn(F)", "stream": stream, "kind": kind, "kernel": "k", "start_us": start,
+                "dur_us": dur}
+    rows = [row(27, 0, 50, "communication"), row(7, 0, 10), row(7, 12, 5), row(7, 14, 1), row(7, 30, 1), row(23, 5, 30)]
+    assert compute_stream_gaps_us(rows) == [2, 0, 13]
 
 
 @pytest.mark.parametrize("trace, message", [
@@ -171,4 +183,5 @@ def test_the_experiment_writes_both_tables_with_the_figures_docs_quote(tmp_path,
     assert float(parts["dispatch(F)"]["ratio"]) == pytest.approx(3.00, abs=0.005)
     assert float(kinds["gemm-wgrad"]["ratio"]) == pytest.approx(2.20, abs=0.005)
     assert float(kinds["memory"]["ratio"]) == pytest.approx(1.98, abs=0.005)
-    assert "wrote" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the compute stream's gaps between kernels: 905 under 20 us (median 2.0 us), 21 longer (8.5 ms)" in out

@@ -199,6 +199,23 @@ def unit_span_us(rows: list[dict]) -> float:
     return max(r["start_us"] + r["dur_us"] for r in compute) - min(r["start_us"] for r in compute)
 
 
+def compute_stream_gaps_us(rows: list[dict]) -> list[float]:
+    """Microseconds from each kernel's end to the next one's start on the compute stream that ran the
+    most kernels (idle time between them: a launch gap, or a wait)."""
+    comm = communication_stream(rows)
+    counts: dict[int, int] = defaultdict(int)
+    for r in rows:
+        if r["stream"] != comm:
+            counts[r["stream"]] += 1
+    stream = max(counts, key=counts.get)
+    gaps, end = [], None
+    for r in sorted((r for r in rows if r["stream"] == stream), key=lambda r: r["start_us"]):
+        if end is not None:
+            gaps.append(max(0.0, r["start_us"] - end))
+        end = max(end if end is not None else r["start_us"], r["start_us"] + r["dur_us"])
+    return gaps
+
+
 def compute_profile(rows: list[dict]) -> list[dict]:
     """The compute profile of one MoE layer (rows ``layer, part, seconds, beside``; see the module)."""
     mean = mean_phase_us(rows)
@@ -230,6 +247,6 @@ def load_trace(path: Path) -> dict:
 
 
 __all__ = ["COMM_PHASES", "COMPUTE_PHASES", "KERNELS_CSV", "PHASES", "ProfileDataError", "busy_us",
-           "communication_stream", "compute_profile", "kernels_from_trace", "kind_of", "load_trace",
-           "mean_phase_us", "phase_times", "read_kernels", "short_name", "unit_span_us", "write_compute_profile",
-           "write_kernels"]
+           "communication_stream", "compute_profile", "compute_stream_gaps_us", "kernels_from_trace", "kind_of",
+           "load_trace", "mean_phase_us", "phase_times", "read_kernels", "short_name", "unit_span_us",
+           "write_compute_profile", "write_kernels"]
