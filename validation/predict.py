@@ -118,10 +118,10 @@ def profiled_stage_layers(profile: str) -> int:
 
 def write_compute_profile(run: Run, folder: Path) -> Path:
     """The profile of ``run`` as a compute-profile CSV named after the run
-    (:func:`sim.training.costs.chunk.read_profile`): DeepSeek's profiled F&B unit's parts of one MoE
-    layer (:mod:`validation.deepseek_profile`), or of a Zero Bubble profile
-    each of T_F, T_B, T_W over the layers of the stage it was measured on, as one layer's f, i and w
-    (whatever the run's own layout: an interleaved run's chunks hold fewer layers)."""
+    (:func:`sim.training.costs.chunk.read_profile`): the parts of one MoE layer of DeepSeek's profiled
+    F&B unit (:mod:`validation.deepseek_profile`), or a Zero Bubble profile's T_F, T_B, T_W, each over
+    the layers of the stage it was measured on, as one layer's f, i and w (whatever the run's own
+    layout: an interleaved run's chunks hold fewer layers)."""
     if run.profile == DEEPSEEK_PROFILE:
         return deepseek_profile.write_compute_profile(Path(folder) / f"{run.id}.csv")
     entry = load_zero_bubble_profiles()[run.profile]
