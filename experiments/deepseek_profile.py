@@ -25,7 +25,7 @@ before DeepGEMM, ``simulated_2024``):
 
 It also prints the gaps between consecutive kernels on the trace's compute stream (a launch gap, or a
 wait). ``--trace train.json`` first rewrites the kernel table from DeepSeek's trace (``--kernels-out``).
-About 20 s on 2 cores.
+About 5 s on 2 cores.
 """
 from __future__ import annotations
 
