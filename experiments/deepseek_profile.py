@@ -24,7 +24,8 @@ before DeepGEMM, ``simulated_2024``):
   to 132 / 112 = 1.18x faster than measured.
 
 It also prints the gaps between consecutive kernels on the trace's compute stream (a launch gap, or a
-wait). ``--trace train.json`` first rewrites the kernel table from DeepSeek's trace (``--kernels-out``).
+wait). ``--trace train.json`` first transcribes DeepSeek's trace into a kernel table of the same columns
+(``--kernels-out``, default ``results/deepseek_v3_kernels.csv``) and compares that one.
 About 5 s on 2 cores.
 """
 from __future__ import annotations
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         parser.add_argument("--trace", help="DeepSeek's train.json: rewrite the kernel table from it first")
         parser.add_argument("--kernels-out", default=None,
-                            help="where --trace writes the kernel table (default: validation/deepseek_v3_kernels.csv)")
+                            help="where --trace writes its kernel table (default: OUT/deepseek_v3_kernels.csv)")
         parser.add_argument("--out", default="results", help="folder for the two CSVs (default: results)")
         parser.add_argument("--force", action="store_true", help="replace output files this tool did not write")
         args = parser.parse_args(argv)
@@ -158,11 +159,10 @@ def main(argv=None) -> int:
         )
         from validation.suite import resolve, row_gpu_as_stated
         with overwriting(args.force):
-            table = Path(args.kernels_out or KERNELS_CSV)
+            table = KERNELS_CSV
             if args.trace:
                 rows = kernels_from_trace(load_trace(Path(args.trace)))
-                with overwriting(True):          # the shipped table is the one to refresh
-                    write_kernels(rows, table)
+                table = write_kernels(rows, Path(args.kernels_out or Path(args.out) / "deepseek_v3_kernels.csv"))
                 print(f"wrote {table}: {len(rows)} kernels")
             kernel_rows = read_kernels(table)
             gpus = {"simulated": {}, "simulated_2024": {"gpu": resolve(GPU_2024)}}
@@ -182,8 +182,9 @@ def main(argv=None) -> int:
         gaps = compute_stream_gaps_us(kernel_rows)
         short = sorted(g for g in gaps if g < 20)
         longer_ms = (sum(gaps) - sum(short)) / 1e3
-        print(f"\nthe compute stream's gaps between kernels: {len(short)} under 20 us (median "
-              f"{short[len(short) // 2]:.1f} us), {len(gaps) - len(short)} longer ({longer_ms:.1f} ms)")
+        median = f" (median {short[len(short) // 2]:.1f} us)" if short else ""
+        print(f"\nthe compute stream's gaps between kernels: {len(short)} under 20 us{median}, "
+              f"{len(gaps) - len(short)} longer ({longer_ms:.1f} ms)")
         print(f"wrote {out / 'deepseek_profile_parts.csv'}, {out / 'deepseek_profile_kernels.csv'}")
         return 0
     return guarded(call)

@@ -185,3 +185,26 @@ def test_the_experiment_writes_both_tables_with_the_figures_docs_quote(tmp_path,
     assert float(kinds["memory"]["ratio"]) == pytest.approx(1.98, abs=0.005)
     out = capsys.readouterr().out
     assert "the compute stream's gaps between kernels: 905 under 20 us (median 2.0 us), 21 longer (8.5 ms)" in out
+
+
+def test_the_experiment_transcribes_a_trace_and_compares_that_one(tmp_path, capsys):
+    """``--trace``: the hand trace's 3 kernels written to OUT/deepseek_v3_kernels.csv (the shipped table
+    untouched) and compared; its unit 150 us."""
+    from experiments.deepseek_profile import main
+    from validation.deepseek_profile import KERNELS_CSV
+    shipped = KERNELS_CSV.read_bytes()
+    trace = tmp_path / "train.json"
+    trace.write_text(json.dumps(hand_trace()))
+    assert main(["--trace", str(trace), "--out", str(tmp_path)]) == 0
+    assert len(read_kernels(tmp_path / "deepseek_v3_kernels.csv")) == 3 and KERNELS_CSV.read_bytes() == shipped
+    parts = {r["part"]: r for r in csv.DictReader(io.StringIO((tmp_path / "deepseek_profile_parts.csv").read_text()))}
+    assert float(parts["unit"]["measured_ms"]) == pytest.approx(0.150)
+    assert "wrote " + str(tmp_path / "deepseek_v3_kernels.csv") + ": 3 kernels" in capsys.readouterr().out
+
+
+
+def test_a_missing_trace_is_one_line_and_exit_2(tmp_path, capsys):
+    from experiments.deepseek_profile import main
+    assert main(["--trace", str(tmp_path / "train.json"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "train.json does not exist" in err and "Traceback" not in err

@@ -8,7 +8,7 @@ the order of the DeepSeek-V3 report's Figure 4, ten a layer ("turn"): ``combine(
 dispatch(F) dispatch(B) mlp(W) mlp(F) attn(B) attn(W) combine(F)``.
 
 ``validation/deepseek_v3_kernels.csv`` holds its 963 GPU kernels, one row each, transcribed by
-:func:`kernels_from_trace` (``python -m experiments.deepseek_profile --trace train.json`` rewrites it):
+:func:`kernels_from_trace` (``python -m experiments.deepseek_profile --trace train.json`` transcribes it again):
 the turn and phase whose annotation launched it (the kernel's launch matched to its CUDA runtime call
 by correlation id), its stream, its kind (:func:`kind_of`), its name without template arguments, its
 start (microseconds from the first kernel) and duration. What is derived from them:
@@ -37,6 +37,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from sim.checks import InputError
+
 ROOT = Path(__file__).resolve().parent
 KERNELS_CSV = ROOT / "deepseek_v3_kernels.csv"
 SOURCE = "github.com/deepseek-ai/profile-data, train.json (commit ae7fc07)"
@@ -49,7 +51,7 @@ COLUMNS = ("turn", "phase", "stream", "kind", "kernel", "start_us", "dur_us")
 KINDS = ("gemm", "gemm-wgrad", "gemm-experts", "attention", "communication", "memory")
 
 
-class ProfileDataError(ValueError):
+class ProfileDataError(InputError):
     """A trace or kernel table that cannot be read as DeepSeek's profile; the message says why."""
 
 
