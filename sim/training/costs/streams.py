@@ -32,7 +32,7 @@ walked on Python floats, which is cheaper still); SimPy (the engine) sees one ev
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -101,8 +101,7 @@ def as_streams(chain: list[Part]) -> tuple[list[Part], list[Part]]:
 
 def _copy(part: Part, after: list) -> Part:
     """``part`` waiting for ``after`` (its tags resolved: a copy without ``needs``)."""
-    return Part(part.stream, part.name, part.seconds, part.shape, part.routed_share, after, part.recompute,
-                part.overlap, part.beside, part.lane, part.tag)
+    return replace(part, after=after, needs=())
 
 
 @dataclass
