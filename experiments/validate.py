@@ -305,7 +305,8 @@ def memory_text(memory_df: pd.DataFrame) -> str:
     parts = []
     for source, g in list(ok.groupby("source", sort=False)) + [("all", ok)]:
         e = g["error_pct"]
-        parts.append(f"{source} {len(e)} runs, median |error| {e.abs().median():.1f}%, worst {e.abs().max():.1f}% "
+        runs = f"{len(e)} run{'s' if len(e) != 1 else ''}"
+        parts.append(f"{source} {runs}, median |error| {e.abs().median():.1f}%, worst {e.abs().max():.1f}% "
                      f"({g.loc[e.abs().idxmax(), 'id']})")
     return "memory error = predicted / measured peak per GPU - 1: " + "; ".join(parts)
 

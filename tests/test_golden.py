@@ -67,11 +67,11 @@ def test_deepseek_v3_headline_figures_are_unchanged(kernels, golden):
 def test_the_golden_file_holds_the_readme_figures():
     """The README's quick-start table: DualPipe 16.70 s, 3.77M tokens/s; 1F1B 26.95 s (pure link
     time, the ``ideal`` kernels, whose copies take no HBM from the compute beside them: 16.51 s and
-    26.91 s); DualPipe's fullest rank 80.1 GB."""
+    26.91 s); DualPipe's fullest rank 79.2 GB."""
     want = json.loads(GOLDEN.read_text())
     assert round(want["dualpipe"]["step_time_s"], 2) == 16.70
     assert round(want["dualpipe"]["tokens_per_s"] / 1e6, 2) == 3.77
     assert round(want["1f1b"]["step_time_s"], 2) == 26.95
     ideal = json.loads(GOLDEN_IDEAL.read_text())
     assert round(ideal["dualpipe"]["step_time_s"], 2) == 16.51 and round(ideal["1f1b"]["step_time_s"], 2) == 26.91
-    assert round(max(r["memory_gb"] for r in want["dualpipe"]["ranks"]), 1) == 80.1
+    assert round(max(r["memory_gb"] for r in want["dualpipe"]["ranks"]), 1) == 79.2

@@ -94,6 +94,29 @@ def test_activation_walk_by_hand():
     assert activation_peak(ops, [(10.0, 4.0)]) == (24.0, 2)
 
 
+def test_an_overlapped_unit_frees_a_layer_as_it_adds_one():
+    """Megatron-Core's combined 1F1B without a pipeline, 4 layers of 12 bytes (3 a layer): F0 -> 12;
+    [F1&B0] pairs forward layer k with backward layer 3 - k, so it peaks at 12 + 3 = 15 (the pair's
+    forward layer before its backward layer frees) and ends at 12; B1 -> 0. Counting the unit's
+    forward whole first, as a one-layer stage, peaks at 24."""
+    ops = [parse_op(t) for t in ("F0@0", "[F1@0&B0@0]", "B1@0")]
+    assert activation_peak(ops, [(12.0, 12.0)], [4]) == (15.0, 2)
+    assert activation_peak(ops, [(12.0, 12.0)]) == (24.0, 2)
+
+
+def test_an_overlapped_unit_of_unequal_stages_by_hand():
+    """Stage 0: 2 layers, 10 bytes (5 a layer); stage 1: 4 layers, 8 bytes (2 a layer); 20 held
+    before the unit. A forward of stage 0 beside a backward of stage 1: 2 pairs, peak 20 + 5 + (2 -
+    1)(5 - 2) = 28, then the backward's 2 unpaired layers: 20 + 10 - 8 = 22 after. A forward of
+    stage 1 beside a backward of stage 0: peak 20 + 2 + max(0, (2 - 1)(2 - 5)) = 22 (pair 0: +2 -5,
+    pair 1: +2 -5, then the forward's 2 unpaired layers +4: 18 after)."""
+    stage_bytes, layers = [(10.0, 10.0), (8.0, 8.0)], [2, 4]
+    before = [parse_op("F0@0"), parse_op("F1@0")]
+    assert activation_peak(before + [parse_op("[F2@0&B0@1]")], stage_bytes, layers) == (28.0, 3)
+    assert activation_peak(before + [parse_op("[F2@1&B0@0]"), parse_op("F3@0")], stage_bytes, layers) == (28.0, 3)
+    assert activation_peak(before + [parse_op("[F2@1&B0@0]")], stage_bytes, layers) == (22.0, 3)
+
+
 def test_dualpipe_rank_holds_the_shared_embedding_and_head_once():
     """DeepSeek-V3 (one MTP module): the last stage needs the head and, for the MTP module, the
     embedding; DualPipe's rank 0 holds stage 0 (the embedding) too, so each once."""

@@ -28,7 +28,8 @@ MEASURES = ("reserved", "allocated")
 TOPOLOGY = "llama3-h100-roce"          # enough GPUs for every row; memory does not depend on the network, so a
                                        # row's GPU other than the topology's (Trainy's H200) is not warned
 SOURCE_RECIPES = {                     # bytes per parameter of weights, gradients, optimizer (sources.yaml: assumed)
-    "torchtitan": (4.0, 4.0, 8.0), "trainy": (4.0, 4.0, 8.0), "kempnerforge": (2.0, 2.0, 4.0)}
+    "torchtitan": (4.0, 4.0, 8.0), "trainy": (4.0, 4.0, 8.0), "kempnerforge": (2.0, 2.0, 4.0),
+    "megatron-bridge-ep-overlap": (2.0, 2.0, 12.0)}
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class MemoryRun:
     unit: str
     measure: str
     vp: int | None = None
+    ep: int = 1
     fusion: str = "fused"
     loss_kernel: str = "fused"
     fsdp_grads: str = "sharded"
@@ -67,7 +69,7 @@ class MemoryRun:
         return self.measured * UNITS[self.unit]
 
 
-INTS = ("gpus", "tp", "cp", "pp", "vp", "dp", "zero", "reshard_after_forward", "seq_len", "microbatch_size",
+INTS = ("gpus", "tp", "cp", "pp", "vp", "dp", "ep", "zero", "reshard_after_forward", "seq_len", "microbatch_size",
         "microbatches", "vocab_parallel_loss", "logits_kept")
 
 
@@ -123,7 +125,7 @@ def memory_spec(run: MemoryRun) -> RunSpec:
     """The :class:`RunSpec` a memory row is simulated as (its source's bytes per parameter)."""
     weight, grad, optimizer = SOURCE_RECIPES.get(run.source, (2.0, 4.0, 8.0))
     gpu = resolve(run.gpu) if run.gpu.startswith("validation/") else run.gpu
-    return RunSpec(model=resolve(run.model), gpu=gpu, topology=TOPOLOGY, pp=run.pp, dp=run.dp, ep=1, tp=run.tp,
+    return RunSpec(model=resolve(run.model), gpu=gpu, topology=TOPOLOGY, pp=run.pp, dp=run.dp, ep=run.ep, tp=run.tp,
                    cp=run.cp, sequence_parallel=run.tp > 1, schedule=run.schedule, microbatches=run.microbatches,
                    seq_len=run.seq_len, microbatch_size=run.microbatch_size, chunks=run.vp, zero_stage=run.zero,
                    reshard_after_forward=bool(run.reshard_after_forward), memory_policy=run.recompute,

@@ -119,6 +119,7 @@ class Surrogate:
         memory = sc.memory
         self.static_gb = [m.total_gb - m.activations_gb for m in memory]
         self.stage_bytes = stage_activation_bytes(sc.model, sc.run, sc.chunk.layers_per_stage)
+        self.stage_layers = list(sc.chunk.layers_per_stage)
 
     def send_s(self, src: int, dst: int) -> float:
         """One pipeline send from rank ``src`` to ``dst`` (replica 0) alone on the step's fabric:
@@ -163,7 +164,8 @@ class Surrogate:
 
     def rank_memory_gb(self, schedule: Schedule, rank: int) -> float:
         """GB on ``rank`` under ``schedule``: its fixed states plus the order's activation peak."""
-        return self.static_gb[rank] + activation_peak(schedule.ranks[rank], self.stage_bytes)[0] / 1e9
+        peak = activation_peak(schedule.ranks[rank], self.stage_bytes, self.stage_layers)[0]
+        return self.static_gb[rank] + peak / 1e9
 
 
 def check_search(memory_limit_gb: float, budget: int, seed: int) -> None:

@@ -66,7 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...schedules.base import Schedule
-from ...schedules.ops import parts
+from ...schedules.ops import FBOp, parts
 from .activations import (
     BF16,
     ActivationRecipe,
@@ -334,11 +334,33 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
     return tuple((name, gb) for name, gb in terms if gb > 0)
 
 
-def activation_peak(ops: list, stage_bytes: list[tuple[float, float]]) -> tuple[float, int]:
-    """(peak bytes, stage-forwards held at that peak) of one rank's op list."""
+def activation_peak(ops: list, stage_bytes: list[tuple[float, float]],
+                    stage_layers: list[int] | None = None) -> tuple[float, int]:
+    """(peak bytes, stage-forwards held at that peak) of one rank's op list.
+
+    An overlapped unit ``[F&B]`` (DualPipe's F&B chunks, Megatron-Core's combined 1F1B) runs its two
+    micro-batches' layers in pairs, forward layer ``k`` beside backward layer ``n_b - 1 - k``
+    (Megatron-Core's ``TransformerModelChunkSchedulePlan.run``), so the backward frees a layer's
+    tensors as the forward adds one: with ``f = F_full / n_f`` and ``b = B_full / n_b`` a layer
+    (``stage_layers``; uniform over the stage), the unit peaks at ``live + f + max(0, (p - 1)(f - b))``
+    over its ``p = min(n_f, n_b)`` pairs (each pair's forward layer counted before its backward layer
+    frees: the bound), and the layers left unpaired run after them. Without ``stage_layers`` a
+    stage counts as one layer (the forward whole, then the backward)."""
     live = peak = 0.0
     held = at_peak = 0
     for op in ops:
+        if isinstance(op, FBOp):
+            f_full, b_full = stage_bytes[op.f.stage][0], stage_bytes[op.b.stage][0]
+            n_f = max(1, stage_layers[op.f.stage]) if stage_layers else 1
+            n_b = max(1, stage_layers[op.b.stage]) if stage_layers else 1
+            f, b, pairs = f_full / n_f, b_full / n_b, min(n_f, n_b)
+            inside = live + f + max(0.0, (pairs - 1) * (f - b))
+            live += f_full - b_full
+            held += 1
+            if max(inside, live) > peak:
+                peak, at_peak = max(inside, live), held
+            held -= 1
+            continue
         for part in parts(op):
             full, wkeep = stage_bytes[part.stage]
             if part.kind == "F":
@@ -386,7 +408,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
             w += 2 * GATHERED_WEIGHT_BYTES * largest_layer_params(model, run)
         if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
             g = ACCUMULATED_GRAD_BYTES * count.total
-        act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes)
+        act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes, layers_per_stage)
         fp8_copies = run.gemm_precision in ("fp8", "mxfp8") and run.memory_policy != "deepseek-v3" and \
             run.zero_stage < 3
         fp8_w = FP8_WEIGHT_BYTES * count.total if fp8_copies or run.fp8_param_gather else 0.0
