@@ -100,8 +100,8 @@ def test_an_overlapped_unit_frees_a_layer_as_it_adds_one():
     forward layer before its backward layer frees) and ends at 12; B1 -> 0. Counting the unit's
     forward whole first, as a one-layer stage, peaks at 24."""
     ops = [parse_op(t) for t in ("F0@0", "[F1@0&B0@0]", "B1@0")]
-    assert activation_peak(ops, [(12.0, 12.0)], [4]) == (15.0, 2)
-    assert activation_peak(ops, [(12.0, 12.0)]) == (24.0, 2)
+    assert activation_peak(ops, [(12.0, 5.0)], [4]) == (15.0, 2)       # a full backward frees all 12, not W's 5
+    assert activation_peak(ops, [(12.0, 5.0)]) == (24.0, 2)
 
 
 def test_an_overlapped_unit_of_unequal_stages_by_hand():
@@ -110,11 +110,23 @@ def test_an_overlapped_unit_of_unequal_stages_by_hand():
     1)(5 - 2) = 28, then the backward's 2 unpaired layers: 20 + 10 - 8 = 22 after. A forward of
     stage 1 beside a backward of stage 0: peak 20 + 2 + max(0, (2 - 1)(2 - 5)) = 22 (pair 0: +2 -5,
     pair 1: +2 -5, then the forward's 2 unpaired layers +4: 18 after)."""
-    stage_bytes, layers = [(10.0, 10.0), (8.0, 8.0)], [2, 4]
+    stage_bytes, layers = [(10.0, 3.0), (8.0, 1.0)], [2, 4]        # (kept to B, kept for W): a unit's B frees the first
     before = [parse_op("F0@0"), parse_op("F1@0")]
     assert activation_peak(before + [parse_op("[F2@0&B0@1]")], stage_bytes, layers) == (28.0, 3)
     assert activation_peak(before + [parse_op("[F2@1&B0@0]"), parse_op("F3@0")], stage_bytes, layers) == (28.0, 3)
     assert activation_peak(before + [parse_op("[F2@1&B0@0]")], stage_bytes, layers) == (22.0, 3)
+
+
+def test_an_overlapped_unit_beside_a_one_layer_stage():
+    """A stage of one layer (or none: the embedding's) pairs once. Forward of stage 0 (2 layers of 5)
+    beside the backward of stage 1 (one layer, 8 bytes), 20 held: one pair, 20 + 5 = 25, then the
+    forward's second layer: 20 + 10 - 8 = 22. A one-layer forward (stage 1) beside any backward adds
+    its whole 8 first: 28. A stage of 0 layers counts as one."""
+    stage_bytes = [(10.0, 3.0), (8.0, 1.0)]
+    before = [parse_op("F0@0"), parse_op("F1@0")]
+    assert activation_peak(before + [parse_op("[F2@0&B0@1]")], stage_bytes, [2, 1]) == (25.0, 3)
+    assert activation_peak(before + [parse_op("[F2@1&B0@0]")], stage_bytes, [2, 1]) == (28.0, 3)
+    assert activation_peak(before + [parse_op("[F2@1&B0@0]")], stage_bytes, [2, 0]) == (28.0, 3)
 
 
 def test_dualpipe_rank_holds_the_shared_embedding_and_head_once():

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sim.checks import InputError, choice, number
 from sim.compute.ops import FUSIONS, LOSS_KERNELS
+from sim.training.model.recompute import MODULES as RECOMPUTE_MODULES
 from sim.training.model.specs import FSDP_GRADS, MEMORY_POLICIES, RunSpec
 from sim.training.scenario import Scenario
 
@@ -29,7 +30,7 @@ TOPOLOGY = "llama3-h100-roce"          # enough GPUs for every row; memory does 
                                        # row's GPU other than the topology's (Trainy's H200) is not warned
 SOURCE_RECIPES = {                     # bytes per parameter of weights, gradients, optimizer (sources.yaml: assumed)
     "torchtitan": (4.0, 4.0, 8.0), "trainy": (4.0, 4.0, 8.0), "kempnerforge": (2.0, 2.0, 4.0),
-    "megatron-bridge-ep-overlap": (2.0, 2.0, 12.0)}
+    "megatron-bridge-ep-overlap": (2.0, 2.0, 12.0), "megatron-bridge-recompute": (2.0, 2.0, 8.0)}
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,13 @@ class MemoryRun:
     fsdp_grads: str = "sharded"
     vocab_parallel_loss: int = 1
     logits_kept: int = 0
+    recompute_modules: str = ""       # recompute selective: Megatron-Core's recompute_modules, ";"-separated
     note: str = ""
+
+    @property
+    def recompute_module_list(self) -> tuple[str, ...] | None:
+        """``recompute_modules`` as a tuple (``None`` when the row names none)."""
+        return tuple(m.strip() for m in self.recompute_modules.split(";")) if self.recompute_modules else None
 
     @property
     def measured_gb(self) -> float:
@@ -111,6 +118,12 @@ def load_memory_runs(path: Path = MEMORY) -> list[MemoryRun]:
         choice(run.fusion, f"{where}: fusion", FUSIONS, error=ValidationDataError)
         choice(run.loss_kernel, f"{where}: loss_kernel", LOSS_KERNELS, error=ValidationDataError)
         choice(run.fsdp_grads, f"{where}: fsdp_grads", FSDP_GRADS, error=ValidationDataError)
+        if run.recompute_modules:
+            if run.recompute != "selective":
+                raise ValidationDataError(f"{where}: recompute_modules ({run.recompute_modules!r}) needs recompute "
+                                          f"selective, got recompute {run.recompute!r}")
+            for module in run.recompute_module_list:
+                choice(module, f"{where}: recompute_modules", RECOMPUTE_MODULES, error=ValidationDataError)
         if run.tp * run.cp * run.pp * run.dp != run.gpus:
             raise ValidationDataError(f"{where}: tp x cp x pp x dp = {run.tp * run.cp * run.pp * run.dp}, but gpus = "
                                       f"{run.gpus}")
@@ -129,6 +142,8 @@ def memory_spec(run: MemoryRun) -> RunSpec:
                    cp=run.cp, sequence_parallel=run.tp > 1, schedule=run.schedule, microbatches=run.microbatches,
                    seq_len=run.seq_len, microbatch_size=run.microbatch_size, chunks=run.vp, zero_stage=run.zero,
                    reshard_after_forward=bool(run.reshard_after_forward), memory_policy=run.recompute,
+                   recompute_granularity="selective" if run.recompute_modules else None,
+                   recompute_modules=run.recompute_module_list,
                    fusion=run.fusion, loss_kernel=run.loss_kernel, fsdp_grads=run.fsdp_grads,
                    vocab_parallel_loss=bool(run.vocab_parallel_loss), logits_kept=bool(run.logits_kept),
                    gemm_precision=run.precision, weight_bytes=weight, grad_bytes=grad, optimizer_bytes=optimizer,
