@@ -129,6 +129,13 @@ def test_an_overlapped_unit_beside_a_one_layer_stage():
     assert activation_peak(before + [parse_op("[F2@1&B0@0]")], stage_bytes, [2, 0]) == (28.0, 3)
 
 
+def test_an_overlapped_unit_at_a_tie_keeps_the_first_peak():
+    """Three forwards of 8 bytes reach 24 (3 held); freed, then a forward of 12 and a one-layer unit
+    [F&B] of 12 reach 24 again (2 held): the first time the peak was reached is the one reported."""
+    ops = [parse_op(t) for t in ("F0@1", "F1@1", "F2@1", "B0@1", "B1@1", "B2@1", "F3@0", "[F4@0&B3@0]")]
+    assert activation_peak(ops, [(12.0, 12.0), (8.0, 8.0)], [1, 1]) == (24.0, 3)
+
+
 def test_dualpipe_rank_holds_the_shared_embedding_and_head_once():
     """DeepSeek-V3 (one MTP module): the last stage needs the head and, for the MTP module, the
     embedding; DualPipe's rank 0 holds stage 0 (the embedding) too, so each once."""
