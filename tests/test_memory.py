@@ -92,6 +92,8 @@ def test_activation_walk_by_hand():
     (the peak, 2 forwards held), W -> 20, B -> 10, I -> 4, W -> 0."""
     ops = [parse_op(t) for t in "F0@0 F1@0 I0@0 F2@0 W0@0 B1@0 I2@0 W2@0".split()]
     assert activation_peak(ops, [(10.0, 4.0)]) == (24.0, 2)
+    # a W before the peak: F -> 10, I -> 4, W -> 0 (it frees what I kept, no forward), F F -> 20 (2 held)
+    assert activation_peak([parse_op(t) for t in "F0@0 I0@0 W0@0 F1@0 F2@0".split()], [(10.0, 4.0)]) == (20.0, 2)
 
 
 def test_an_overlapped_unit_frees_a_layer_as_it_adds_one():

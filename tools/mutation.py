@@ -215,6 +215,8 @@ EQUIVALENT = {
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
     "sim.training.model.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
+    "sim.training.model.memory.x_activation_peak__mutmut_25": "without stage_layers the forward counts one layer, so "
+                                                          "the unit has one pair whatever the backward's count",
     "sim.training.costs.chunk.x_mla_up_projection_params__mutmut_7": "the query up-projection's formula is 0 when "
                                                            "q_lora_rank is 0: the guard only saves a product",
     "sim.network.stats.x_link_stats__mutmut_48": "pandas applies the sort kind only when sorting by one column "
