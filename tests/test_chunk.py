@@ -293,3 +293,44 @@ def test_an_moe_layers_tp_overlap_pairs_its_shared_experts_gemms():
     assert moe.tp_gemm_pair("mlp_f") == (shared["shared1/f"], shared["shared2/f"])
     assert moe.tp_gemm_pair("mlp_f") != dense.tp_gemm_pair("mlp_f")
     assert {name for name, _, _ in tp_paired_gemms(chunk.kernel_costs(True))} == {name for name, _, _ in moe.tp_gemms}
+
+
+def test_ring_exchange_runs_each_gemm_it_feeds_or_drains_as_tp_chunks_of_its_rows():
+    """TP overlap's ring exchange: the forward's QKV, output projection, FC1 and FC2 and the backward's
+    output-GEMM dgrads cost tp GEMMs of m / tp rows (worked by hand with a cost of m^0.5 + 1 ms); the
+    input GEMMs' dgrads, the wgrads, attention and memory-bound kernels keep their cost; at TP 1
+    nothing changes. In a scenario the chunks together cost at least the whole GEMM."""
+    from sim.compute import Op, OpCost
+    from sim.training.costs.chunk import ring_chunked, ring_exchanged
+    from sim.training.model.specs import RunSpec
+    from sim.training.scenario import Scenario
+
+    def gemm(name, phase, block="attn", m=4096.0):
+        return Op(name, block, phase, "gemm", flops=2 * m * 8 * 8, useful=2 * m * 8 * 8, shape=(1, m, 8, 8))
+    ops = [gemm("qkv", "f"), gemm("out_proj", "f"), gemm("fc1", "f", "mlp"), gemm("fc2", "f", "mlp"),
+           gemm("out_proj.dgrad", "i"), gemm("fc2.dgrad", "i", "mlp"), gemm("qkv.dgrad", "i"),
+           gemm("fc1.dgrad", "i", "mlp"), gemm("qkv.wgrad", "w"), gemm("shared1", "f", "mlp"),
+           Op("attn_core", "attn", "f", "attention", shape=(4096, 4096, 128, 1)),
+           Op("norm", "attn", "f", "memory", bytes=1e6, shape=(1e6,))]
+    assert [ring_exchanged(o) for o in ops] == [True] * 6 + [False] * 3 + [True, False, False]
+
+    def cost(op):
+        return OpCost(op, (op.shape[1] ** 0.5 + 1) * 1e-3 if op.kind == "gemm" else 0.002, "compute")
+    whole = [cost(o) for o in ops]
+    chunked = ring_chunked(whole, 8, cost)
+    by_hand = 8 * (512 ** 0.5 + 1) * 1e-3                       # 8 chunks of 512 rows, against 65 ms whole
+    for w, c in zip(whole, chunked):
+        assert c.op == w.op
+        assert c.seconds == pytest.approx(by_hand if ring_exchanged(w.op) else w.seconds, rel=1e-12)
+    assert ring_chunked(whole, 1, cost) == whole
+
+    run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=1, dp=1, ep=1, tp=8, schedule="1f1b",
+                  microbatches=1, seq_len=4096, sequence_parallel=True)
+    plain = {c.op.name + "/" + c.op.phase: c.seconds for c in Scenario(run).chunk.kernel_costs(False)}
+    ring = {c.op.name + "/" + c.op.phase: c.seconds
+            for c in Scenario(run.with_(tp_comm_overlap=True)).chunk.kernel_costs(False)}
+    for name in ("qkv/f", "out_proj/f", "fc1/f", "fc2/f", "out_proj.dgrad/i", "fc2.dgrad/i"):
+        assert ring[name] >= plain[name] * (1 - 1e-12)
+    assert ring["qkv/f"] > plain["qkv/f"]
+    for name in ("qkv.dgrad/i", "fc1.dgrad/i", "qkv.wgrad/w", "attn_core/f"):
+        assert ring[name] == plain[name]

@@ -282,7 +282,9 @@ class RunSpec:
     to leave its NVLink domain (a warning; refused otherwise). ``tp_comm_overlap`` (with sequence
     parallelism): each TP all-gather and reduce-scatter runs beside the GEMM block it feeds or
     drains, as Megatron's userbuffers overlap does, and slows the block by holding ``tp_comm_sms``
-    SMs (our assumption: 2; Transformer Engine's ring exchange uses copy engines and few SMs).
+    SMs (our assumption: 2; Transformer Engine's ring exchange uses copy engines and few SMs); the
+    GEMMs a ring exchange feeds or drains run as ``tp`` chunks of their rows
+    (:func:`sim.training.costs.chunk.ring_chunked`).
     ``expert_tp`` (Megatron-Core's expert tensor parallelism, a divisor of ``tp``): each routed
     expert split over that many GPUs, which all-gather the tokens dispatched to them before the
     experts and reduce-scatter the experts' output after; 1 (the default, Megatron-Core's MoE
