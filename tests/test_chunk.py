@@ -311,17 +311,24 @@ def test_ring_exchange_runs_each_gemm_it_feeds_or_drains_as_tp_chunks_of_its_row
            gemm("out_proj.dgrad", "i"), gemm("fc2.dgrad", "i", "mlp"), gemm("qkv.dgrad", "i"),
            gemm("fc1.dgrad", "i", "mlp"), gemm("qkv.wgrad", "w"), gemm("shared1", "f", "mlp"),
            Op("attn_core", "attn", "f", "attention", shape=(4096, 4096, 128, 1)),
-           Op("norm", "attn", "f", "memory", bytes=1e6, shape=(1e6,))]
-    assert [ring_exchanged(o) for o in ops] == [True] * 6 + [False] * 3 + [True, False, False]
+           Op("norm", "attn", "f", "memory", bytes=1e6, shape=(1e6,)),
+           gemm("head", "f", "head"), gemm("head.dgrad", "i", "head")]    # outside a layer: no TP overlap
+    assert [ring_exchanged(o) for o in ops] == [True] * 6 + [False] * 3 + [True] + [False] * 4
 
-    def cost(op):
-        return OpCost(op, (op.shape[1] ** 0.5 + 1) * 1e-3 if op.kind == "gemm" else 0.002, "compute")
+    def cost(op):                           # a GEMM's time from its rows and its FLOPs (a flat efficiency's)
+        if op.kind != "gemm":
+            return OpCost(op, 0.002, "hbm")
+        seconds = (op.shape[1] ** 0.5 + 1) * 1e-3 + op.flops * 1e-9
+        return OpCost(op, seconds, "compute" if op.shape[1] > 256 else "launch")
     whole = [cost(o) for o in ops]
-    chunked = ring_chunked(whole, 8, cost)
-    by_hand = 8 * (512 ** 0.5 + 1) * 1e-3                       # 8 chunks of 512 rows, against 65 ms whole
-    for w, c in zip(whole, chunked):
-        assert c.op == w.op
-        assert c.seconds == pytest.approx(by_hand if ring_exchanged(w.op) else w.seconds, rel=1e-12)
+    flops = 2 * 4096 * 8 * 8
+    for tp, rows, bound in ((8, 512, "compute"), (2, 2048, "compute"), (16, 256, "launch")):
+        chunked = ring_chunked(whole, tp, cost)
+        by_hand = tp * ((rows ** 0.5 + 1) * 1e-3 + flops / tp * 1e-9)   # tp chunks of m / tp rows and FLOPs
+        for w, c in zip(whole, chunked):
+            assert c.op == w.op
+            assert c.seconds == pytest.approx(by_hand if ring_exchanged(w.op) else w.seconds, rel=1e-12)
+            assert c.bound == (bound if ring_exchanged(w.op) else w.bound)
     assert ring_chunked(whole, 1, cost) == whole
 
     run = RunSpec(model="llama3-8b", gpu="h100", topology="h100-1024", pp=1, dp=1, ep=1, tp=8, schedule="1f1b",
@@ -334,3 +341,15 @@ def test_ring_exchange_runs_each_gemm_it_feeds_or_drains_as_tp_chunks_of_its_row
     assert ring["qkv/f"] > plain["qkv/f"]
     for name in ("qkv.dgrad/i", "fc1.dgrad/i", "qkv.wgrad/w", "attn_core/f"):
         assert ring[name] == plain[name]
+    overlapped = Scenario(run.with_(tp_comm_overlap=True)).chunk           # beside a communication kernel
+    km, beside = overlapped.kernels, overlapped.kernel_costs(False, 0.0, 100, 0.3)
+    for c in beside:
+        g, m, n, k = c.op.shape if c.op.kind == "gemm" else (0, 0, 0, 0)
+        alone = (8 * km.cost(c.op._replace(shape=(g, m / 8, n, k), flops=c.op.flops / 8), 100, 0.3).seconds
+                 if ring_exchanged(c.op) else km.cost(c.op, 100, 0.3).seconds)
+        assert c.seconds == pytest.approx(alone, rel=1e-12)
+    assert overlapped.kernel_costs(False) == overlapped.kernel_costs(False, 0.0, None, 0.0)
+    fewer_sms = overlapped.kernel_costs(False, 0.0, 100)                   # SMs taken, no HBM: its own costs
+    assert sum(c.seconds for c in fewer_sms) > sum(c.seconds for c in overlapped.kernel_costs(False))
+    with_extra = overlapped.kernel_costs(False, 1e8)                       # an extra GEMM (an MTP projection)
+    assert sum(c.seconds for c in with_extra) > sum(c.seconds for c in overlapped.kernel_costs(False))

@@ -88,7 +88,9 @@ EQUIVALENT = {
     **{f"sim.training.costs.chunk.xǁChunkModelǁkernel_costs__mutmut_{i}": "the memo of a layer's kernels: a key "
        "spelt otherwise or of the other form stays apart from every other (the costs on all SMs are always asked with "
        "sms None, those beside a communication kernel with its SMs), and no memo costs the same kernels again: the "
-       "same seconds, more time" for i in (9, 11, 12, 14, 15, 16, 17, 18, 19)},
+       "same seconds, more time" for i in (13, 15, 16, 18, 19, 20, 21, 22, 23)},
+    "sim.training.costs.chunk.x_ring_chunked__mutmut_1": "at tp 1 the one chunk is the whole GEMM (m / 1 rows, all "
+                                                         "its FLOPs): the same cost, and tp is never below 1",
     "sim.training.costs.chunk.xǁChunkModelǁ_kernel_parts__mutmut_37": "a layer's MLP parts never sum to 0 s (its "
                                                                       "norm at least): the guard is never taken",
     **{f"sim.training.costs.chunk.xǁChunkModelǁlayer_cost__mutmut_{i}": "the GEMMs TP overlap pairs read a layer "
