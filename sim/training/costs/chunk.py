@@ -234,9 +234,9 @@ def ring_exchanged(op) -> bool:
 def ring_chunked(costs: list[OpCost], tp: int, cost) -> list[OpCost]:
     """``costs`` with each ring-exchanged GEMM (:func:`ring_exchanged`) costed as ``tp`` GEMMs of
     ``m / tp`` rows and ``1 / tp`` of its FLOPs each: ``tp x cost(chunk)``, ``cost`` the kernel
-    model's (an op -> OpCost); the op itself, its FLOPs and shape, kept. Wave quantization and a small ``m``'s lower efficiency make
-    the chunks together slower than the whole GEMM (Llama 3.1 405B's QKV at TP 8 with CP 2 on H100,
-    FP8: 4,096 rows in 0.23 ms, eight of 512 in 0.39 ms)."""
+    model's (an op -> OpCost); the op itself, its FLOPs and shape, kept. Wave quantization and a
+    small ``m``'s lower efficiency make the chunks together slower than the whole GEMM (Llama 3.1
+    405B's QKV at TP 8 with CP 2 on H100, FP8: 4,096 rows in 0.23 ms, eight of 512 in 0.39 ms)."""
     if tp <= 1:
         return costs
     out = []
