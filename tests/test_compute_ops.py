@@ -10,7 +10,7 @@ from sim.compute.device import GpuFigures
 from sim.compute.ops import Op
 from sim.training.costs.chunk import ChunkModel, attention_core_flops
 from sim.training.model.params import attention_params, dense_mlp_params, expert_params
-from sim.training.model.specs import RunSpec, load_gpu, load_model
+from sim.training.model.specs import RunSpec, SpecError, load_gpu, load_model
 
 
 def run_of(model: str, gpu: str = "h100", **changes) -> RunSpec:
@@ -67,6 +67,41 @@ def test_a_memory_bound_kernel_is_its_bytes_at_the_hbm_rate_plus_a_launch():
     launch = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run_of("llama3-8b", kernel_launch_us=10.0), 1)
     assert {c.op.name: c for c in launch.kernel_costs(False)}["norm"].seconds == pytest.approx(
         10e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12)
+
+
+def test_a_weight_gradient_adds_into_the_main_gradient_by_hand():
+    """Megatron's gradient-accumulation fusion: a weight-gradient GEMM reads the main gradient and
+    writes the sum back, ``2 x grad_bytes`` an output element (8 for FP32, 4 for BF16); off, autograd
+    writes a BF16 gradient once (2). Qwen3-30B-A3B at EP 8, 2,048 tokens: each GPU's 16 experts get
+    1,024 token copies each (2,048 x 8 x 8 / 128); their first GEMM's weight gradient, 16 x (2,048 x
+    1,536) outputs over k = 1,024, moves 16 (1,024 x 2,048 + 1,024 x 1,536) BF16 inputs and 16 x 2,048
+    x 1,536 x 8 output bytes, 520 MB, at 70% of 3.35 TB/s: 222 us plus the GEMM's fixed time, HBM-bound
+    (its 103 GFLOP take less). The forward and input-gradient GEMMs keep 2 bytes."""
+    from sim.compute.gemm import gemm_seconds
+    model, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
+    run = run_of("qwen3-30b-a3b", ep=8, dp=8)
+    assert (run.wgrad_out_bytes, run.with_(grad_bytes=2.0).wgrad_out_bytes) == (8.0, 4.0)
+    assert run.with_(gradient_accumulation_fusion=False).wgrad_out_bytes == 2.0
+    costs = {c.op.name: c for c in ChunkModel(model, gpu, run, 1).kernel_costs(True)}
+    wgrad = costs["experts1.wgrad"]
+    assert wgrad.op.shape == (16.0, 2048, 1536.0, 1024.0) and wgrad.op.out_bytes == 8.0
+    assert {costs[n].op.out_bytes for n in ("experts1", "experts1.dgrad", "qkv", "qkv.dgrad")} == {2.0}
+    assert {c.op.out_bytes for c in costs.values() if c.op.kind == "gemm" and c.op.phase == "w"} == {8.0}
+    nbytes = 16 * (1024 * 2048 + 1024 * 1536) * 2.0 + 16 * 2048 * 1536 * 8.0
+    fit = ChunkModel(model, gpu, run, 1).kernels.gemm_fit("bf16")
+    assert wgrad.seconds == pytest.approx(fit.fixed_us * 1e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12)
+    assert wgrad.bound == "hbm"
+    kw = dict(sms=132, gpu_sms=132, in_bytes=2.0, hbm_bytes_per_s=3.35e12 * 0.7)
+    assert wgrad.seconds == gemm_seconds(fit, 2048, 1536.0, 1024.0, 16.0, out_bytes=8.0, **kw)
+    bf16 = {c.op.name: c for c in ChunkModel(model, gpu, run.with_(gradient_accumulation_fusion=False),
+                                                 1).kernel_costs(True)}["experts1.wgrad"]
+    assert bf16.seconds == gemm_seconds(fit, 2048, 1536.0, 1024.0, 16.0, out_bytes=2.0, **kw) < wgrad.seconds
+    # a long-k GEMM stays compute-bound whatever its output moves: the dense model's QKV at 2,048 tokens
+    dense = ChunkModel(load_model("llama3-8b"), gpu, run_of("llama3-8b"), 1)
+    qkv = {c.op.name: c for c in dense.kernel_costs(False)}["qkv.wgrad"]
+    assert qkv.op.out_bytes == 8.0 and qkv.bound == "compute"
+    with pytest.raises(SpecError, match="gradient_accumulation_fusion must be true or false, got 'yes'"):
+        run.with_(gradient_accumulation_fusion="yes")
 
 
 def test_the_parts_are_sums_of_their_kernels():
@@ -422,8 +457,12 @@ def test_each_part_knows_how_much_longer_it_runs_beside_a_communication_kernel()
     # SMs alone (kernels whose copies take no HBM) or HBM alone each give ratios of their own
     sms_only = ChunkModel(model, gpu, run, 1, beside_comm=(20, 0.0)).layer_cost(True)
     hbm_only = ChunkModel(model, gpu, run, 1, beside_comm=(0, 0.25)).layer_cost(True)
-    assert all(r > 1.0 for _, r in sms_only.beside) and all(r >= 1.0 for _, r in hbm_only.beside)
+    assert all(r >= 1.0 for _, r in sms_only.beside) and all(r >= 1.0 for _, r in hbm_only.beside)
+    assert all(sms_only.beside_ratio(p) > 1.0 for p in ("attn_f", "attn_i", "attn_w", "mlp_f", "mlp_i"))
     assert hbm_only.beside_ratio("mlp_f") > 1.0
+    # the experts' weight gradients, added into the FP32 main gradient (8 bytes an element), are bound by
+    # HBM at 1,024 tokens an expert: fewer SMs leave them as they are, less HBM slows them
+    assert sms_only.beside_ratio("mlp_w") == 1.0 and hbm_only.beside_ratio("mlp_w") > 1.0
 
 
 @settings(max_examples=25, deadline=None)

@@ -100,6 +100,7 @@ def run_spec(run: Run, profile: str | None = None) -> RunSpec:
                    fusion=run.fusion or "fused", loss_kernel=run.loss_kernel or "fused",
                    fsdp_grads=run.fsdp_grads or "sharded", grad_bytes=4.0 if run.grad_reduce_in_fp32 else 2.0,
                    fp8_param_gather=bool(run.fp8_param_gather),
+                   gradient_accumulation_fusion=bool(run.gradient_accumulation_fusion),
                    tp_comm_overlap=bool(run.tp_comm_overlap),
                    pipeline_sends=run.pipeline_sends or "async", profile=profile, description=run.id)
 

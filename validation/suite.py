@@ -98,6 +98,7 @@ class Run:
     recompute_modules: str | None = None  # recompute selective: Megatron-Core's recompute_modules, ";"-separated
     grad_reduce_in_fp32: int = 1          # 0: gradients accumulated and reduced in BF16 (Megatron's flag off)
     fp8_param_gather: int = 0             # 1: FP8 GEMMs with the weights kept and gathered in FP8 only (Megatron's)
+    gradient_accumulation_fusion: int = 1  # 0: weight gradients written in BF16 (autograd, FSDP2), not added in place
 
     @property
     def recompute_module_list(self) -> tuple[str, ...] | None:
@@ -122,10 +123,10 @@ class Run:
 INTEGER_FIELDS = ("gpus", "seq_len", "microbatch_size", "global_batch", "tp", "cp", "pp", "vp", "dp", "ep", "zero",
                   "first_stage_layers", "last_stage_layers", "node_limit", "comm_sms", "tokens", "sequence_parallel",
                   "reshard_after_forward", "layers_per_virtual_stage", "embedding_stage", "loss_stage",
-                  "tp_comm_overlap", "grad_reduce_in_fp32", "fp8_param_gather")
+                  "tp_comm_overlap", "grad_reduce_in_fp32", "fp8_param_gather", "gradient_accumulation_fusion")
 STEP_FIELDS = ("seq_len", "microbatch_size", "global_batch")
 FLAG_FIELDS = ("sequence_parallel", "reshard_after_forward", "embedding_stage", "loss_stage",
-               "tp_comm_overlap", "grad_reduce_in_fp32", "fp8_param_gather")     # 0 or 1
+               "tp_comm_overlap", "grad_reduce_in_fp32", "fp8_param_gather", "gradient_accumulation_fusion")  # 0 or 1
 
 
 def _cell(value: str | None):

@@ -198,7 +198,7 @@ class KernelModel:
             g, m, n, k = op.shape
             kw = self._gemm_kw(op.precision, sms, hbm_share)
             seconds, bound = gemm_cost(self.gemm_fit(op.precision), float(m), float(n), float(k), float(g), kw["sms"],
-                                       kw["gpu_sms"], kw["in_bytes"], kw["out_bytes"], kw["hbm_bytes_per_s"])
+                                       kw["gpu_sms"], kw["in_bytes"], float(op.out_bytes), kw["hbm_bytes_per_s"])
             return OpCost(op, seconds + extra, bound)
         if op.kind == "attention":
             if self.attention_efficiency is not None:

@@ -19,6 +19,7 @@ from .faults import FaultSpec
 PRESETS = Path(__file__).parent.parent / "presets"
 MEMORY_POLICIES = ("none", "selective", "full", "deepseek-v3", "selective-op")
 DP_SYNC = ("overlap", "end")
+BF16_GRADIENT_BYTES = 2.0                                         # a weight gradient written by autograd, once
 FP8_PARAM_BYTES = 1.0                                             # an FP8 weight gathered under fp8_param_gather
 FSDP_GRADS = ("sharded", "unsharded")                             # ZeRO-3's gradients between micro-batches
 OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.training.dpsync)
@@ -240,7 +241,11 @@ class RunSpec:
     fragmentation: :func:`sim.training.model.memory.fixed_terms`). ``fp8_param_gather`` (FP8 GEMMs, ZeRO
     0-2; Megatron's ``fp8_param_gather``): the weights are kept only as Transformer Engine's FP8
     copies (no BF16 weights beside them), which the distributed optimizer all-gathers in FP8, 1 byte a
-    parameter, MXFP8's in BF16 (:attr:`gathered_weight_bytes`).
+    parameter, MXFP8's in BF16 (:attr:`gathered_weight_bytes`). ``gradient_accumulation_fusion``
+    (Megatron-Core's, on by default where Transformer Engine or APEX provide it): each weight-gradient
+    GEMM adds its product into the main gradient in place, reading and writing ``grad_bytes`` an
+    element (:attr:`wgrad_out_bytes`); off, it writes a BF16 gradient, as PyTorch's autograd does for
+    FSDP2 (torchtitan).
 
     Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
     layers, every stage at least one); or ``first_stage_layers`` / ``last_stage_layers`` fix the
@@ -351,6 +356,7 @@ class RunSpec:
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation (Megatron's grad_reduce_in_fp32)
     fp8_param_gather: bool = False               # FP8 GEMMs: weights kept only as FP8 (Megatron's fp8_param_gather)
+    gradient_accumulation_fusion: bool = True    # weight-gradient GEMMs accumulate into the main gradient (Megatron's)
     optimizer_bytes: float = 8.0                 # FP32 master (4) + two BF16 Adam moments (2+2)
     memory_reserve_gb: Optional[float] = None    # set: one flat reserve instead of the itemized fixed terms
     stage_layers: Optional[tuple] = None
@@ -484,8 +490,9 @@ class RunSpec:
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
                        high=MAX_BYTES_PER_PARAMETER)
-            if not isinstance(self.fp8_param_gather, bool):
-                raise SpecError(f"RunSpec.fp8_param_gather must be true or false, got {self.fp8_param_gather!r}")
+            for name in ("fp8_param_gather", "gradient_accumulation_fusion"):
+                if not isinstance(getattr(self, name), bool):
+                    raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
             if self.fp8_param_gather and (self.gemm_precision not in ("fp8", "mxfp8") or self.zero_stage == 3):
                 raise SpecError("RunSpec.fp8_param_gather (weights kept only in FP8) needs gemm_precision fp8 or "
                                 f"mxfp8 and zero_stage 0-2, got gemm_precision {self.gemm_precision}, zero_stage "
@@ -534,6 +541,13 @@ class RunSpec:
         FP8 weights), else ``weight_bytes`` (MXFP8's are gathered in BF16 through the gradient buffer
         and cast on the way in: Megatron-Core's ``reuse_grad_buf_for_mxfp8_param_ag``)."""
         return FP8_PARAM_BYTES if self.fp8_param_gather and self.gemm_precision == "fp8" else self.weight_bytes
+
+    @property
+    def wgrad_out_bytes(self) -> float:
+        """HBM bytes a weight-gradient GEMM moves per element of its output: ``2 x grad_bytes`` under
+        ``gradient_accumulation_fusion`` (it reads the main gradient and writes the sum back: 8 for
+        FP32, 4 under BF16 accumulation), else 2 (a BF16 gradient written once)."""
+        return 2.0 * self.grad_bytes if self.gradient_accumulation_fusion else BF16_GRADIENT_BYTES
 
     @property
     def tokens_per_microbatch(self) -> int:
