@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from sim.compute import KernelFamilyError, KernelModel, LayerShape, layer_ops
 from sim.compute.device import GpuFigures
-from sim.compute.ops import Op
+from sim.compute.ops import Op, head_ops
 from sim.training.costs.chunk import ChunkModel, attention_core_flops
 from sim.training.model.params import attention_params, dense_mlp_params, expert_params
 from sim.training.model.specs import RunSpec, SpecError, load_gpu, load_model
@@ -100,8 +100,47 @@ def test_a_weight_gradient_adds_into_the_main_gradient_by_hand():
     dense = ChunkModel(load_model("llama3-8b"), gpu, run_of("llama3-8b"), 1)
     qkv = {c.op.name: c for c in dense.kernel_costs(False)}["qkv.wgrad"]
     assert qkv.op.out_bytes == 8.0 and qkv.bound == "compute"
+    # the weight gradient runs at the GEMM's precision, the head's moves what the run says, in the head's block
+    fp8 = {c.op.name: c.op for c in ChunkModel(model, gpu, run.with_(gemm_precision="fp8"), 1).kernel_costs(True)}
+    assert fp8["experts1.wgrad"].precision == fp8["experts1"].precision == "fp8"
+    head = {o.name: o for o in head_ops(128, 128, 32, 1000, 2, wgrad_out_bytes=8.0)}["head.wgrad"]
+    assert (head.out_bytes, head.block, head.phase) == (8.0, "head", "w")
+    assert {o.name: o for o in head_ops(128, 128, 32, 1000, 2)}["head.wgrad"].out_bytes == 2.0
     with pytest.raises(SpecError, match="gradient_accumulation_fusion must be true or false, got 'yes'"):
         run.with_(gradient_accumulation_fusion="yes")
+
+
+def test_a_gradient_written_then_added_costs_an_add_kernel_by_hand():
+    """Without the fusion (Megatron-LM of 2021, PyTorch's FSDP2 accumulating unsharded) the GEMM writes a
+    BF16 gradient and a kernel of its own adds it into the main gradient: 2 + 2 x grad_bytes bytes an
+    element (10 at FP32), in M - 1 of M micro-batches. Llama 3 8B at 16 micro-batches: the QKV weight,
+    6,144 x 4,096 elements, adds 10 x 15/16 bytes each, 236 MB, at 70% of 3.35 TB/s plus one 3 us launch;
+    the routed experts of Qwen3-30B-A3B at EP 8 (16 weights a GEMM on a GPU) launch 16 adds. None with the
+    fusion, with one micro-batch, or under ZeRO-3 whose gradients are reduce-scattered each micro-batch."""
+    run = run_of("llama3-8b", microbatches=16, gradient_accumulation_fusion=False)
+    assert run.wgrad_out_bytes == 2.0 and run.wgrad_add_bytes == 10.0 * 15 / 16
+    assert run.with_(grad_bytes=2.0).wgrad_add_bytes == 6.0 * 15 / 16
+    assert run.with_(gradient_accumulation_fusion=True).wgrad_add_bytes == 0.0
+    assert run.with_(microbatches=1).wgrad_add_bytes == 0.0
+    assert run.with_(zero_stage=3).wgrad_add_bytes == 0.0
+    assert run.with_(zero_stage=3, fsdp_grads="unsharded").wgrad_add_bytes == run.wgrad_add_bytes
+    costs = {c.op.name: c for c in ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run, 1).kernel_costs(False)}
+    add = costs["qkv.grad_add"]
+    nbytes = 4096 * 6144 * 10.0 * 15 / 16
+    assert (add.op.phase, add.op.kind, add.op.kernels, add.op.bytes) == ("w", "memory", 1, nbytes)
+    assert add.seconds == pytest.approx(3e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12) and add.bound == "hbm"
+    adds = [n for n, c in costs.items() if n.endswith(".grad_add")]
+    assert sorted(adds) == sorted(f"{n}.grad_add" for n, c in costs.items() if c.op.kind == "gemm" and
+                                  c.op.phase == "f")
+    fused = ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run.with_(gradient_accumulation_fusion=True), 1)
+    assert not [c for c in fused.kernel_costs(False) if c.op.name.endswith(".grad_add")]
+    moe = run_of("qwen3-30b-a3b", ep=8, dp=8, microbatches=4, gradient_accumulation_fusion=False)
+    experts = {c.op.name: c for c in ChunkModel(load_model("qwen3-30b-a3b"), load_gpu("h100"), moe,
+                                                1).kernel_costs(True)}["experts1.grad_add"]
+    assert experts.op.kernels == 16 and experts.op.bytes == 16 * 2048 * 1536 * 10.0 * 3 / 4 and experts.op.routed
+    head = {o.name: o for o in head_ops(128, 128, 32, 1000, 2, wgrad_add_bytes=10.0)}
+    assert head["head.grad_add"].bytes == 32 * 500 * 10.0 and "head.grad_add" not in {o.name for o in head_ops(
+        128, 128, 32, 1000, 2)}
 
 
 def test_the_parts_are_sums_of_their_kernels():

@@ -27,7 +27,9 @@ Per layer, forward (B = 2 bytes a BF16 element; ``n`` = tokens, ``n_s`` = the no
 Backward: a GEMM ``m x n x k`` has its input gradient ``m x k x n`` (phase ``i``) and its weight
 gradient ``k x n x m`` (phase ``w``), whose output moves ``wgrad_out_bytes`` an element (2: a BF16
 gradient written; 8: added in place into an FP32 main gradient, read and written, as Megatron's
-gradient-accumulation fusion does; ``RunSpec.wgrad_out_bytes``); a memory-bound op's input gradient
+gradient-accumulation fusion does; ``RunSpec.wgrad_out_bytes``), followed, where the trainer accumulates
+a written gradient into its main gradient in a kernel of its own, by that add (``grad_add``,
+``wgrad_add_bytes`` an element: ``RunSpec.wgrad_add_bytes``); a memory-bound op's input gradient
 moves ``backward_factor`` times its forward bytes; the attention core's backward runs at 2.5 times
 the forward's FLOPs (it recomputes the scores; 2 of the 2.5 are useful work). FP8 GEMMs
 (``precision`` fp8 or mxfp8) cast their activation input (fused into the norm or the activation
@@ -106,6 +108,7 @@ class LayerShape(NamedTuple):
     extra_gemm: float = 0.0       # an MTP module's 2h x h projection's weights (0: none)
     attention_kernel: str = "flash"   # "flash", "flash2" (fused, FlashAttention-style) or "unfused" (scores in HBM)
     wgrad_out_bytes: float = BF16     # a weight-gradient GEMM's bytes per output element (RunSpec.wgrad_out_bytes)
+    wgrad_add_bytes: float = 0.0      # a separate accumulation kernel's bytes per weight-gradient element (0: none)
 
     @property
     def norm_tokens(self) -> float:
@@ -156,6 +159,10 @@ class _Block:
                                   "cast", routed))
         self.w.append(Op(f"{name}.wgrad", b, "w", "gemm", flops, flops, shape=(groups, k, n, m), precision=prec,
                          routed=routed, out_bytes=L.wgrad_out_bytes))
+        if L.wgrad_add_bytes:       # the trainer adds the fresh gradient into the main gradient in a kernel of its own
+            add = _memory(f"{name}.grad_add", b, "w", groups * k * n * L.wgrad_add_bytes, groups * k * n, L.fusion,
+                          "grad_add", routed)
+            self.w.append(add._replace(kernels=max(1, round(groups))))     # one add per weight tensor
 
     def memory(self, name: str, read: float, write: float, backward_factor: float, *, kind: str = "",
                routed: bool = False, elements: float | None = None):
@@ -301,15 +308,17 @@ LOSS_BYTES = {"fused": (8.0, 6.0), "eager": (8.0, 6.0), "eager-bf16": (4.0, 3.0)
 
 
 def head_ops(tokens: float, norm_tokens: float, hidden: int, vocab: float, tp: int, fusion: str = "fused",
-             loss_kernel: str = "fused", wgrad_out_bytes: float = BF16) -> list[Op]:
+             loss_kernel: str = "fused", wgrad_out_bytes: float = BF16, wgrad_add_bytes: float = 0.0) -> list[Op]:
     """The last stage's final norm, output head (BF16, vocabulary-parallel) and cross-entropy
     (:data:`LOSS_BYTES` per logit on a GPU, ``V / tp`` a token): a fused loss reads the logits as
     FP32 and writes their softmax (8 bytes forward, 6 backward); an eager one (PyTorch's
     ``cross_entropy`` on ``logits.float()``) runs as the unfused kernels it is made of whatever
     ``fusion`` says (:data:`UNFUSED`: its cast, log-softmax and loss), on BF16 logits
     (``eager-bf16``) at half those bytes; a compiled one reads the BF16 logits forward and writes
-    their BF16 gradient backward. ``wgrad_out_bytes``: the head's weight gradient's, as a layer's."""
-    B = _Block(LayerShape(hidden, 1, 1, 1, tokens, 1, tp=tp, fusion=fusion, wgrad_out_bytes=wgrad_out_bytes), "head")
+    their BF16 gradient backward. ``wgrad_out_bytes``, ``wgrad_add_bytes``: the head's weight gradient's, as
+    a layer's."""
+    B = _Block(LayerShape(hidden, 1, 1, 1, tokens, 1, tp=tp, fusion=fusion, wgrad_out_bytes=wgrad_out_bytes,
+                          wgrad_add_bytes=wgrad_add_bytes), "head")
     B.memory("final_norm", norm_tokens * hidden, norm_tokens * hidden, 1.5, kind="norm")
     B.gemm("head", tokens, vocab / tp, hidden, precision="bf16")
     forward, backward = LOSS_BYTES[loss_kernel]

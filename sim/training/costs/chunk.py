@@ -445,7 +445,7 @@ class ChunkModel:
         else:
             norm_tokens = T / t if self.run.sequence_parallel else T
             ops = head_ops(T, norm_tokens, m.hidden, m.vocab, t, self.run.fusion, self.run.loss_kernel,
-                           self.run.wgrad_out_bytes)
+                           self.run.wgrad_out_bytes, self.run.wgrad_add_bytes)
             sums = _by_phase(self.kernels.costs(ops))
             f, i, w = (heads * sums[("head", p)] for p in "fiw")
         measured = self.profile.get("head", {}).get("head")
@@ -464,7 +464,8 @@ class ChunkModel:
                           expert_intermediate=m.expert_intermediate, topk=m.topk, dropout=m.dropout, tp=run.tp,
                           cp=run.cp, ep=run.ep, expert_tp=run.expert_tp, sequence_parallel=run.sequence_parallel,
                           precision=run.gemm_precision, fusion=run.fusion, extra_gemm=extra_gemm,
-                          attention_kernel=run.attention_kernel, wgrad_out_bytes=run.wgrad_out_bytes)
+                          attention_kernel=run.attention_kernel, wgrad_out_bytes=run.wgrad_out_bytes,
+                          wgrad_add_bytes=run.wgrad_add_bytes)
 
     def kernel_costs(self, moe: bool, extra_gemm: float = 0.0, sms: int | None = None,
                      hbm_share: float = 0.0) -> list[OpCost]:

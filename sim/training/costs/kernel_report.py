@@ -34,7 +34,8 @@ def kernel_frame(chunk: ChunkModel) -> pd.DataFrame:
     rows += _rows("embedding", chunk.kernels.costs(embedding_ops(chunk.tokens, m.hidden, run.fusion)))
     norm_tokens = chunk.tokens / run.tp if run.sequence_parallel else chunk.tokens
     rows += _rows("head", chunk.kernels.costs(head_ops(chunk.tokens, norm_tokens, m.hidden, m.vocab, run.tp,
-                                                        run.fusion, run.loss_kernel, run.wgrad_out_bytes)))
+                                                        run.fusion, run.loss_kernel, run.wgrad_out_bytes,
+                                                        run.wgrad_add_bytes)))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

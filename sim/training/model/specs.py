@@ -245,7 +245,8 @@ class RunSpec:
     (Megatron-Core's, on by default where Transformer Engine or APEX provide it): each weight-gradient
     GEMM adds its product into the main gradient in place, reading and writing ``grad_bytes`` an
     element (:attr:`wgrad_out_bytes`); off, it writes a BF16 gradient, as PyTorch's autograd does for
-    FSDP2 (torchtitan).
+    FSDP2 (torchtitan) and Megatron-LM did before 2022, and a kernel of its own adds it into the main
+    gradient where micro-batches accumulate (:attr:`wgrad_add_bytes`).
 
     Stage layout: ``stage_layers`` lists the layers of each stage (it must sum to the model's
     layers, every stage at least one); or ``first_stage_layers`` / ``last_stage_layers`` fix the
@@ -548,6 +549,21 @@ class RunSpec:
         ``gradient_accumulation_fusion`` (it reads the main gradient and writes the sum back: 8 for
         FP32, 4 under BF16 accumulation), else 2 (a BF16 gradient written once)."""
         return 2.0 * self.grad_bytes if self.gradient_accumulation_fusion else BF16_GRADIENT_BYTES
+
+    @property
+    def wgrad_add_bytes(self) -> float:
+        """HBM bytes per weight-gradient element, averaged over a step's micro-batches, of the separate
+        kernel that adds each micro-batch's written gradient into the main gradient where the GEMM does
+        not (``gradient_accumulation_fusion`` off): it reads the BF16 gradient and reads and writes the
+        main one, ``2 + 2 x grad_bytes``, in ``M - 1`` of the ``M`` micro-batches (the first one's
+        gradient becomes the main gradient: autograd's ``AccumulateGrad``). 0 with the fusion on, with
+        one micro-batch a step, or under ZeRO-3 with ``fsdp_grads: sharded`` (each micro-batch's
+        gradients are reduce-scattered and only the shards accumulate). Megatron-LM before its fusion
+        (2022): 10 bytes an element at FP32 accumulation, x (M - 1) / M."""
+        if self.gradient_accumulation_fusion or self.microbatches <= 1 or \
+                (self.zero_stage == 3 and self.fsdp_grads == "sharded"):
+            return 0.0
+        return (BF16_GRADIENT_BYTES + 2.0 * self.grad_bytes) * (self.microbatches - 1) / self.microbatches
 
     @property
     def tokens_per_microbatch(self) -> int:
