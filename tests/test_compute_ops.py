@@ -127,7 +127,8 @@ def test_a_gradient_written_then_added_costs_an_add_kernel_by_hand():
     costs = {c.op.name: c for c in ChunkModel(load_model("llama3-8b"), load_gpu("h100"), run, 1).kernel_costs(False)}
     add = costs["qkv.grad_add"]
     nbytes = 4096 * 6144 * 10.0 * 15 / 16
-    assert (add.op.phase, add.op.kind, add.op.kernels, add.op.bytes) == ("w", "memory", 1, nbytes)
+    assert (add.op.block, add.op.phase, add.op.kind, add.op.kernels, add.op.bytes) == ("attn", "w", "memory", 1, nbytes)
+    assert add.op.shape == (4096 * 6144,)
     assert add.seconds == pytest.approx(3e-6 + nbytes / (3.35e12 * 0.7), rel=1e-12) and add.bound == "hbm"
     adds = [n for n, c in costs.items() if n.endswith(".grad_add")]
     assert sorted(adds) == sorted(f"{n}.grad_add" for n, c in costs.items() if c.op.kind == "gemm" and

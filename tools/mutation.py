@@ -96,7 +96,11 @@ EQUIVALENT = {
     **{f"sim.training.costs.chunk.xǁChunkModelǁlayer_cost__mutmut_{i}": "the GEMMs TP overlap pairs read a layer "
        "without its extra GEMM (an MTP layer's projection, a GEMM of its own): the same pairs" for i in (81, 83)},
     "sim.compute.ops.x_head_ops__mutmut_2": "only 'unfused' is looked at: any other default spelling is fused",
-    "sim.compute.ops.x_head_ops__mutmut_9": "the head block's shape reads no head count",
+    **{f"sim.compute.ops.x_head_ops__mutmut_{i}": "the head block's shape is read only for its precision, fusion "
+       "and weight-gradient bytes: its sizes, heads, tokens and TP are never read" for i in
+       (11, 12, 13, 14, 15, 16, 17, 27, 31, 32, 33, 34)},
+    **{f"sim.compute.ops.xǁ_Blockǁgemm__mutmut_{i}": "'grad_add' is one kernel at x1.0 fused or not (ops.UNFUSED "
+       "does not list it, nor its name): any kind or fusion gives the same op" for i in (186, 187, 204, 205)},
     "sim.compute.ops.x_mlp_ops__mutmut_13": "an op without a kind is looked up by its name, here 'norm' too",
     "sim.compute.fit.x_calibrate__mutmut_6": "read_yaml's default error class is InputError, the one passed",
     "sim.compute.fit.x__attention__mutmut_36": "a kernel under `also` needs the family's own table, where the "
