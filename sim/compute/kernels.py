@@ -179,7 +179,7 @@ class KernelModel:
         return fit
 
     def _gemm_kw(self, precision: str, sms: int | None, hbm_share: float = 0.0) -> dict:
-        return dict(sms=sms or self.gpu.sms, gpu_sms=self.gpu.sms, in_bytes=ELEMENT_BYTES[precision], out_bytes=2.0,
+        return dict(sms=sms or self.gpu.sms, gpu_sms=self.gpu.sms, in_bytes=ELEMENT_BYTES[precision],
                     hbm_bytes_per_s=self.hbm_rate * (1.0 - hbm_share))
 
     def cost(self, op: Op, sms: int | None = None, hbm_share: float = 0.0) -> OpCost:

@@ -94,7 +94,8 @@ HELP = {
                   "grad_reduce_in_fp32 off)",
     "fp8_param_gather": "FP8 GEMMs: weights kept only as FP8 copies, gathered in FP8 (Megatron's fp8_param_gather)",
     "gradient_accumulation_fusion": "weight-gradient GEMMs add into the main gradient in place, reading and writing "
-                                    "grad_bytes an element (Megatron's; false: a BF16 gradient written, as FSDP2's)",
+                                    "grad_bytes an element (Megatron's; false: a BF16 gradient written, then added "
+                                    "by a kernel of its own where micro-batches accumulate)",
     "optimizer_bytes": "bytes per parameter of the optimizer state",
     "memory_reserve_gb": "set: GB per GPU kept beside the model, flat (null: CUDA context, NCCL, buffers, 2% fragmentation)",
     "recompute_granularity": f"Megatron-Core's recompute granularity: {', '.join(GRANULARITIES)} (null: memory_policy's)",
