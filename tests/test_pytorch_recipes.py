@@ -186,3 +186,54 @@ def test_a_train_loop_that_keeps_its_logits_holds_them_through_the_backward():
     assert kept - freed == pytest.approx(4096 * V * 2 / 1e9)
     with pytest.raises(SpecError, match="RunSpec.logits_kept must be true or false, got 1"):
         run_of(logits_kept=1)
+
+
+def test_pipeline_stages_that_keep_their_outputs_by_hand():
+    """torch.distributed.pipelining as of 2024 (``stage_outputs_kept``): a stage's output is one
+    micro-batch's hidden state, 4,096 tokens x 4,096 x 2 bytes = 33.55 MB (half a GPU's at TP 2 with
+    sequence parallelism), the last stage's its BF16 logits, 4,096 x 128,256 x 2 = 1.05 GB (half on
+    each GPU of a vocabulary-parallel loss, whole where the logits are gathered); nothing when off."""
+    from sim.training.model.memory import stage_output_bytes
+    m = load_model("llama3-8b")
+    hidden, logits = 4096 * H * 2, 4096 * V * 2
+    assert stage_output_bytes(m, run_of(stage_outputs_kept=True), 4) == [hidden] * 3 + [logits]
+    tp2 = run_of(stage_outputs_kept=True, tp=2, dp=1, sequence_parallel=True)
+    assert stage_output_bytes(m, tp2, 4) == [hidden / 2] * 3 + [logits / 2]
+    assert stage_output_bytes(m, tp2.with_(vocab_parallel_loss=False), 4)[-1] == logits
+    assert stage_output_bytes(m, run_of(), 4) == [0.0] * 4
+
+
+def test_kept_outputs_move_the_first_ranks_peak_to_its_last_forward():
+    """1F1B over 4 stages, 8 micro-batches: rank 0 holds 4 micro-batches' activations after its
+    first steady-state forward and again after each later one, and by its last forward it has kept
+    all 8 outputs: its activation peak grows by exactly 8 x 33.55 MB."""
+    off, on = (Scenario(run_of(stage_outputs_kept=kept)).memory[0] for kept in (False, True))
+    assert (on.activations_gb - off.activations_gb) * 1e9 == pytest.approx(8 * 4096 * H * 2)
+    assert on.peak_microbatches == off.peak_microbatches == 4
+
+
+def test_the_last_stage_peaks_when_the_step_merges_its_logits():
+    """The last stage keeps its 8 micro-batches' logits (8 x 1.05 GB) and the step's end
+    concatenates them into one more copy: 16 x 1.05 = 16.8 GB, beside which only what outlives the
+    passes stays (the CUDA context, NCCL, fragmentation); 16 micro-batches double it."""
+    for microbatches in (8, 16):
+        last = Scenario(run_of(stage_outputs_kept=True, memory_policy="full", microbatches=microbatches)).memory[-1]
+        assert last.activations_gb * 1e9 == pytest.approx(2 * microbatches * 4096 * V * 2)
+        assert [name for name, _ in last.fixed] == ["CUDA context", "NCCL", "fragmentation"]
+        assert last.peak_microbatches == 0
+    with pytest.raises(SpecError, match="RunSpec.stage_outputs_kept must be true or false, got 1"):
+        run_of(stage_outputs_kept=1)
+
+
+@settings(max_examples=15, deadline=None)
+@given(pp=st.sampled_from([2, 4]), microbatches=st.integers(4, 12), policy=st.sampled_from(["full", "selective-op"]),
+       schedule=st.sampled_from(["1f1b", "gpipe"]))
+def test_kept_outputs_never_lower_a_ranks_peak(pp, microbatches, policy, schedule):
+    """Keeping outputs only adds bytes: no rank's total falls, and the last rank's is at least its
+    kept logits twice over (the merge) beside the weights, gradients and optimizer states."""
+    base = run_of(pp=pp, microbatches=microbatches, memory_policy=policy, schedule=schedule)
+    off, on = Scenario(base).memory, Scenario(base.with_(stage_outputs_kept=True)).memory
+    assert all(b.total_gb >= a.total_gb - 1e-9 for a, b in zip(off, on))
+    last = on[-1]
+    state = last.params_gb + last.grads_gb + last.optimizer_gb
+    assert last.total_gb - state >= 2 * microbatches * 4096 * V * 2 / 1e9

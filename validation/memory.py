@@ -63,6 +63,7 @@ class MemoryRun:
     fsdp_grads: str = "sharded"
     vocab_parallel_loss: int = 1
     logits_kept: int = 0
+    stage_outputs_kept: int = 0
     recompute_modules: str = ""       # recompute selective: Megatron-Core's recompute_modules, ";"-separated
     note: str = ""
 
@@ -77,7 +78,7 @@ class MemoryRun:
 
 
 INTS = ("gpus", "tp", "cp", "pp", "vp", "dp", "ep", "zero", "reshard_after_forward", "seq_len", "microbatch_size",
-        "microbatches", "vocab_parallel_loss", "logits_kept")
+        "microbatches", "vocab_parallel_loss", "logits_kept", "stage_outputs_kept")
 
 
 def load_memory_runs(path: Path = MEMORY) -> list[MemoryRun]:
@@ -146,6 +147,7 @@ def memory_spec(run: MemoryRun) -> RunSpec:
                    recompute_modules=run.recompute_module_list,
                    fusion=run.fusion, loss_kernel=run.loss_kernel, fsdp_grads=run.fsdp_grads,
                    vocab_parallel_loss=bool(run.vocab_parallel_loss), logits_kept=bool(run.logits_kept),
+                   stage_outputs_kept=bool(run.stage_outputs_kept),
                    gemm_precision=run.precision, weight_bytes=weight, grad_bytes=grad, optimizer_bytes=optimizer,
                    description=run.id)
 

@@ -78,6 +78,8 @@ HELP = {
     "vocab_parallel_loss": "each TP GPU computes the loss on its vocabulary shard (false: the logits gathered "
                            "whole on every TP GPU first)",
     "logits_kept": "the train loop still holds the BF16 logits while the backward runs (it never deletes them)",
+    "stage_outputs_kept": "each pipeline stage keeps every micro-batch's output (the last: its logits) until the step "
+                          "ends, as torch.distributed.pipelining did in 2024 (PyTorch PRs 153383, 159251)",
     "compute_kernels": "a YAML of fitted kernel families (python -m sim calibrate --kernels; null: shipped)",
     "a2a_algorithm": "hierarchical (NVLink then network, DeepEP) or flat",
     "a2a_chunks": "pieces an all-to-all is sent in",

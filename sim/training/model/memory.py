@@ -42,7 +42,10 @@ as NVIDIA's performance recipes set it: the gradient buffer is BF16).
 Activations: each stage's saved tensors per micro-batch (:mod:`sim.training.model.activations`, under the
 run's recomputation, :mod:`sim.training.model.recompute`) times its tokens; walking the rank's ops in order,
 an ``F`` adds its stage's bytes, an ``I`` swaps them for what the deferred ``W`` needs, the ``W``
-frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. The
+frees that, a ``B`` frees all; the peak of that walk is the rank's activation memory. Under
+``stage_outputs_kept`` (torch.distributed.pipelining in 2024) each ``F`` also leaves its output
+until the step ends, when the last stage's are merged into one more copy
+(:func:`stage_output_bytes`, :func:`kept_outputs_peak`). The
 gradients a backward holds beside it (one layer's at a time) and the layers a full recomputation
 rematerialises are fixed terms (below).
 
@@ -309,14 +312,18 @@ def reduce_scatter_bytes(model: ModelSpec, run: RunSpec) -> float:
 
 
 def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage: bool = False,
-                working_bytes: float = 0.0) -> tuple[tuple[str, float], ...]:
+                working_bytes: float = 0.0, step_end: bool = False) -> tuple[tuple[str, float], ...]:
     """(name, GB) of each fixed term (see the module) for a GPU that allocates ``allocated_gb``
     besides them: ``last_stage`` adds the loss's buffers beside what its activations keep, one
     micro-batch's logits at :func:`~sim.training.model.activations.loss_transient_bytes` each (the
     BF16 logits before a fused loss turns them into its FP32 softmax; an eager loss's FP32
     gradients), and 2 more (BF16) where the train loop keeps the logits through the backward
-    (``logits_kept``), ``working_bytes`` a recomputation's working set (:func:`working_set`)."""
+    (``logits_kept``), ``working_bytes`` a recomputation's working set (:func:`working_set`);
+    ``step_end`` only what outlives the step's passes (the CUDA context, NCCL, fragmentation)."""
     terms = [("CUDA context", CUDA_CONTEXT_GB), ("NCCL", NCCL_GB * communicators(model, run))]
+    if step_end:
+        terms.append(("fragmentation", FRAGMENTATION * (allocated_gb + sum(gb for _, gb in terms))))
+        return tuple(terms)
     T = run.tokens_per_microbatch // run.cp
     if model.is_moe:
         shard = T / (run.tp if run.sequence_parallel else 1)
@@ -334,8 +341,36 @@ def fixed_terms(model: ModelSpec, run: RunSpec, allocated_gb: float, last_stage:
     return tuple((name, gb) for name, gb in terms if gb > 0)
 
 
+def stage_output_bytes(model: ModelSpec, run: RunSpec, stages: int) -> list[float]:
+    """Per stage, bytes of one micro-batch's output a GPU keeps until the step ends under
+    ``stage_outputs_kept`` (0 each otherwise). torch.distributed.pipelining's stage appended every
+    forward's output to its ``output_chunks``, freed only when the next step began, and the
+    schedule's ``step`` concatenated the last stage's into the merged output it returns (PyTorch
+    PR 153383 of May 2025 stopped the other stages keeping theirs; issue 159251, fixed by a
+    ``return_outputs`` flag, the last stage's). A stage's output is its hidden state, ``T / cp``
+    tokens x hidden x 2 bytes (BF16; 1/tp of it under sequence parallelism); the last stage's the
+    head's BF16 logits, ``T / cp`` tokens x the vocabulary (1/tp of it when the loss is
+    vocabulary-parallel). Llama 3.1 405B at TP 8, 4 x 8,192 tokens a micro-batch: 134 MB a stage,
+    1.05 GB of logits."""
+    if not run.stage_outputs_kept:
+        return [0.0] * stages
+    T = run.tokens_per_microbatch // run.cp
+    hidden = T * model.hidden * BF16 / (run.tp if run.sequence_parallel else 1)
+    logits = T * model.vocab * BF16 / (run.tp if run.vocab_parallel_loss else 1)
+    return [hidden] * (stages - 1) + [logits]
+
+
+def kept_outputs_peak(ops: list, kept: list[float]) -> float:
+    """Bytes a rank holds when its step ends under ``stage_outputs_kept``: every forward's kept
+    output (:func:`stage_output_bytes`), and where it runs the last stage the merged copy of that
+    stage's (``torch.cat`` of its micro-batches' logits), both at once."""
+    last = len(kept) - 1
+    forwards = [part.stage for op in ops for part in parts(op) if part.kind == "F"]
+    return sum(kept[s] for s in forwards) + sum(kept[s] for s in forwards if s == last)
+
+
 def activation_peak(ops: list, stage_bytes: list[tuple[float, float]],
-                    stage_layers: list[int] | None = None) -> tuple[float, int]:
+                    stage_layers: list[int] | None = None, kept: list[float] | None = None) -> tuple[float, int]:
     """(peak bytes, stage-forwards held at that peak) of one rank's op list.
 
     An overlapped unit ``[F&B]`` (DualPipe's F&B chunks, Megatron-Core's combined 1F1B) runs its two
@@ -345,7 +380,9 @@ def activation_peak(ops: list, stage_bytes: list[tuple[float, float]],
     (``stage_layers``; uniform over the stage), the unit peaks at ``live + f + max(0, (p - 1)(f - b))``
     over its ``p = min(n_f, n_b)`` pairs (each pair's forward layer counted before its backward layer
     frees: the bound), and the layers left unpaired run after them. Without ``stage_layers`` a
-    stage counts as one layer (the forward whole, then the backward)."""
+    stage counts as one layer (the forward whole, then the backward). ``kept``: per stage, bytes a
+    forward leaves that no backward frees (:func:`stage_output_bytes`)."""
+    kept = kept or [0.0] * len(stage_bytes)
     live = peak = 0.0
     held = at_peak = 0
     for op in ops:
@@ -355,7 +392,7 @@ def activation_peak(ops: list, stage_bytes: list[tuple[float, float]],
             n_b = max(1, stage_layers[op.b.stage]) if stage_layers else 1
             f, b, pairs = f_full / n_f, b_full / n_b, min(n_f, n_b)
             inside = live + f + max(0.0, (pairs - 1) * (f - b))
-            live += f_full - b_full
+            live += f_full - b_full + kept[op.f.stage]
             held += 1
             if max(inside, live) > peak:
                 peak, at_peak = max(inside, live), held
@@ -364,7 +401,7 @@ def activation_peak(ops: list, stage_bytes: list[tuple[float, float]],
         for part in parts(op):
             full, wkeep = stage_bytes[part.stage]
             if part.kind == "F":
-                live += full
+                live += full + kept[part.stage]
                 held += 1
             elif part.kind == "I":
                 live += wkeep - full
@@ -395,6 +432,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
         raise SpecError(f"RunSpec.memory_reserve_gb ({run.memory_reserve_gb:g}) must be below the "
                         f"{gpu.hbm_gb:g} GB of HBM of {gpu.name}")
     stage_bytes = stage_activation_bytes(model, run, layers_per_stage)
+    kept = stage_output_bytes(model, run, len(layers_per_stage))
     dense_dp, expert_dp = sharding_groups(run)
     out = []
     for rank, stages in sorted(stages_held(schedule).items()):
@@ -408,17 +446,22 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
             w += 2 * GATHERED_WEIGHT_BYTES * largest_layer_params(model, run)
         if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
             g = ACCUMULATED_GRAD_BYTES * count.total
-        act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes, layers_per_stage)
+        act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes, layers_per_stage, kept)
         fp8_copies = run.gemm_precision in ("fp8", "mxfp8") and run.memory_policy != "deepseek-v3" and \
             run.zero_stage < 3
         fp8_w = FP8_WEIGHT_BYTES * count.total if fp8_copies or run.fp8_param_gather else 0.0
-        allocated = (w + g + o + act + fp8_w) / 1e9
+        state = (w + g + o + fp8_w) / 1e9
         if run.memory_reserve_gb is not None:
             fixed, reserve = (), run.memory_reserve_gb
         else:
             last = len(layers_per_stage) - 1 in stages
-            fixed = fixed_terms(model, run, allocated, last, working_set(model, run, layers_per_stage, stages))
+            fixed = fixed_terms(model, run, state + act / 1e9, last, working_set(model, run, layers_per_stage, stages))
             reserve = sum(gb for _, gb in fixed)
+        at_end = kept_outputs_peak(schedule.ranks[rank], kept)
+        if run.memory_reserve_gb is None and at_end > act:   # the step's end: the kept outputs and their merge
+            fixed_end = fixed_terms(model, run, state + at_end / 1e9, step_end=True)
+            if at_end / 1e9 + sum(gb for _, gb in fixed_end) > act / 1e9 + reserve:
+                act, peak_mb, fixed, reserve = at_end, 0, fixed_end, sum(gb for _, gb in fixed_end)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, reserve, gpu.hbm_gb, peak_mb,
                               fp8_w / 1e9, fixed))
     return out
@@ -429,4 +472,4 @@ __all__ = ["ACCUMULATED_GRAD_BYTES", "ALLOCATOR_RESERVE", "CUDA_CONTEXT_GB", "FR
            "OUTSIDE_ALLOCATOR", "PYTORCH_COUNTERS", "RankMemory", "activation_peak", "communicators", "fixed_terms",
            "largest_layer_params", "layer_held_per_token", "layer_per_token", "memory_per_rank", "model_state_bytes",
            "offloaded_layer_bytes", "reduce_scatter_bytes", "run_recipe", "sharding_groups", "stage_activation_bytes",
-           "stages_held"]
+           "kept_outputs_peak", "stage_output_bytes", "stages_held"]

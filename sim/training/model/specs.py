@@ -212,7 +212,9 @@ class RunSpec:
     torch.compile, one fused kernel each way, :mod:`sim.training.model.activations`) and
     ``vocab_parallel_loss`` whether each TP GPU computes it on its vocabulary shard (off: the
     logits gathered whole first), ``logits_kept`` whether the train loop still holds the BF16 logits
-    while the backward runs (a loop that never deletes them); ``compute_kernels`` a YAML of fitted
+    while the backward runs (a loop that never deletes them), ``stage_outputs_kept`` whether each
+    pipeline stage keeps every micro-batch's output until the step ends (torch.distributed.pipelining
+    in 2024, :func:`sim.training.model.memory.stage_output_bytes`); ``compute_kernels`` a YAML of fitted
     families of one's own (``python -m sim calibrate --kernels``). ``gemm_efficiency`` or
     ``attention_efficiency``, when set, cost that class flat at that fraction of the dense peak.
     ``compute_model: flops`` is the FLOPs model (every GEMM at ``gemm_efficiency``, default 0.6,
@@ -340,6 +342,7 @@ class RunSpec:
     loss_kernel: str = "fused"                   # fused (Megatron's vocab-parallel), eager, eager-bf16, compiled
     vocab_parallel_loss: bool = True             # False: the logits gathered whole on each TP GPU for the loss
     logits_kept: bool = False                    # True: the train loop holds the BF16 logits through the backward
+    stage_outputs_kept: bool = False             # True: each stage keeps every micro-batch's output to the step's end
     compute_kernels: Optional[str] = None        # a YAML of fitted kernel families (calibrate --kernels)
     a2a_algorithm: str = "hierarchical"
     a2a_chunks: int = 4
@@ -412,7 +415,7 @@ class RunSpec:
         choice(self.fusion, "RunSpec.fusion", FUSIONS, error=SpecError)
         choice(self.attention_kernel, "RunSpec.attention_kernel", ATTENTION_KERNELS, error=SpecError)
         choice(self.loss_kernel, "RunSpec.loss_kernel", LOSS_KERNELS, error=SpecError)
-        for name in ("vocab_parallel_loss", "logits_kept"):
+        for name in ("vocab_parallel_loss", "logits_kept", "stage_outputs_kept"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"RunSpec.{name} must be true or false, got {getattr(self, name)!r}")
         number(self.kernel_launch_us, "RunSpec.kernel_launch_us (microseconds)", low=0, high=1e4, error=SpecError)
