@@ -18,11 +18,14 @@ def tiny():
     return Scenario(load_scenario("tiny"))
 
 
-def test_the_surrogate_times_the_start_as_the_full_step_does(tiny):
+@pytest.mark.parametrize("kept", [False, True])
+def test_the_surrogate_times_the_start_as_the_full_step_does(tiny, kept):
     """Ops alone on their ranks, sends alone on the fabric, the start's tails: within 2% of the full
-    step for the named orders (what it leaves out is sends meeting on a GPU)."""
+    step for the named orders (what it leaves out is sends meeting on a GPU); its memory the full
+    model's, with the stages' kept outputs too (``stage_outputs_kept``)."""
     for name in ("zb-1p", "dualpipe", "1f1b"):
         sc = tiny.with_schedule(name)
+        sc = Scenario(sc.run.with_(stage_outputs_kept=True)) if kept else sc
         step = MoEStep(sc)
         named = step.simulate()
         surrogate = Surrogate(step, named)

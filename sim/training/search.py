@@ -45,7 +45,7 @@ from ..checks import InputError, number
 from ..schedules import Schedule, validate
 from ..schedules.moves import propose
 from ..schedules.timing import rank_ends
-from .model.memory import activation_peak, stage_activation_bytes
+from .model.memory import activation_peak, stage_activation_bytes, stage_output_bytes
 from .scenario import Scenario
 from .step import MoEStep, StepResult
 
@@ -120,6 +120,7 @@ class Surrogate:
         self.static_gb = [m.total_gb - m.activations_gb for m in memory]
         self.stage_bytes = stage_activation_bytes(sc.model, sc.run, sc.chunk.layers_per_stage)
         self.stage_layers = list(sc.chunk.layers_per_stage)
+        self.kept = stage_output_bytes(sc.model, sc.run, len(self.stage_layers))
 
     def send_s(self, src: int, dst: int) -> float:
         """One pipeline send from rank ``src`` to ``dst`` (replica 0) alone on the step's fabric:
@@ -163,8 +164,9 @@ class Surrogate:
                    for r, ops in schedule.ranks.items()) + self.after_s
 
     def rank_memory_gb(self, schedule: Schedule, rank: int) -> float:
-        """GB on ``rank`` under ``schedule``: its fixed states plus the order's activation peak."""
-        peak = activation_peak(schedule.ranks[rank], self.stage_bytes, self.stage_layers)[0]
+        """GB on ``rank`` under ``schedule``: its fixed states plus the order's activation peak (with
+        the outputs its stages keep, ``stage_outputs_kept``)."""
+        peak = activation_peak(schedule.ranks[rank], self.stage_bytes, self.stage_layers, self.kept)[0]
         return self.static_gb[rank] + peak / 1e9
 
 
