@@ -20,6 +20,16 @@ def test_the_recipe_is_computed_from_the_spec():
     assert recipe_warnings(r) == []
 
 
+def test_kept_stage_outputs_are_named_only_when_set():
+    """torch.distributed.pipelining's kept outputs (``stage_outputs_kept``) change the memory, so
+    the recipe says so; off (the default) it adds no field and no words."""
+    off = recipe(load_scenario("tiny"))
+    on = recipe(load_scenario("tiny").with_(stage_outputs_kept=True))
+    assert "stage_outputs_kept" not in off and on["stage_outputs_kept"] is True
+    assert "ZeRO-1, stage outputs kept to the step's end; " in recipe_line(on)
+    assert "stage outputs" not in recipe_line(off)
+
+
 def test_micro_batch_size_enters_the_global_batch():
     r = recipe(load_scenario("tiny", microbatch_size=3))
     assert r["global_batch_seqs"] == 4 * 8 * 3 and r["global_batch_tokens"] == 4 * 8 * 3 * 512

@@ -33,6 +33,8 @@ def recipe(run: RunSpec, topology_gpus: int | None = None, compute: str = "") ->
            "routing_seed": run.routing_seed}
     if run.network != "maxmin":          # the default backend is not named (the same columns as before it had a choice)
         out["network"] = run.network
+    if run.stage_outputs_kept:           # named only when set (torch.distributed.pipelining of 2024)
+        out["stage_outputs_kept"] = True
     if compute:
         out["compute"] = compute
     if topology_gpus is not None:
@@ -48,7 +50,8 @@ def recipe_line(r: dict) -> str:
     etp = f" x expert TP{r['expert_tp']}" if int(r.get("expert_tp", 1)) > 1 else ""
     return (f"simulated: {r['model']} on {r['gpus']:,} {r['gpu']} of {r['topology']} ({layout_label(r)}, "
             f"EP{r['ep']}{etp}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
-            f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}; "
+            f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}"
+            + (", stage outputs kept to the step's end" if is_true(r.get("stage_outputs_kept")) else "") + "; "
             + (f"compute: {r['compute']}; " if r.get("compute") else "")
             + f"communication kernels {r['kernels']} on {r['comm_sms']} SMs, communication {r['communication']}; "
             + (f"network {r['network']} (no contention); " if r.get("network", "maxmin") == "analytical" else "")
