@@ -191,7 +191,7 @@ def test_a_train_loop_that_keeps_its_logits_holds_them_through_the_backward():
 def test_pipeline_stages_that_keep_their_outputs_by_hand():
     """torch.distributed.pipelining as of 2024 (``stage_outputs_kept``): a stage's output is one
     micro-batch's hidden state, 4,096 tokens x 4,096 x 2 bytes = 33.55 MB (half a GPU's at TP 2 with
-    sequence parallelism), the last stage's its BF16 logits, 4,096 x 128,256 x 2 = 1.05 GB (half on
+    sequence parallelism, whole without it), the last stage's its BF16 logits, 4,096 x 128,256 x 2 = 1.05 GB (half on
     each GPU of a vocabulary-parallel loss, whole where the logits are gathered); nothing when off."""
     from sim.training.model.memory import stage_output_bytes
     m = load_model("llama3-8b")
@@ -200,6 +200,7 @@ def test_pipeline_stages_that_keep_their_outputs_by_hand():
     tp2 = run_of(stage_outputs_kept=True, tp=2, dp=1, sequence_parallel=True)
     assert stage_output_bytes(m, tp2, 4) == [hidden / 2] * 3 + [logits / 2]
     assert stage_output_bytes(m, tp2.with_(vocab_parallel_loss=False), 4)[-1] == logits
+    assert stage_output_bytes(m, tp2.with_(sequence_parallel=False), 4)[0] == hidden   # whole on each TP GPU
     assert stage_output_bytes(m, run_of(), 4) == [0.0] * 4
 
 
@@ -223,6 +224,29 @@ def test_the_last_stage_peaks_when_the_step_merges_its_logits():
         assert last.peak_microbatches == 0
     with pytest.raises(SpecError, match="RunSpec.stage_outputs_kept must be true or false, got 1"):
         run_of(stage_outputs_kept=1)
+
+
+def test_kept_outputs_at_the_steps_end_by_hand():
+    """One output kept per forward, whatever the backward is split into, and the last stage's merged
+    once more: 4 ranks, 8 micro-batches, 1 byte an output, 10 on the last stage. ZB-H1 (I and W ops):
+    ranks 0-2 keep 8, rank 3 8 x 10 + 8 x 10 = 160; ZBV's rank 0 runs stages 0 and 7: 8 + 80 + 80 =
+    168; DualPipe's rank 0 stage 0 of one direction and stage 3 of the other, 4 micro-batches each:
+    4 + 40 + 40 = 84. With no activations the walk's peak is the kept outputs alone, forwards inside
+    DualPipe's overlapped units too: 4 + 40 = 44 on its rank 0."""
+    from sim.schedules import make_schedule
+    from sim.training.model.memory import activation_peak, kept_outputs_peak
+
+    def at_end(name, walk=False):
+        schedule = make_schedule(name, 4, 8)
+        kept = [1.0] * (schedule.num_stages - 1) + [10.0]
+        nothing = [(0.0, 0.0)] * schedule.num_stages
+        return [activation_peak(ops, nothing, None, kept)[0] if walk else kept_outputs_peak(ops, kept)
+                for _, ops in sorted(schedule.ranks.items())]
+    assert at_end("zb-h1") == [8, 8, 8, 160]
+    assert at_end("zbv") == [168, 16, 16, 16]
+    assert at_end("dualpipe") == [84, 8, 8, 84]
+    assert at_end("dualpipe", walk=True) == [44, 8, 8, 44]
+    assert at_end("zbv", walk=True) == [88, 16, 16, 16]
 
 
 @settings(max_examples=15, deadline=None)
