@@ -184,7 +184,9 @@ def test_reserve_must_leave_room():
 def test_deepseek_v3_model_states_are_sharded_over_the_right_groups(zero_stage):
     """DP128, EP64: dense parameters are replicated over the 128 GPUs of a stage, each expert over
     dp / ep = 2 of them; ZeRO-1 shards optimizer states over those groups, ZeRO-2 also gradients,
-    ZeRO-3 also weights (plus two gathered layers). Pinned by hand for every rank of DualPipe."""
+    ZeRO-3 also weights (plus two gathered layers, and the embedding and head a rank holds, FSDP2's
+    root unit gathered for the step: the first stage's embedding, the last stage's head and, for its
+    MTP module, the embedding). Pinned by hand for every rank of DualPipe."""
     from sim.training.model.memory import stages_held
     from sim.training.model.params import layer_params
     sc = Scenario(load_scenario("deepseek-v3", zero_stage=zero_stage))
@@ -197,6 +199,9 @@ def test_deepseek_v3_model_states_are_sharded_over_the_right_groups(zero_stage):
         w = run.weight_bytes * (shard if zero_stage >= 3 else full)
         if zero_stage == 3:
             w += 2 * run.weight_bytes * max(layer_params(sc.model, moe, 64).total for moe in (False, True))
+            last = len(sc.chunk.layers_per_stage) - 1
+            root = ({"embedding"} if 0 in stages else set()) | ({"head", "embedding"} if last in stages else set())
+            w += run.weight_bytes * len(root) * sc.model.vocab * sc.model.hidden
         assert mem.params_gb == pytest.approx(w / 1e9, rel=1e-12)
         assert mem.grads_gb == pytest.approx(run.grad_bytes * (shard if zero_stage >= 2 else full) / 1e9, rel=1e-12)
         assert mem.optimizer_gb == pytest.approx(run.optimizer_bytes * (shard if zero_stage >= 1 else full) / 1e9,

@@ -1,7 +1,7 @@
 """sim.training.model.params: parameter counts against the published sizes of the models."""
 import pytest
 
-from sim.training.model.params import attention_params, expert_params, layer_params, rank_params
+from sim.training.model.params import attention_params, expert_params, layer_params, rank_params, shared_params
 from sim.training.model.specs import load_model
 
 
@@ -33,3 +33,16 @@ def test_a_rank_holds_its_share_of_the_routed_experts():
     m = load_model("deepseek-v3")
     one = rank_params(m, [4] * 13 + [3] * 3, {1}, ep=64)
     assert one.expert == pytest.approx(4 * 256 / 64 * expert_params(m))
+
+
+def test_the_shared_tensors_a_rank_holds_by_hand():
+    """Llama 3 8B over 4 stages: the first stage's rank holds the embedding (128,256 x 4,096), the
+    last's the head, a V schedule's rank 0 both, a middle rank neither; DeepSeek-V3's last stage
+    needs the embedding too (its MTP module shares it). rank_params counts each once beside the layers."""
+    m, V = load_model("llama3-8b"), 128256 * 4096
+    split = [8, 8, 8, 8]
+    assert [shared_params(m, split, stages, 1).total for stages in ({0}, {1}, {3}, {0, 3})] == [V, 0, V, 2 * V]
+    layers = sum(layer_params(m, False, 1).total for _ in range(8))
+    assert rank_params(m, split, {0, 3}, 1).total == pytest.approx(2 * layers + 2 * V)
+    ds = load_model("deepseek-v3")
+    assert shared_params(ds, [31, 30], {1}, 64).total == 2 * ds.vocab * ds.hidden

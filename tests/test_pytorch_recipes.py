@@ -167,14 +167,15 @@ def test_an_eager_bf16_loss_on_logits_gathered_whole():
 def test_kempnerforges_bf16_recipe_by_hand():
     """Its 7B (Llama 3 8B: 32 layers of 218.1M parameters and two 525M embeddings, norms not
     counted) with FSDP 2 and 4 accumulation steps: BF16 weights sharded (plus two gathered layers),
-    FP32 gradients accumulated whole (4 x 8.03B = 32.1 GB), BF16 AdamW states sharded (4 x 8.03B / 2)."""
+    FP32 gradients accumulated whole (4 x 8.03B = 32.1 GB), BF16 AdamW states sharded (4 x 8.03B / 2);
+    the embedding and the head gathered whole for the step (FSDP2's root unit: 2 x 525M x 2 bytes)."""
     from validation.memory import load_memory_runs, predict_memory
     row = predict_memory(next(r for r in load_memory_runs() if r.id == "kf-02-7b-fsdp2"))
     layer = 4096 * (4096 * 2 + 1024 * 2) + 3 * 4096 * 14336
     params = 32 * layer + 2 * 128256 * 4096
     assert row["grads_gb"] == pytest.approx(4 * params / 1e9)
     assert row["optimizer_gb"] == pytest.approx(4 * params / 2 / 1e9)
-    assert row["params_gb"] == pytest.approx((2 * params / 2 + 2 * 2 * layer) / 1e9)
+    assert row["params_gb"] == pytest.approx((2 * params / 2 + 2 * 2 * layer + 2 * 2 * 128256 * 4096) / 1e9)
 
 
 def test_a_train_loop_that_keeps_its_logits_holds_them_through_the_backward():
@@ -222,6 +223,17 @@ def test_the_last_stage_peaks_when_the_step_merges_its_logits():
         assert last.activations_gb * 1e9 == pytest.approx(2 * microbatches * 4096 * V * 2)
         assert [name for name, _ in last.fixed] == ["CUDA context", "NCCL", "fragmentation"]
         assert last.peak_microbatches == 0
+        state = last.params_gb + last.grads_gb + last.optimizer_gb + last.fp8_weights_gb
+        cuda, nccl = dict(last.fixed)["CUDA context"], dict(last.fixed)["NCCL"]
+        assert dict(last.fixed)["fragmentation"] == pytest.approx(0.02 * (state + last.activations_gb + cuda + nccl))
+    # An eager loss's transient (12 bytes a logit) beside the walk's peak outweighs the step's end
+    # (16.8 GB against 12.4 GB of activations): the walk stays the peak, with every fixed term.
+    walk = Scenario(run_of(stage_outputs_kept=True, loss_kernel="eager")).memory[-1]
+    assert walk.peak_microbatches == 1 and "logits" in dict(walk.fixed)
+    assert walk.activations_gb * 1e9 < 16 * 4096 * V * 2
+    # A flat reserve counts the step's end too.
+    flat = Scenario(run_of(stage_outputs_kept=True, memory_policy="full", memory_reserve_gb=5.0)).memory[-1]
+    assert flat.activations_gb * 1e9 == pytest.approx(16 * 4096 * V * 2) and flat.reserve_gb == 5.0
     with pytest.raises(SpecError, match="RunSpec.stage_outputs_kept must be true or false, got 1"):
         run_of(stage_outputs_kept=1)
 

@@ -26,7 +26,11 @@ it there (``torch.distributed.pipelining`` ``backward_maybe_with_nosync``; FSDP2
 ``to_accumulated_grad_if_needed``). Under
 tensor parallelism a GPU holds 1/tp of every parameter (:meth:`~sim.training.model.params.ParamCount.split`);
 under context parallelism ``N`` is DP x CP (:func:`sharding_groups`). ZeRO-3
-adds the whole weights of two layers in BF16 (the one running and the one prefetched). The
+adds the whole weights of two layers in BF16 (the one running and the one prefetched) and of the
+shared tensors the rank holds (embedding, head: :func:`~sim.training.model.params.shared_params`),
+which FSDP2 shards as its root unit and never reshards between the step's first forward and its
+last backward (its ``_lazy_init``: "for the root, do not reshard after forward"; torchtitan and
+KempnerForge wrap each block, then the model; assumed of every ZeRO-3 run). The
 parameters a rank holds come from :mod:`sim.training.model.params` (two stages under DualPipe, DualPipeV,
 ZB-V and Chimera; the embedding and head shared once per rank).
 
@@ -84,7 +88,7 @@ from .activations import (
     mtp_weight_grad_bytes,
     weight_grad_bytes,
 )
-from .params import ParamCount, layer_params, rank_params
+from .params import ParamCount, layer_params, rank_params, shared_params
 from .recompute import check_layers, check_op_policy, recompute_of
 from .specs import GPUSpec, ModelSpec, RunSpec, SpecError
 
@@ -442,8 +446,9 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
                                     run.optimizer_bytes)
         if run.zero_stage == 3 and not run.reshard_after_forward:   # gathered once, kept for the whole step
             w += GATHERED_WEIGHT_BYTES * count.total
-        elif run.zero_stage == 3:        # the gathered weights of the layer running and the one prefetched
-            w += 2 * GATHERED_WEIGHT_BYTES * largest_layer_params(model, run)
+        elif run.zero_stage == 3:        # the layer running, the one prefetched, and the root unit all step
+            w += GATHERED_WEIGHT_BYTES * (2 * largest_layer_params(model, run)
+                                          + shared_params(model, layers_per_stage, stages, run.ep).on_gpu(run).total)
         if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
             g = ACCUMULATED_GRAD_BYTES * count.total
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes, layers_per_stage, kept)
@@ -451,17 +456,19 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
             run.zero_stage < 3
         fp8_w = FP8_WEIGHT_BYTES * count.total if fp8_copies or run.fp8_param_gather else 0.0
         state = (w + g + o + fp8_w) / 1e9
+        at_end = kept_outputs_peak(schedule.ranks[rank], kept)   # the step's end: kept outputs and their merge
         if run.memory_reserve_gb is not None:
             fixed, reserve = (), run.memory_reserve_gb
+            if at_end > act:
+                act, peak_mb = at_end, 0
         else:
             last = len(layers_per_stage) - 1 in stages
             fixed = fixed_terms(model, run, state + act / 1e9, last, working_set(model, run, layers_per_stage, stages))
             reserve = sum(gb for _, gb in fixed)
-        at_end = kept_outputs_peak(schedule.ranks[rank], kept)
-        if run.memory_reserve_gb is None and at_end > act:   # the step's end: the kept outputs and their merge
-            fixed_end = fixed_terms(model, run, state + at_end / 1e9, step_end=True)
-            if at_end / 1e9 + sum(gb for _, gb in fixed_end) > act / 1e9 + reserve:
-                act, peak_mb, fixed, reserve = at_end, 0, fixed_end, sum(gb for _, gb in fixed_end)
+            if at_end > act:
+                fixed_end = fixed_terms(model, run, state + at_end / 1e9, step_end=True)
+                if at_end / 1e9 + sum(gb for _, gb in fixed_end) > act / 1e9 + reserve:
+                    act, peak_mb, fixed, reserve = at_end, 0, fixed_end, sum(gb for _, gb in fixed_end)
         out.append(RankMemory(rank, w / 1e9, g / 1e9, o / 1e9, act / 1e9, reserve, gpu.hbm_gb, peak_mb,
                               fp8_w / 1e9, fixed))
     return out

@@ -96,14 +96,22 @@ def stage_params(m: ModelSpec, layers_per_stage: list[int], stage: int, ep: int)
     return count, shared
 
 
+def shared_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int], ep: int) -> ParamCount:
+    """Parameters of the shared tensors (embedding, head: ``V h`` each, once per GPU) a GPU holding
+    ``stages`` needs: what FSDP2 shards as its root unit beside the layers' own."""
+    shared = set()
+    for s in stages:
+        shared |= stage_params(m, layers_per_stage, s, ep)[1]
+    return ParamCount(len(shared) * m.vocab * m.hidden, 0.0)
+
+
 def rank_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int], ep: int) -> ParamCount:
     """Parameters on a GPU holding ``stages``: their layers, and each shared tensor once."""
-    total, shared = ParamCount(0.0, 0.0), set()
+    total = ParamCount(0.0, 0.0)
     for s in sorted(stages):
-        count, needs = stage_params(m, layers_per_stage, s, ep)
-        total, shared = total + count, shared | needs
-    return total + ParamCount(len(shared) * m.vocab * m.hidden, 0.0)
+        total = total + stage_params(m, layers_per_stage, s, ep)[0]
+    return total + shared_params(m, layers_per_stage, stages, ep)
 
 
 __all__ = ["ParamCount", "attention_params", "dense_mlp_params", "expert_params", "layer_params",
-           "mtp_projection_params", "rank_params", "stage_params"]
+           "mtp_projection_params", "rank_params", "shared_params", "stage_params"]
