@@ -106,6 +106,20 @@ def test_an_overlapped_unit_frees_a_layer_as_it_adds_one():
     assert activation_peak(ops, [(12.0, 5.0)]) == (24.0, 2)
 
 
+def test_a_ranks_memory_walks_its_overlapped_units_layer_by_layer():
+    """The rank's memory hands the walk its stages' layer counts: DualPipe on the tiny scenario (2
+    layers a stage), ranks 0 and 3 peak inside an F&B unit at 36.66 MB, where a stage counted as one
+    layer would peak at 40.43 MB."""
+    from sim.training.model.memory import stage_activation_bytes
+    sc = Scenario(load_scenario("tiny", schedule="dualpipe"))
+    stage_bytes, layers = stage_activation_bytes(sc.model, sc.run, sc.chunk.layers_per_stage), sc.chunk.layers_per_stage
+    for mem in sc.memory:
+        ops = sc.schedule.ranks[mem.rank]
+        assert mem.activations_gb * 1e9 == pytest.approx(activation_peak(ops, stage_bytes, layers)[0])
+    first = sc.schedule.ranks[0]
+    assert activation_peak(first, stage_bytes, layers)[0] < activation_peak(first, stage_bytes)[0]
+
+
 def test_an_overlapped_unit_of_unequal_stages_by_hand():
     """Stage 0: 2 layers, 10 bytes (5 a layer); stage 1: 4 layers, 8 bytes (2 a layer); 20 held
     before the unit. A forward of stage 0 beside a backward of stage 1: 2 pairs, peak 20 + 5 + (2 -

@@ -234,6 +234,7 @@ def test_the_last_stage_peaks_when_the_step_merges_its_logits():
     # A flat reserve counts the step's end too.
     flat = Scenario(run_of(stage_outputs_kept=True, memory_policy="full", memory_reserve_gb=5.0)).memory[-1]
     assert flat.activations_gb * 1e9 == pytest.approx(16 * 4096 * V * 2) and flat.reserve_gb == 5.0
+    assert flat.peak_microbatches == 0 and flat.fixed == ()
     with pytest.raises(SpecError, match="RunSpec.stage_outputs_kept must be true or false, got 1"):
         run_of(stage_outputs_kept=1)
 

