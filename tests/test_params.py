@@ -41,8 +41,8 @@ def test_the_shared_tensors_a_rank_holds_by_hand():
     needs the embedding too (its MTP module shares it). rank_params counts each once beside the layers."""
     m, V = load_model("llama3-8b"), 128256 * 4096
     split = [8, 8, 8, 8]
-    assert [shared_params(m, split, stages, 1).total for stages in ({0}, {1}, {3}, {0, 3})] == [V, 0, V, 2 * V]
+    assert [shared_params(m, split, stages).total for stages in ({0}, {1}, {3}, {0, 3})] == [V, 0, V, 2 * V]
     layers = sum(layer_params(m, False, 1).total for _ in range(8))
     assert rank_params(m, split, {0, 3}, 1).total == pytest.approx(2 * layers + 2 * V)
     ds = load_model("deepseek-v3")
-    assert shared_params(ds, [31, 30], {1}, 64).total == 2 * ds.vocab * ds.hidden
+    assert shared_params(ds, [31, 30], {1}).total == 2 * ds.vocab * ds.hidden

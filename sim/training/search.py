@@ -45,7 +45,7 @@ from ..checks import InputError, number
 from ..schedules import Schedule, validate
 from ..schedules.moves import propose
 from ..schedules.timing import rank_ends
-from .model.memory import activation_peak, stage_activation_bytes, stage_output_bytes
+from .model.memory import activation_peak, stage_activation_bytes, stage_output_bytes, stages_held
 from .scenario import Scenario
 from .step import MoEStep, StepResult
 
@@ -181,13 +181,9 @@ def one_microbatch_gb(scenario: Scenario) -> float:
     """The least HBM any order of this scenario's shape needs on its fullest rank: the rank's
     fixed states plus one micro-batch's forward of its largest stage (GB)."""
     stage_bytes = stage_activation_bytes(scenario.model, scenario.run, scenario.chunk.layers_per_stage)
-    held = {r: {p.stage for op in ops for p in _parts(op)} for r, ops in scenario.schedule.ranks.items()}
+    held = stages_held(scenario.schedule)
     return max(m.total_gb - m.activations_gb + max(stage_bytes[s][0] for s in held[m.rank]) / 1e9
                for m in scenario.memory)
-
-
-def _parts(op):
-    return (op.f, op.b) if op.kind == "FB" else (op,)
 
 
 def zb_start(scenario: Scenario, memory_limit_gb: float) -> Scenario | None:

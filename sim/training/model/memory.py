@@ -448,7 +448,7 @@ def memory_per_rank(model: ModelSpec, gpu: GPUSpec, run: RunSpec, layers_per_sta
             w += GATHERED_WEIGHT_BYTES * count.total
         elif run.zero_stage == 3:        # the layer running, the one prefetched, and the root unit all step
             w += GATHERED_WEIGHT_BYTES * (2 * largest_layer_params(model, run)
-                                          + shared_params(model, layers_per_stage, stages, run.ep).on_gpu(run).total)
+                                          + shared_params(model, layers_per_stage, stages).on_gpu(run).total)
         if run.zero_stage == 3 and run.fsdp_grads == "unsharded":   # accumulated whole until the last backward
             g = ACCUMULATED_GRAD_BYTES * count.total
         act, peak_mb = activation_peak(schedule.ranks[rank], stage_bytes, layers_per_stage, kept)

@@ -78,30 +78,32 @@ def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:
     return ParamCount(dense, m.routed_experts / ep * expert_params(m))
 
 
+def shared_tensors(m: ModelSpec, stages: int, stage: int) -> set[str]:
+    """Names of the shared tensors ``stage`` (of ``stages``) needs: the first stage the embedding,
+    the last the head, and the embedding too when it runs MTP modules (which share it)."""
+    shared = {"embedding"} if stage == 0 else set()
+    if stage == stages - 1:
+        shared |= {"head", "embedding"} if m.mtp_modules else {"head"}
+    return shared
+
+
 def stage_params(m: ModelSpec, layers_per_stage: list[int], stage: int, ep: int) -> tuple[ParamCount, set[str]]:
     """(parameters of ``stage``'s own layers and MTP modules, names of the shared tensors it needs:
-    ``embedding``, ``head``)."""
+    :func:`shared_tensors`)."""
     first = sum(layers_per_stage[:stage])
     count = ParamCount(0.0, 0.0)
     for i in range(first, first + layers_per_stage[stage]):
         count = count + layer_params(m, i >= m.dense_layers, ep)
-    shared = set()
-    if stage == 0:
-        shared.add("embedding")
     if stage == len(layers_per_stage) - 1:
-        shared.add("head")
         for _ in range(m.mtp_modules):
             count = count + layer_params(m, m.is_moe, ep) + ParamCount(mtp_projection_params(m), 0.0)
-            shared.add("embedding")
-    return count, shared
+    return count, shared_tensors(m, len(layers_per_stage), stage)
 
 
-def shared_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int], ep: int) -> ParamCount:
+def shared_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int]) -> ParamCount:
     """Parameters of the shared tensors (embedding, head: ``V h`` each, once per GPU) a GPU holding
     ``stages`` needs: what FSDP2 shards as its root unit beside the layers' own."""
-    shared = set()
-    for s in stages:
-        shared |= stage_params(m, layers_per_stage, s, ep)[1]
+    shared = set().union(*(shared_tensors(m, len(layers_per_stage), s) for s in stages))
     return ParamCount(len(shared) * m.vocab * m.hidden, 0.0)
 
 
@@ -110,8 +112,8 @@ def rank_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int], ep:
     total = ParamCount(0.0, 0.0)
     for s in sorted(stages):
         total = total + stage_params(m, layers_per_stage, s, ep)[0]
-    return total + shared_params(m, layers_per_stage, stages, ep)
+    return total + shared_params(m, layers_per_stage, stages)
 
 
 __all__ = ["ParamCount", "attention_params", "dense_mlp_params", "expert_params", "layer_params",
-           "mtp_projection_params", "rank_params", "shared_params", "stage_params"]
+           "mtp_projection_params", "rank_params", "shared_params", "shared_tensors", "stage_params"]
