@@ -214,3 +214,63 @@ def test_bf16_gradients_and_fp8_weights_halve_the_data_parallel_collectives():
     bf16 = LayerCollectives(Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3, grad_bytes=2.0)))
     assert 0 < bf16.time("scatter:moe") < fp32.time("scatter:moe")
     assert bf16.time("gather:moe") == pytest.approx(fp32.time("gather:moe"))
+
+
+def test_a_per_tensor_zero3_layer_is_its_tensors_collectives_and_copies_by_hand():
+    """``zero3_collectives: per-tensor`` (DeepSpeed's ZeRO-3 of 2021): a dense layer of tiny-moe
+    (SwiGLU: norm, QKV, o, norm, fc1, fc2; no biases) is gathered one tensor at a time over rank 0's 4
+    data-parallel GPUs inside a node, each an NCCL launch and a ring (protocol off), then PyTorch's
+    copies out of the list of 4 partitions: 4 launches of 3 us and the tensor read and written at
+    the H800's 3.35 TB/s x 0.7. The experts' group is one GPU (EP 4 over DP 4): no copies there."""
+    from sim.training.dpsync import LayerCollectives, list_copies_s
+    from sim.training.model.params import layer_tensors
+    sc = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3, zero3_collectives="per-tensor",
+                                kernels="deepep", nccl_protocol="none", network="analytical"))
+    hbm = 3.35e12 * 0.7
+    tensors = layer_tensors(sc.model, False, 4)
+    assert len(tensors) == 6
+    want = sum(LAUNCH + ring(4, 2.0 * t.dense) + 4 * 3e-6 + 2 * 2.0 * t.dense / hbm for t in tensors)
+    per_tensor = LayerCollectives(sc)
+    assert per_tensor.time("gather:dense") == pytest.approx(want, rel=1e-9)
+    assert list_copies_s(sc, ParamCount(1e6, 0.0), 4.0) == pytest.approx(4 * 3e-6 + 2 * 4e6 / hbm)
+    assert list_copies_s(sc, ParamCount(0.0, 1e6), 4.0) == 0.0
+    per_layer = LayerCollectives(Scenario(sc.run.with_(zero3_collectives="per-layer")))
+    for shape in ("gather:dense", "scatter:dense", "gather:moe", "scatter:moe"):
+        assert per_tensor.time(shape) > per_layer.time(shape) > 0     # a launch, a ring's latency and copies each
+
+
+def test_a_per_tensor_zero3_step_waits_for_every_gather():
+    """Blocking gathers: the traced rank's forwards and backwards run no compute beside a GATHER,
+    and the step is longer than with the gathers a layer ahead."""
+    per_layer = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3))
+    per_tensor = Scenario(per_layer.run.with_(zero3_collectives="per-tensor"))
+    res = simulate_step(per_tensor)
+    gathers = [e for e in res.part_trace if e.name.startswith("GATHER")]
+    compute = [e for e in res.part_trace if e.name.startswith(("ATTN", "MLP", "EMBED", "HEAD"))]
+    assert gathers and compute
+    assert not any(c.start < g.end - 1e-12 and g.start < c.end - 1e-12 for g in gathers for c in compute)
+    assert res.step_time_s > simulate_step(per_layer).step_time_s
+
+
+def test_deepspeed_regathers_what_its_reuse_distance_released():
+    """GPT 174.6B's layer (modules of 24,576, 453M, 151M, 24,576, 604M and 604M parameters): between
+    a module's recomputed forward and its backward run every later module twice, and DeepSpeed
+    releases a module whose next use is more than 1e9 parameters away (stage3_max_reuse_distance's
+    default): every tensor but fc2's weight and bias (fc1: 2 x 604M = 1.21e9 > 1e9). tiny-moe's
+    layers are far under it: nothing. A fully recomputed layer's backward then gathers twice."""
+    from sim.training.dpsync import LayerCollectives, regathered_tensors
+    from sim.training.model.params import layer_tensors
+    from validation.predict import scenario_of
+    from validation.suite import load_runs
+    run = next(r for r in load_runs() if r.id == "mt-t2-zero3-174.6b-384")
+    big = scenario_of(run)
+    assert big.run.zero3_collectives == "per-tensor" and big.run.memory_policy == "full"
+    assert regathered_tensors(big, False) == layer_tensors(big.model, False, 1)[:10]
+    tiny = Scenario(load_scenario("tiny", schedule="1f1b", zero_stage=3, zero3_collectives="per-tensor",
+                                  memory_policy="full"))
+    assert regathered_tensors(tiny, False) == [] == regathered_tensors(tiny, True)
+    assert LayerCollectives(tiny).time("regather:dense") == 0.0
+    names = {e.name for e in simulate_step(tiny).part_trace}
+    assert {"GATHER(F)", "GATHER(B)", "REGATHER(B)", "SCATTER(B)"} <= names
+    lc = LayerCollectives(big)
+    assert 0 < lc.time("regather:dense") < lc.time("gather:dense")

@@ -1,7 +1,15 @@
 """sim.training.model.params: parameter counts against the published sizes of the models."""
 import pytest
 
-from sim.training.model.params import attention_params, expert_params, layer_params, rank_params, shared_params
+from sim.training.model.params import (
+    ParamCount,
+    attention_params,
+    expert_params,
+    layer_params,
+    layer_tensors,
+    rank_params,
+    shared_params,
+)
 from sim.training.model.specs import load_model
 
 
@@ -46,3 +54,29 @@ def test_the_shared_tensors_a_rank_holds_by_hand():
     assert rank_params(m, split, {0, 3}, 1).total == pytest.approx(2 * layers + 2 * V)
     ds = load_model("deepseek-v3")
     assert shared_params(ds, [31, 30], {1}).total == 2 * ds.vocab * ds.hidden
+
+
+def test_a_gpt_layers_tensors_by_hand():
+    """Megatron's GPT layer (GELU: a bias on every Linear, LayerNorm's weight and bias), in forward
+    order: LayerNorm, QKV, its bias, the output projection, its bias, LayerNorm, fc1, its bias, fc2,
+    its bias: 12 tensors, 13 h beyond the layer's 12 h^2 (h = 12,288)."""
+    h = 12288
+    tensors = layer_tensors(load_model("megatron-gpt-174.6b"), False, 1)
+    assert [t.dense for t in tensors] == [h, h, 3 * h * h, 3 * h, h * h, h, h, h, 4 * h * h, 4 * h, 4 * h * h, h]
+    assert all(t.expert == 0 for t in tensors)
+
+
+@pytest.mark.parametrize("model,moe,ep,count,norms", [
+    ("llama3-8b", False, 1, 6, 2 * 4096),                  # RMSNorm x 2, QKV, o, fused gate-up, down
+    ("deepseek-v3", False, 1, 11, 7168 + 1536 + 512 + 7168),   # MLA: 4 norms, 5 projections; 2 Linears
+    ("deepseek-v3", True, 64, 20, 7168 + 1536 + 512 + 7168),   # router, 4 experts x 2, shared 2
+])
+def test_layer_tensors_add_up_to_the_layer_and_its_norms(model, moe, ep, count, norms):
+    """A SwiGLU layer's Linears (no biases) add up to layer_params; the rest is its norms' weights."""
+    m = load_model(model)
+    tensors = layer_tensors(m, moe, ep)
+    total = sum(tensors, ParamCount(0.0, 0.0))
+    want = layer_params(m, moe, ep)
+    assert len(tensors) == count
+    assert (total.dense - want.dense, total.expert) == (norms, pytest.approx(want.expert))
+    assert sum(1 for t in tensors if t.expert) == (2 * m.routed_experts // ep if moe else 0)

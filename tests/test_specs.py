@@ -39,6 +39,10 @@ def test_presets_exist():
     (dict(seq_len=4096.5), "RunSpec.seq_len must be an integer"),
     (dict(model=3), "RunSpec.model must be a preset name, a file path or a mapping of fields"),
     (dict(pipeline_sends="sync"), "RunSpec.pipeline_sends must be one of async, blocking"),
+    (dict(zero3_collectives="bucketed"), "RunSpec.zero3_collectives must be one of per-layer, per-tensor, got "
+                                         "'bucketed'"),
+    (dict(zero3_collectives="per-tensor"), "RunSpec.zero3_collectives per-tensor is for zero_stage 3, got "
+                                           "zero_stage 1"),
 ])
 def test_bad_run_fields(overrides, pattern):
     with pytest.raises(SpecError, match=pattern):

@@ -310,3 +310,31 @@ def test_peer_waits_are_what_the_barriers_cost(f_layers, b_layers, f_ends, b_end
     t = _run(comp, comm, starts, load=loads[:len(starts)], slowdown=1.5, comm_time=comm_time)
     assert (t.peer_wait_s >= 0).all() and (t.peer_wait_s <= t.comm_s + 1e-9).all()
     assert t.comm_s - t.peer_wait_s == pytest.approx(np.full(len(starts), len(comm) * comm_time), rel=1e-9)
+
+
+@given(st.integers(1, 6), st.floats(0.01, 5.0), st.floats(0.01, 5.0), st.floats(0.01, 5.0))
+def test_a_gather_without_prefetch_blocks_its_layer(n, attn, mlp, gather):
+    """Without prefetch (``zero3_collectives: per-tensor``, DeepSpeed's ZeRO-3 of 2021) each layer's
+    gather sits on the op's own stream right before the layer: a forward of n layers of c = ATTN +
+    MLP seconds lasts n (g + c), every gather exposed."""
+    layers = [_dense(attn, mlp)] * n
+    comp, comm = as_streams(forward_parts(layers, StageEnds(), zero3=True, prefetch=False))
+    assert [(p.lane, p.name) for p in comm] == [(0, "GATHER(F)")] * n
+    t = _run(comp, comm, [0.0], comm_time=gather)
+    assert t.end[0] == pytest.approx(n * (gather + attn + mlp))
+    assert t.compute_s[0] == pytest.approx(n * (attn + mlp)) and t.comm_s[0] == pytest.approx(n * gather)
+
+
+def test_a_backward_without_prefetch_worked_by_hand():
+    """Two dense layers, each MLP(B), MLP(W), ATTN(B), ATTN(W) of 1 s, gathers and scatters of 1.5 s,
+    gathers blocking: GATHER 0-1.5; the first layer 1.5-5.5; its SCATTER 5.5-7 on the data-parallel
+    stream, beside the second GATHER 5.5-7 on the op's own; the second layer 7-11; its SCATTER 11-12.5,
+    the op's end. Compute slowed 2x beside a running communication kernel is not slowed here: no
+    kernel runs beside either layer."""
+    layers = [_dense(1.0, 1.0, 1.0)] * 2
+    comp, comm = as_streams(backward_parts(layers, StageEnds(), with_w=True, zero3=True, prefetch=False))
+    t = _run(comp, comm, [0.0], comm_time=1.5, slowdown=2.0)
+    assert [(p.name, p.start, p.end) for p in t.parts if p.stream != COMPUTE] == [
+        ("GATHER(B)", 0, 1.5), ("SCATTER(B)", 5.5, 7), ("GATHER(B)", 5.5, 7), ("SCATTER(B)", 11, 12.5)]
+    compute = [(p.name, p.start, p.end) for p in t.parts if p.stream == COMPUTE]
+    assert compute[0] == ("MLP(B)", 1.5, 2.5) and compute[4] == ("MLP(B)", 7, 8) and t.end[0] == 12.5

@@ -140,6 +140,16 @@ def test_pipeline_sends_follow_each_runtime(runs):
     assert blocking == {r.id for r in megatron} | {r.id for r in bridge if r.vp is None}          # and no other row
 
 
+def test_deepspeeds_zero3_of_2021_runs_per_tensor(runs):
+    """Megatron-LM 2021's ZeRO-3 rows ran the DeepSpeed library of spring 2021 (one collective per
+    parameter tensor); no other row sets it, and the other ZeRO-3 rows (FSDP) keep one a layer."""
+    steps = [r for r in runs.values() if not r.is_kernel and r.sim_schedule]
+    per_tensor = {r.id for r in steps if run_spec(r).zero3_collectives == "per-tensor"}
+    assert per_tensor == {r.id for r in runs.values() if r.id.startswith("mt-t2-zero3-")} and len(per_tensor) == 6
+    others = [r for r in steps if r.zero == 3 and r.id not in per_tensor]
+    assert others and all(run_spec(r).zero3_collectives == "per-layer" for r in others)
+
+
 def test_speed_error_is_positive_when_the_simulator_is_optimistic(runs):
     assert speed_error(runs["zb-t4-1.5b-m24-1f1b"], 11.8 * 1.1) == pytest.approx(0.1)     # a throughput
     assert speed_error(runs["deepep-ll-dispatch-ep8"], 70.0) == pytest.approx(77 / 70 - 1)  # a time
@@ -286,6 +296,8 @@ def _write(tmp_path, **change):
     ({"fp8_param_gather": "1"}, "fp8_param_gather 1 needs precision fp8 or mxfp8 and zero 0-2, got precision bf16, "
                                 "zero 1"),
     ({"grad_reduce_in_fp32": "2"}, r"grad_reduce_in_fp32 must be an integer in \[0, 1\], got 2"),
+    ({"zero3_collectives": "bucketed"}, "zero3_collectives must be one of per-layer, per-tensor, got 'bucketed'"),
+    ({"zero3_collectives": "per-tensor"}, "zero3_collectives per-tensor needs zero 3, got zero 1"),
 ])
 def test_a_bad_row_is_one_line_naming_the_row_and_field(tmp_path, change, pattern):
     with pytest.raises(ValidationDataError, match=pattern) as info:

@@ -20,7 +20,14 @@ from pathlib import Path
 from sim.checks import InputError, choice, number, read_yaml
 from sim.compute.ops import ATTENTION_KERNELS, FUSIONS, LOSS_KERNELS
 from sim.training.model.recompute import MODULES as RECOMPUTE_MODULES
-from sim.training.model.specs import FSDP_GRADS, GEMM_PRECISIONS, MEMORY_POLICIES, OPTIMIZER_SYNC, PIPELINE_SENDS
+from sim.training.model.specs import (
+    FSDP_GRADS,
+    GEMM_PRECISIONS,
+    MEMORY_POLICIES,
+    OPTIMIZER_SYNC,
+    PIPELINE_SENDS,
+    ZERO3_COLLECTIVES,
+)
 
 ROOT = Path(__file__).resolve().parent
 RUNS = ROOT / "runs.csv"
@@ -95,6 +102,7 @@ class Run:
     pipeline_sends: str | None = None     # "blocking": the pipeline waited for its sends (None: asynchronous)
     loss_kernel: str | None = None        # "eager" / "compiled": PyTorch's cross-entropy (None: a fused one)
     fsdp_grads: str | None = None         # "unsharded": ZeRO-3's gradients whole until the last backward
+    zero3_collectives: str | None = None  # "per-tensor": DeepSpeed's ZeRO-3 of 2021 (None: one a layer)
     recompute_modules: str | None = None  # recompute selective: Megatron-Core's recompute_modules, ";"-separated
     grad_reduce_in_fp32: int = 1          # 0: gradients accumulated and reduced in BF16 (Megatron's flag off)
     fp8_param_gather: int = 0             # 1: FP8 GEMMs with the weights kept and gathered in FP8 only (Megatron's)
@@ -208,6 +216,11 @@ def _run(row: dict, line: int, sources: dict, profiles: set) -> Run:
         choice(run.loss_kernel, f"{where}: loss_kernel", LOSS_KERNELS, error=ValidationDataError)
     if run.fsdp_grads is not None:
         choice(run.fsdp_grads, f"{where}: fsdp_grads", FSDP_GRADS, error=ValidationDataError)
+    if run.zero3_collectives is not None:
+        choice(run.zero3_collectives, f"{where}: zero3_collectives", ZERO3_COLLECTIVES, error=ValidationDataError)
+        if run.zero != 3:
+            raise ValidationDataError(f"{where}: zero3_collectives {run.zero3_collectives} needs zero 3, got zero "
+                                      f"{run.zero}")
     if run.tp_comm_overlap and not run.sequence_parallel:
         raise ValidationDataError(f"{where}: tp_comm_overlap 1 needs sequence_parallel 1 (the overlapped TP "
                                   "collectives are sequence parallelism's all-gathers and reduce-scatters)")

@@ -39,7 +39,7 @@ import simpy
 from ..network import Network, hierarchical_all_gather, hierarchical_alone_s, hierarchical_reduce_scatter, transfers_on
 from ..perf import gc_paused
 from .model.memory import sharding_groups, stages_held
-from .model.params import ParamCount, layer_params, stage_params
+from .model.params import ParamCount, layer_modules, layer_params, layer_tensors, stage_params
 from .scenario import Scenario
 
 
@@ -81,23 +81,70 @@ def stage_layer_params(sc: Scenario, stage: int) -> ParamCount:
     return total.on_gpu(sc.run)
 
 
+DEEPSPEED_MAX_REUSE_DISTANCE = 1e9   # DeepSpeed's stage3_max_reuse_distance default (parameters); the runs' own unknown
+
+
+def regathered_tensors(sc: Scenario, moe: bool) -> list[ParamCount]:
+    """The tensors a per-tensor ZeRO-3 gathers again between a fully recomputed layer's recomputed
+    forward and its backward (one GPU's counts): DeepSpeed releases a module's parameters after it
+    runs unless their next use is within ``stage3_max_reuse_distance`` parameters
+    (:data:`DEEPSPEED_MAX_REUSE_DISTANCE`, its default; ``_keep_for_later`` in
+    ``deepspeed/runtime/zero/stage3.py``), and between module ``k``'s recomputed forward and its
+    backward run every later module of the layer twice (its forward, then its backward): ``2 sum_{j>k}
+    n_j`` parameters. GPT 174.6B (modules of 0.02M, 453M, 151M, 0.02M, 604M, 604M): every module but
+    the last Linear; a layer under 0.5e9 parameters: none."""
+    run = sc.run
+    modules = [[t.on_gpu(run) for t in module] for module in layer_modules(sc.model, moe, run.ep)]
+    sizes = [sum(t.total for t in module) for module in modules]
+    return [t for k, module in enumerate(modules) if 2 * sum(sizes[k + 1:]) > DEEPSPEED_MAX_REUSE_DISTANCE
+            for t in module]
+
+
 class LayerCollectives:
     """ZeRO-3's per-layer collectives: seconds of one layer's weight all-gather (``gather:moe``,
     ``gather:dense``) or gradient reduce-scatter (``scatter:...``) over rank 0's data-parallel
     groups (dense parameters over the rank's replicas, experts over the GPUs holding the same
-    experts, at once), measured once on an empty fabric, like the all-to-alls."""
+    experts, at once), measured once on an empty fabric, like the all-to-alls.
+
+    ``zero3_collectives: per-tensor`` (DeepSpeed's ZeRO-3 of 2021): one collective per parameter
+    tensor of the layer (:func:`~sim.training.model.params.layer_tensors`), one after the other, each
+    paying its own NCCL launch and ring latency, and each with the copies PyTorch's NCCL process
+    group made around a collective on a list of one tensor per GPU (:func:`list_copies_s`): the
+    layer's time is the sum. DeepSpeed v0.3.13-v0.5 (March-August 2021) gathered each parameter
+    with ``torch.distributed.all_gather`` into a list of the group's partitions, after a
+    ``torch.cuda.synchronize()`` (``_allgather_param`` in ``deepspeed/runtime/zero/
+    partition_parameters.py``), and reduce-scattered each gradient from a list
+    (``_reduce_scatter_gradient``). ``regather:...``: the tensors such a ZeRO-3 gathers again
+    between a fully recomputed layer's recomputed forward and its backward (:func:`regathered_tensors`)."""
 
     def __init__(self, scenario: Scenario):
         self.sc = scenario
         self._times: dict[str, float] = {}
+        self._tensors: dict[tuple, float] = {}
 
     def time(self, shape: str) -> float:
         if shape not in self._times:
             kind, layer = shape.split(":")
-            count = layer_params(self.sc.model, layer == "moe", self.sc.run.ep).on_gpu(self.sc.run)
-            per_param = self.sc.run.gathered_weight_bytes if kind == "gather" else self.sc.run.grad_bytes
-            self._times[shape] = self._measure(count, per_param, gather=kind == "gather")
+            run = self.sc.run
+            gather = kind in ("gather", "regather")
+            per_param = run.gathered_weight_bytes if gather else run.grad_bytes
+            if kind == "regather":
+                tensors = regathered_tensors(self.sc, layer == "moe")
+                self._times[shape] = sum(self._tensor(t, per_param, True) for t in tensors)
+            elif run.zero3_collectives == "per-tensor":
+                tensors = [t.on_gpu(run) for t in layer_tensors(self.sc.model, layer == "moe", run.ep)]
+                self._times[shape] = sum(self._tensor(t, per_param, gather) for t in tensors)
+            else:
+                count = layer_params(self.sc.model, layer == "moe", run.ep).on_gpu(run)
+                self._times[shape] = self._measure(count, per_param, gather)
         return self._times[shape]
+
+    def _tensor(self, count: ParamCount, per_param: float, gather: bool) -> float:
+        """One tensor's collective and its list copies (memoized by size: a layer repeats shapes)."""
+        key = (count.dense, count.expert, per_param, gather)
+        if key not in self._tensors:
+            self._tensors[key] = self._measure(count, per_param, gather) + list_copies_s(self.sc, count, per_param)
+        return self._tensors[key]
 
     def _measure(self, count: ParamCount, per_param: float, gather: bool) -> float:
         env = simpy.Environment()
@@ -107,6 +154,24 @@ class LayerCollectives:
             sync.collective(0, count, per_param, gather, lambda: done.append(env.now))
             env.run()
         return done[0] if done else 0.0
+
+
+def list_copies_s(sc: Scenario, count: ParamCount, per_param: float) -> float:
+    """Seconds of the copies PyTorch's NCCL process group (``ProcessGroupNCCL::allgather`` and
+    ``reduce_scatter`` before ``all_gather_into_tensor``) made around a collective whose buffer is a
+    list of one tensor per GPU of the group: the all-gather's output copied out of its flat buffer,
+    the reduce-scatter's input into one, a copy kernel per GPU. For ``count`` (one GPU's whole
+    tensor) of ``per_param`` bytes over a group of ``N`` GPUs (:func:`~sim.training.model.memory.
+    sharding_groups`): ``N x kernel_launch_us + 2 x bytes / (HBM bandwidth x hbm_efficiency)``
+    (the buffer read and written once), dense and expert parts each over their own group; nothing
+    for a group of one."""
+    run = sc.run
+    hbm = sc.gpu.hbm_tbps * 1e12 * run.hbm_efficiency
+    total = 0.0
+    for params, gpus in zip((count.dense, count.expert), sharding_groups(run)):
+        if params > 0 and gpus > 1:
+            total += gpus * run.kernel_launch_us * 1e-6 + 2 * params * per_param / hbm
+    return total
 
 
 def collective_alone_s(sc: Scenario, rank: int, count: ParamCount, per_param: float, gather: bool) -> float:

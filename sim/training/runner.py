@@ -520,12 +520,14 @@ class GroupRunner:
     def _plain_parts(self, op: Op, zero3: tuple[bool, bool]) -> list[Part]:
         layers, ends = self._layers(op)
         gathers, scatters = zero3
+        prefetch = not self._zero3 or self._layer_collectives.sc.run.zero3_collectives == "per-layer"
         if op.kind == "F":
-            return forward_parts(layers, ends, gathers, self._mp_parts)
+            return forward_parts(layers, ends, gathers, self._mp_parts, prefetch=prefetch)
         if op.kind == "W":
             return weight_parts(layers, ends, scatters)
         if self._reshard:
-            return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=gathers, mp=self._mp_parts)
+            return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=gathers, mp=self._mp_parts,
+                                  prefetch=prefetch)
         return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=scatters, mp=self._mp_parts, regather=False)
 
     @property

@@ -83,6 +83,7 @@ class LayerCost:
     core_f: float = 0.0  # the attention core's forward on this GPU (part of attn_f): what a CP ring hides behind
     beside: tuple = ()   # (part, ratio) pairs: how much longer the part runs beside a communication kernel
     tp_gemms: tuple = ()  # (part, head, tail): seconds of the GEMMs TP overlap pairs with its collectives
+    full: bool = False   # recomputed whole (full recomputation): its forward runs again before its backward
 
     def beside_ratio(self, part: str) -> float:
         """How much longer ``part`` (``attn_f``, ..., ``mlp_r``) runs while a communication kernel
@@ -506,7 +507,7 @@ class ChunkModel:
             tp_gemms = () if self.kernels is None else tuple(
                 g for g in tp_paired_gemms(self.kernel_costs(moe, extra_gemm)) if g[0] not in given)
             self._layers[key] = LayerCost(**parts, moe=moe, routed_share=routed_share, flops=flops, core_f=core_f,
-                                          beside=beside, tp_gemms=tp_gemms)
+                                          beside=beside, tp_gemms=tp_gemms, full=full)
         return self._layers[key]
 
     def _offload_exposed(self, parts: dict, moe: bool, full: bool) -> dict[str, float]:

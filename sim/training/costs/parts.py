@@ -29,7 +29,12 @@ than a layer is exposed by the difference and a shorter one is hidden; a layer's
 when its weight gradient ends and only the op's end waits for it. Gathers and scatters take turns
 on that stream (they share the data-parallel links); the compute beside them runs on the SMs they
 leave, as beside any communication kernel. For L layers of ``c`` seconds each and gathers of ``g``, a forward lasts
-``g + (L - 1) max(g, c) + c``. In an ``FB`` unit a layer's gathers sit at the start of its turn on
+``g + (L - 1) max(g, c) + c``. Without prefetch (``RunSpec.zero3_collectives: per-tensor``, DeepSpeed's
+ZeRO-3 of 2021, which synchronised the device before each parameter's all-gather) each layer's
+gather sits on the op's own stream right before the layer, so a forward lasts ``L (g + c)``; its
+scatters stay on the data-parallel stream; a fully recomputed layer's backward gathers first for
+its recomputed forward (GATHER(B)) and again, REGATHER(B), what DeepSpeed released between that
+forward and the backward. In an ``FB`` unit a layer's gathers sit at the start of its turn on
 the op's communication stream and wait for nothing, so they can run while the previous layer
 computes, and a layer's scatter follows the next layer's gathers.
 
@@ -208,9 +213,25 @@ def _issued_first(ends: list[Part], body: list[Part]) -> list[Part]:
     return body[:lead] + ends + body[lead:]
 
 
+def _zero3_body(layers: list[LayerCost], name: str, each: list[list[Part]], prefetch: bool) -> list[Part]:
+    """The layers' parts ``each`` with each layer's gather ``name``: a layer ahead on the
+    data-parallel stream (``prefetch``, :func:`_layer_gathers`) or on the op's own stream right
+    before the layer, which waits for it (a per-tensor ZeRO-3, see the module)."""
+    if prefetch:
+        return _layer_gathers(layers, name, each)
+    return [p for c, own in zip(layers, each) for p in _gather(c, name, True) + _regather(c, name) + own]
+
+
+def _regather(c: LayerCost, name: str) -> list[Part]:
+    """Without prefetch, a fully recomputed layer's backward gathers again what its recomputed
+    forward's modules released (``regather:...``, :func:`~sim.training.dpsync.regathered_tensors`)."""
+    return [Part(COMM, "REGATHER(B)", 0.0, f"regather:{layer_kind(c)}")] if name == "GATHER(B)" and c.full else []
+
+
 def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
-                  mp: ModelParallelParts = NO_MODEL_PARALLEL) -> list[Part]:
-    """``zero3``: each layer's GATHER(F) on the data-parallel stream, a layer ahead (see the module)."""
+                  mp: ModelParallelParts = NO_MODEL_PARALLEL, prefetch: bool = True) -> list[Part]:
+    """``zero3``: each layer's GATHER(F), a layer ahead on the data-parallel stream (``prefetch``)
+    or blocking right before the layer (see the module)."""
     embed = [Part(COMPUTE, "EMBED(F)", ends.embed_f)] if ends.embed_f else []
     each = []
     for c in layers:
@@ -225,7 +246,7 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
         if c.moe:
             own.append(Part(COMM, "COMBINE(F)", 0.0, "combine"))
         each.append(own)
-    body = _layer_gathers(layers, "GATHER(F)", each) if zero3 else [p for own in each for p in own]
+    body = _zero3_body(layers, "GATHER(F)", each, prefetch) if zero3 else [p for own in each for p in own]
     parts = _issued_first(embed, body)
     if ends.head_f:
         parts.append(Part(COMPUTE, "HEAD(F)", ends.head_f))
@@ -233,9 +254,11 @@ def forward_parts(layers: list[LayerCost], ends: StageEnds, zero3: bool = False,
 
 
 def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3: bool = False,
-                   mp: ModelParallelParts = NO_MODEL_PARALLEL, regather: bool = True) -> list[Part]:
+                   mp: ModelParallelParts = NO_MODEL_PARALLEL, regather: bool = True,
+                   prefetch: bool = True) -> list[Part]:
     """``regather``: under ZeRO-3, gather each layer's weights again before its input gradient
-    (False: they were kept from the forward, ``RunSpec.reshard_after_forward`` off)."""
+    (False: they were kept from the forward, ``RunSpec.reshard_after_forward`` off); ``prefetch``:
+    as in :func:`forward_parts`."""
     head: list[Part] = []
     if ends.head_i:
         head.append(Part(COMPUTE, "HEAD(B)", ends.head_i))
@@ -263,7 +286,7 @@ def backward_parts(layers: list[LayerCost], ends: StageEnds, with_w: bool, zero3
             own += _scatter(c, zero3, lane=1)
         each.append(own)
     order = list(reversed(layers))
-    body = _layer_gathers(order, "GATHER(B)", each) if zero3 and regather else [p for own in each for p in own]
+    body = _zero3_body(order, "GATHER(B)", each, prefetch) if zero3 and regather else [p for own in each for p in own]
     parts = _issued_first(head, body)
     if with_w and ends.embed_w:
         parts.append(Part(COMPUTE, "EMBED(W)", ends.embed_w))

@@ -22,6 +22,7 @@ from .specs import (
     OPTIMIZER_SYNC,
     PIPELINE_SENDS,
     PRECISION_BYTES,
+    ZERO3_COLLECTIVES,
     RunSpec,
     gpu_names,
 )
@@ -91,6 +92,9 @@ HELP = {
     "zero_stage": "ZeRO stage 0-3 (sharding over the data-parallel group)",
     "fsdp_grads": f"ZeRO-3's gradients: {', '.join(FSDP_GRADS)} (unsharded: accumulated whole until the last "
                   "micro-batch's backward, as PyTorch's pipeline stages run FSDP2)",
+    "zero3_collectives": f"ZeRO-3's collectives: {', '.join(ZERO3_COLLECTIVES)} (per-tensor: DeepSpeed's ZeRO-3 of "
+                         "2021, one all-gather or reduce-scatter per parameter tensor, each gather blocking the "
+                         "compute)",
     "weight_bytes": "bytes per parameter of the weights",
     "grad_bytes": "bytes per parameter of the gradients (2: accumulated and reduced in BF16, Megatron's "
                   "grad_reduce_in_fp32 off)",

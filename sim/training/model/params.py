@@ -78,6 +78,53 @@ def layer_params(m: ModelSpec, moe: bool, ep: int) -> ParamCount:
     return ParamCount(dense, m.routed_experts / ep * expert_params(m))
 
 
+def layer_tensors(m: ModelSpec, moe: bool, ep: int) -> list[ParamCount]:
+    """One layer's parameter tensors, in forward order: :func:`layer_modules` flattened."""
+    return [t for module in layer_modules(m, moe, ep) for t in module]
+
+
+def layer_modules(m: ModelSpec, moe: bool, ep: int) -> list[list[ParamCount]]:
+    """One layer's modules that hold parameters, each as its parameter tensors, as Megatron registers them,
+    in forward order: what a per-tensor ZeRO-3 (DeepSpeed's of 2021) gathers one at a time. A GPT-style
+    layer (GELU MLP: GPT-2's and Megatron's GPT) has a bias on every Linear and LayerNorm's weight and
+    bias; a SwiGLU layer (Llama-style, DeepSeek) no biases and RMSNorm's weight. Attention: the input
+    norm, the fused QKV projection (MLA: the query down-projection, its norm and up-projection, or the
+    one query projection, then the KV down-projection, its norm and up-projection) and the output
+    projection; then the MLP's norm and its two Linears (the gate fused with the up projection under
+    SwiGLU), or an MoE block's router, each of the GPU's ``E / ep`` routed experts' two Linears (expert
+    tensors) and the shared experts' two. The Linears add up to :func:`layer_params`; the norms and
+    biases, which it leaves out, are the rest."""
+    h, gpt = m.hidden, m.mlp_activation == "gelu"
+
+    def linear(n_in: float, n_out: float, expert: bool = False) -> list[list[ParamCount]]:
+        def tensor(n: float) -> ParamCount:
+            return ParamCount(0.0, n) if expert else ParamCount(n, 0.0)
+        return [[tensor(n_in * n_out)] + ([tensor(n_out)] if gpt else [])]
+
+    def norm(n: float) -> list[list[ParamCount]]:
+        return [[ParamCount(n, 0.0)] * (2 if gpt else 1)]
+
+    H, d = m.heads, m.head_dim
+    if m.attention == "gqa":
+        attn = norm(h) + linear(h, H * d + 2 * (m.kv_heads or H) * d)
+    else:
+        q = (linear(h, m.q_lora_rank) + norm(m.q_lora_rank) + linear(m.q_lora_rank, H * (d + m.rope_dim))
+             if m.q_lora_rank else linear(h, H * (d + m.rope_dim)))
+        attn = norm(h) + q + linear(h, m.kv_lora_rank + m.rope_dim) + norm(m.kv_lora_rank) + \
+            linear(m.kv_lora_rank, H * 2 * d)
+    attn += linear(H * d, h)
+    if not moe:
+        up = (2 if m.mlp_activation == "swiglu" else 1) * m.dense_intermediate
+        return attn + norm(h) + linear(h, up) + linear(m.dense_intermediate, h)
+    mlp = norm(h) + [[ParamCount(h * m.routed_experts, 0.0)]]
+    for _ in range(int(m.routed_experts / ep)):
+        mlp += linear(h, 2 * m.expert_intermediate, expert=True) + linear(m.expert_intermediate, h, expert=True)
+    if m.shared_experts:
+        width = m.shared_experts * m.expert_intermediate
+        mlp += linear(h, 2 * width) + linear(width, h)
+    return attn + mlp
+
+
 def shared_tensors(m: ModelSpec, stages: int, stage: int) -> set[str]:
     """Names of the shared tensors ``stage`` (of ``stages``) needs: the first stage the embedding,
     the last the head, and the embedding too when it runs MTP modules (which share it)."""
@@ -115,5 +162,5 @@ def rank_params(m: ModelSpec, layers_per_stage: list[int], stages: set[int], ep:
     return total + shared_params(m, layers_per_stage, stages)
 
 
-__all__ = ["ParamCount", "attention_params", "dense_mlp_params", "expert_params", "layer_params",
-           "mtp_projection_params", "rank_params", "shared_params", "shared_tensors", "stage_params"]
+__all__ = ["ParamCount", "attention_params", "dense_mlp_params", "expert_params", "layer_modules", "layer_params",
+           "layer_tensors", "mtp_projection_params", "rank_params", "shared_params", "shared_tensors", "stage_params"]

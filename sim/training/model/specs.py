@@ -22,6 +22,7 @@ DP_SYNC = ("overlap", "end")
 BF16_GRADIENT_BYTES = 2.0                                         # a weight gradient written by autograd, once
 FP8_PARAM_BYTES = 1.0                                             # an FP8 weight gathered under fp8_param_gather
 FSDP_GRADS = ("sharded", "unsharded")                             # ZeRO-3's gradients between micro-batches
+ZERO3_COLLECTIVES = ("per-layer", "per-tensor")                   # ZeRO-3: one collective a layer, or a tensor
 OPTIMIZER_SYNC = ("global", "bypass")                             # before the optimizer step (sim.training.dpsync)
 COMMUNICATION = ("measured", "live")                              # how all-to-alls meet the fabric (comm.live)
 PIPELINE_SENDS = ("async", "blocking")                            # does a rank wait for its sends (sim.engine)
@@ -238,7 +239,10 @@ class RunSpec:
     backward, gradients reduce-scattered once); ``fsdp_grads: unsharded``, ZeRO-3's gradients kept
     whole in FP32 from the first micro-batch's backward to the last (FSDP2 with its gradient sync
     off, as PyTorch's pipeline stages and gradient accumulation run it:
-    :mod:`sim.training.model.memory`); ``memory_reserve_gb``, when set, is one flat per-GPU reserve
+    :mod:`sim.training.model.memory`); ``zero3_collectives``: ``per-layer`` (one all-gather and one
+    reduce-scatter a layer, the gathers a layer ahead beside the compute: FSDP2, Megatron-FSDP) or
+    ``per-tensor`` (DeepSpeed's ZeRO-3 of 2021: one collective per parameter tensor, each gather
+    blocking the compute: :mod:`sim.training.dpsync`); ``memory_reserve_gb``, when set, is one flat per-GPU reserve
     replacing the itemized fixed terms (CUDA context, NCCL and all-to-all buffers, allocator
     fragmentation: :func:`sim.training.model.memory.fixed_terms`). ``fp8_param_gather`` (FP8 GEMMs, ZeRO
     0-2; Megatron's ``fp8_param_gather``): the weights are kept only as Transformer Engine's FP8
@@ -357,6 +361,7 @@ class RunSpec:
     zero_stage: int = 1
     reshard_after_forward: bool = True           # ZeRO-3: gather weights in every op (False: once per step)
     fsdp_grads: str = "sharded"                  # ZeRO-3: unsharded = accumulated whole until the last backward
+    zero3_collectives: str = "per-layer"         # ZeRO-3: per-tensor = DeepSpeed's of 2021, each gather blocking
     weight_bytes: float = 2.0                    # BF16 weights
     grad_bytes: float = 4.0                      # FP32 gradient accumulation (Megatron's grad_reduce_in_fp32)
     fp8_param_gather: bool = False               # FP8 GEMMs: weights kept only as FP8 (Megatron's fp8_param_gather)
@@ -490,6 +495,10 @@ class RunSpec:
             choice(self.fsdp_grads, "RunSpec.fsdp_grads", FSDP_GRADS)
             if self.fsdp_grads == "unsharded" and self.zero_stage != 3:
                 raise InputError(f"RunSpec.fsdp_grads unsharded is for zero_stage 3 (FSDP), got zero_stage "
+                                 f"{self.zero_stage}")
+            choice(self.zero3_collectives, "RunSpec.zero3_collectives", ZERO3_COLLECTIVES)
+            if self.zero3_collectives == "per-tensor" and self.zero_stage != 3:
+                raise InputError(f"RunSpec.zero3_collectives per-tensor is for zero_stage 3, got zero_stage "
                                  f"{self.zero_stage}")
             for name in ("weight_bytes", "grad_bytes", "optimizer_bytes"):
                 number(getattr(self, name), f"RunSpec.{name} (bytes per parameter)", low=0, low_open=True,
