@@ -30,6 +30,16 @@ def test_kept_stage_outputs_are_named_only_when_set():
     assert "stage outputs" not in recipe_line(off)
 
 
+def test_deepspeeds_per_tensor_zero3_is_named_only_when_set():
+    """A per-tensor ZeRO-3 (DeepSpeed's of 2021) changes the step, so the recipe names it beside the
+    ZeRO stage; one collective a layer (the default) adds no field and no words."""
+    off = recipe(load_scenario("tiny", zero_stage=3))
+    on = recipe(load_scenario("tiny", zero_stage=3, zero3_collectives="per-tensor"))
+    assert "zero3_collectives" not in off and on["zero3_collectives"] == "per-tensor"
+    assert "ZeRO-3 per tensor, each gather blocking; " in recipe_line(on)
+    assert "ZeRO-3; " in recipe_line(off)
+
+
 def test_micro_batch_size_enters_the_global_batch():
     r = recipe(load_scenario("tiny", microbatch_size=3))
     assert r["global_batch_seqs"] == 4 * 8 * 3 and r["global_batch_tokens"] == 4 * 8 * 3 * 512

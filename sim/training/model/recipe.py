@@ -35,6 +35,8 @@ def recipe(run: RunSpec, topology_gpus: int | None = None, compute: str = "") ->
         out["network"] = run.network
     if run.stage_outputs_kept:           # named only when set (torch.distributed.pipelining of 2024)
         out["stage_outputs_kept"] = True
+    if run.zero3_collectives == "per-tensor":    # named only when set (DeepSpeed's ZeRO-3 of 2021)
+        out["zero3_collectives"] = run.zero3_collectives
     if compute:
         out["compute"] = compute
     if topology_gpus is not None:
@@ -51,6 +53,7 @@ def recipe_line(r: dict) -> str:
     return (f"simulated: {r['model']} on {r['gpus']:,} {r['gpu']} of {r['topology']} ({layout_label(r)}, "
             f"EP{r['ep']}{etp}); {batch}; GEMMs {r['gemm_precision']}, all-to-all wire {r['dispatch_precision']}/"
             f"{r['combine_precision']}; memory policy {r['memory_policy']}, ZeRO-{r['zero_stage']}"
+            + (" per tensor, each gather blocking" if r.get("zero3_collectives") == "per-tensor" else "")
             + (", stage outputs kept to the step's end" if is_true(r.get("stage_outputs_kept")) else "") + "; "
             + (f"compute: {r['compute']}; " if r.get("compute") else "")
             + f"communication kernels {r['kernels']} on {r['comm_sms']} SMs, communication {r['communication']}; "
