@@ -171,6 +171,8 @@ class GroupRunner:
         self._first_forwards = {r: first_forwards(ops) for r, ops in schedule.ranks.items()}
         self._layer_collectives = layer_collectives       # ZeRO-3: per-layer gathers and scatters
         self._reshard = layer_collectives is None or layer_collectives.sc.run.reshard_after_forward
+        # ZeRO-3's gathers a layer ahead, or blocking (a per-tensor ZeRO-3, DeepSpeed's of 2021)
+        self._prefetch = layer_collectives is None or layer_collectives.sc.run.zero3_collectives == "per-layer"
         self._model_parallel = context.model_parallel     # TP and CP collectives' seconds
         self._mp_parts = context.mp_parts                 # which TP and CP parts the ops carry
         # Faults (sim.training.model.faults): each replica's compute slowdown per rank (its TP x CP group at
@@ -520,14 +522,13 @@ class GroupRunner:
     def _plain_parts(self, op: Op, zero3: tuple[bool, bool]) -> list[Part]:
         layers, ends = self._layers(op)
         gathers, scatters = zero3
-        prefetch = not self._zero3 or self._layer_collectives.sc.run.zero3_collectives == "per-layer"
         if op.kind == "F":
-            return forward_parts(layers, ends, gathers, self._mp_parts, prefetch=prefetch)
+            return forward_parts(layers, ends, gathers, self._mp_parts, prefetch=self._prefetch)
         if op.kind == "W":
             return weight_parts(layers, ends, scatters)
         if self._reshard:
             return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=gathers, mp=self._mp_parts,
-                                  prefetch=prefetch)
+                                  prefetch=self._prefetch)
         return backward_parts(layers, ends, with_w=(op.kind == "B"), zero3=scatters, mp=self._mp_parts, regather=False)
 
     @property
