@@ -42,6 +42,7 @@ from sim.checks import InputError
 from sim.cli import guarded
 from sim.io import check_output, overwriting, write_csv_atomic
 from sim.sweep import run_sweep
+from sim.training.model.specs import GEMM_MODELS
 from validation.memory import load_memory_runs, predict_memory
 from validation.predict import MODES, calibrated_kernels, predict, speed_error
 from validation.suite import KERNEL_METRICS, ROOT, RUNS, Run, load_runs, resolve
@@ -97,7 +98,7 @@ def point(p: dict) -> dict:
     folder = Path(p.get("_profiles", "")) if p.get("_profiles") else Path(".") / PROFILES
     modes = ("first_principles",) if run.is_kernel and p.get("_kernels_fit") == "parent" else MODES
     for mode in modes:
-        result = predict(run, mode, folder)
+        result = predict(run, mode, folder, p.get("_gemm_model") or "fit")
         if not result:
             continue
         out[f"predicted_{mode}"] = result["predicted"]
@@ -213,7 +214,8 @@ def run(args) -> int:
         if args.announce_ready:
             print(f"{READY} ({seconds:.1f} s)", flush=True)
     order = sorted(range(len(runs)), key=lambda i: -expected_cost(runs[i]))     # dearest first
-    points = [{**as_point(runs[i]), "_profiles": str(out / PROFILES), "_kernels_fit": "parent"} for i in order]
+    points = [{**as_point(runs[i]), "_profiles": str(out / PROFILES), "_kernels_fit": "parent",
+               "_gemm_model": args.gemm_model} for i in order]
     df = run_sweep(point, points, paths[0], scheduler="serial" if args.serial else args.scheduler,
                    workers=args.workers, progress=not args.no_progress, desc=NAME,
                    point_timeout_s=args.point_timeout, force=args.force)
@@ -236,8 +238,8 @@ def run(args) -> int:
     memory_df = memory_suite(args.only)
     with overwriting(args.force):
         write_csv_atomic(memory_df, paths[4])
-    if not args.only and Path(args.runs).resolve() == RUNS.resolve() and not len(failed):
-        write_trust_errors(df)                  # the whole shipped suite: the trust bands' data
+    if not args.only and Path(args.runs).resolve() == RUNS.resolve() and not len(failed) and args.gemm_model == "fit":
+        write_trust_errors(df)                  # the whole shipped suite, as shipped: the trust bands' data
     print(text(summary_df, rankings_df, df, pairs_df))
     for line in slopes_text(slopes_df):
         print(line)
@@ -339,6 +341,9 @@ def parser():
                                                              "experiments.plots draws it from the CSV)")
     p.add_argument("--only", nargs="+", metavar="TEXT",
                    help="run only the runs whose id contains one of these (e.g. zb-t4-6.2b deepep-ll)")
+    p.add_argument("--gemm-model", choices=GEMM_MODELS, default="fit",
+                   help="a GEMM's time in every training-step run: fit (the default, as every run of the simulator) or "
+                        "tables (read off the measured calibration tables around its shape, sim/compute/gemm_table.py)")
     p.add_argument("--announce-ready", action="store_true",
                    help=f"print '{READY}' once the fabric's kernels are compiled here, before the sweep's workers "
                         "start (make run waits for it before its own steps that need them)")

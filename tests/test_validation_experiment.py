@@ -30,6 +30,24 @@ def test_a_few_runs_end_to_end(tmp_path, capsys):
     assert ERRORS.read_bytes() == shipped          # a part of the suite leaves the trust bands' data alone
 
 
+def test_the_suite_on_the_gemm_tables(tmp_path):
+    """--gemm-model tables: every training-step run reads its GEMMs off the tables (the column says so),
+    a run whose GEMMs Vidur's A100 table measured near moves, a kernel row does not; the trust bands'
+    data is left alone."""
+    from sim.training.trust import ERRORS
+    shipped = ERRORS.read_bytes()
+    only = ["--serial", "--no-progress", "--no-figure", "--only", "zb-t4-28.3b-m96-1f1b", "deepep-ll-dispatch-ep16"]
+    assert validate.main(["--out", str(tmp_path / "fit"), *only]) == 0
+    assert validate.main(["--out", str(tmp_path / "tables"), "--gemm-model", "tables", *only]) == 0
+    fit, tables = (pd.read_csv(tmp_path / d / "validation.csv").set_index("id") for d in ("fit", "tables"))
+    assert set(tables["_gemm_model"]) == {"tables"} and set(fit["_gemm_model"]) == {"fit"}
+    row = "zb-t4-28.3b-m96-1f1b"
+    assert tables.loc[row, "step_time_s_first_principles"] != fit.loc[row, "step_time_s_first_principles"]
+    kernel = "deepep-ll-dispatch-ep16"
+    assert tables.loc[kernel, "predicted_first_principles"] == fit.loc[kernel, "predicted_first_principles"]
+    assert ERRORS.read_bytes() == shipped
+
+
 def frame():
     rows = []
     for sched, measured, predicted in (("1F1B", 10.0, 11.0), ("ZB-1p", 12.0, 11.5), ("ZB-2p", 13.0, 14.0)):

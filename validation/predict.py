@@ -138,19 +138,20 @@ def write_compute_profile(run: Run, folder: Path) -> Path:
 AUTO_POLICIES = ("selective", "full")   # ``recompute: auto``: the first of these whose memory fits
 
 
-def scenario_of(run: Run, profile: str | None = None) -> Scenario:
+def scenario_of(run: Run, profile: str | None = None, gemm_model: str = "fit") -> Scenario:
     """The assembled run. ``recompute: auto`` (a source that does not say what its run recomputed)
     takes the least recomputation under which every rank fits the GPU's HBM, since the measured run
     did fit: ``selective`` (the attention core, which fused FlashAttention-style kernels recompute in
-    their backward anyway), else ``full``. Only memory decides, never the measured speed."""
+    their backward anyway), else ``full``. Only memory decides, never the measured speed.
+    ``gemm_model``: the run's :attr:`~sim.training.model.specs.RunSpec.gemm_model`."""
     with row_gpu_as_stated():
-        return _scenario_of(run, profile)
+        return _scenario_of(run, profile, gemm_model)
 
 
-def _scenario_of(run: Run, profile: str | None) -> Scenario:
+def _scenario_of(run: Run, profile: str | None, gemm_model: str = "fit") -> Scenario:
+    spec = run_spec(run, profile).with_(gemm_model=gemm_model)
     if run.recompute != "auto":
-        return Scenario(run_spec(run, profile))
-    spec = run_spec(run, profile)
+        return Scenario(spec)
     for policy in AUTO_POLICIES:
         scenario = Scenario(spec.with_(memory_policy=policy))
         if all(m.fits for m in scenario.memory):
@@ -158,9 +159,9 @@ def _scenario_of(run: Run, profile: str | None) -> Scenario:
     return scenario
 
 
-def predict_step(run: Run, profile: str | None = None) -> dict:
+def predict_step(run: Run, profile: str | None = None, gemm_model: str = "fit") -> dict:
     """Simulate one step of a training-step row; the figure and what it came from."""
-    scenario = scenario_of(run, profile)
+    scenario = scenario_of(run, profile, gemm_model)
     result = MoEStep(scenario).simulate()
     flops = scenario.chunk.model_flops_per_microbatch() * scenario.run.microbatches * scenario.run.dp
     return {"predicted": step_figure(run, result.step_time_s, flops), "step_time_s": result.step_time_s,
@@ -217,16 +218,17 @@ def predict_kernel(run: Run, kernels: KernelSpec) -> dict:
     return {"predicted": figure, "step_time_s": seconds}
 
 
-def predict(run: Run, mode: str, profile_folder: Path) -> dict:
+def predict(run: Run, mode: str, profile_folder: Path, gemm_model: str = "fit") -> dict:
     """The prediction of ``run`` in ``mode`` (:data:`MODES`), or ``{}`` when the mode does not apply
-    (a row without a profile has no profile-fed prediction)."""
+    (a row without a profile has no profile-fed prediction); ``gemm_model`` as
+    :attr:`~sim.training.model.specs.RunSpec.gemm_model` (a training-step row's GEMMs)."""
     if mode == "profile_fed" and run.profile is None:
         return {}
     if run.is_kernel:
         kernels = load_kernels("deepep") if mode == "first_principles" else calibrated_kernels()
         return predict_kernel(run, kernels)
     profile = str(write_compute_profile(run, profile_folder)) if mode == "profile_fed" else None
-    return predict_step(run, profile)
+    return predict_step(run, profile, gemm_model)
 
 
 __all__ = ["MODES", "calibrated_kernels", "profiled_stage_layers", "predict", "predict_kernel", "predict_step",

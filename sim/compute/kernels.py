@@ -29,6 +29,7 @@ from ..checks import InputError, read_yaml
 from .attention import AttentionFit, AttentionModel
 from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures
 from .gemm import GemmFit, gemm_cost
+from .gemm_table import corrected_seconds, family_corrections
 from .ops import ATTENTION_KERNELS, Op
 
 FITTED = Path(__file__).with_name("presets") / "kernels.yaml"
@@ -134,12 +135,15 @@ class KernelModel:
     ``hbm_efficiency``: memory-bound kernels' share of HBM bandwidth; ``launch_us``: each
     non-GEMM kernel's fixed time; ``gemm_efficiency`` / ``attention_efficiency``: flat overrides
     (``None``: the fitted kernels); ``families``: a file of fitted families (``None``: shipped);
-    ``attention_kernel``: which fused attention kernel runs (:meth:`Family.attention_model`)."""
+    ``attention_kernel``: which fused attention kernel runs (:meth:`Family.attention_model`);
+    ``gemm_tables``: the figures of the GPUs the calibration tables were measured on, to read each
+    GEMM's time off the family's tables around its shape (:mod:`.gemm_table`, ``gemm_model:
+    tables``); empty: the fit alone."""
 
     def __init__(self, gpu: GpuFigures, *, hbm_efficiency: float = DEFAULT_HBM_EFFICIENCY,
                  launch_us: float = DEFAULT_LAUNCH_US, gemm_efficiency: float | None = None,
                  attention_efficiency: float | None = None, families: str | None = None,
-                 attention_kernel: str = "flash"):
+                 attention_kernel: str = "flash", gemm_tables: tuple[GpuFigures, ...] = ()):
         self.gpu = gpu
         self.hbm_rate = gpu.hbm_tbps * 1e12 * hbm_efficiency
         self.launch_s = launch_us * 1e-6
@@ -151,6 +155,8 @@ class KernelModel:
         self.peak_factor = peak_ratio(gpu, table[name])
         self.family = _family(name, table[name], gpu, self.peak_factor)
         self.attention = self.family.attention_model(attention_kernel)
+        self.gemm_corrections = family_corrections(name, table[name], {g.name: g for g in gemm_tables}) \
+            if gemm_tables else None
         self.memo: dict = {}        # a caller's costs of whole ops lists by their key (shared_kernel_model)
 
     @property
@@ -169,6 +175,10 @@ class KernelModel:
             flat.append(f"GEMMs flat at {self.gemm_efficiency:g}")
         if self.attention_efficiency is not None:
             flat.append(f"attention flat at {self.attention_efficiency:g}")
+        if self.gemm_corrections is not None and self.gemm_efficiency is None:
+            counts = ", ".join(f"{p} {c.rows}" for p, c in self.gemm_corrections.items())
+            flat.append("GEMMs read off the measured tables around their shapes: "
+                        + (f"{counts} rows" if counts else "none declared, the fit"))
         return f"kernels {fam}, {self.attention.kernel}" + (f" ({', '.join(flat)})" if flat else "")
 
     def gemm_fit(self, precision: str) -> GemmFit:
@@ -199,6 +209,11 @@ class KernelModel:
             kw = self._gemm_kw(op.precision, sms, hbm_share)
             seconds, bound = gemm_cost(self.gemm_fit(op.precision), float(m), float(n), float(k), float(g), kw["sms"],
                                        kw["gpu_sms"], kw["in_bytes"], float(op.out_bytes), kw["hbm_bytes_per_s"])
+            if self.gemm_corrections:
+                floor = max(op.flops / (self.gpu.peak(op.precision) * 1e12) * fewer,
+                            g * ((m * k + k * n) * kw["in_bytes"] + m * n * op.out_bytes) / (self.gpu.hbm_tbps * 1e12))
+                seconds = corrected_seconds(seconds, self.gemm_corrections.get(op.precision), float(m), float(n),
+                                            float(k), float(g), floor)
             return OpCost(op, seconds + extra, bound)
         if op.kind == "attention":
             if self.attention_efficiency is not None:

@@ -52,6 +52,7 @@ and for the gradient before the down-projections, BF16 for both combines).
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -61,7 +62,16 @@ from ...network import token_bytes
 from ..model.memory import offloaded_layer_bytes
 from ..model.params import attention_params, dense_mlp_params, expert_params, mtp_projection_params
 from ..model.recompute import CORE_KERNELS, check_layers, check_op_policy, kernel_shares_rerun, recompute_of
-from ..model.specs import FLOPS_MODEL_EFFICIENCY, PRECISION_BYTES, GPUSpec, ModelSpec, RunSpec, SpecError
+from ..model.specs import (
+    FLOPS_MODEL_EFFICIENCY,
+    PRECISION_BYTES,
+    GPUSpec,
+    ModelSpec,
+    RunSpec,
+    SpecError,
+    gpu_names,
+    load_gpu,
+)
 
 
 @dataclass(frozen=True)
@@ -121,6 +131,13 @@ class StageEnds:
     head_f: float = 0.0
     head_i: float = 0.0
     head_w: float = 0.0
+
+
+@functools.lru_cache(maxsize=1)
+def table_gpus() -> tuple:
+    """The figures of every GPU preset, among them those the calibration tables were measured on
+    (``gemm_model: tables``: :class:`~sim.compute.KernelModel`'s ``gemm_tables``)."""
+    return tuple(load_gpu(name).figures() for name in gpu_names())
 
 
 def split_layers(total: int, stages: int) -> list[int]:
@@ -372,7 +389,8 @@ class ChunkModel:
         self.kernels = None if run.compute_model == "flops" else shared_kernel_model(
             gpu.figures(), hbm_efficiency=run.hbm_efficiency, launch_us=run.kernel_launch_us,
             gemm_efficiency=run.gemm_efficiency, attention_efficiency=run.attention_efficiency,
-            families=run.compute_kernels, attention_kernel=run.attention_kernel)
+            families=run.compute_kernels, attention_kernel=run.attention_kernel,
+            gemm_tables=table_gpus() if run.gemm_model == "tables" else ())
         if self.kernels is not None:
             self.kernels.gemm_fit(run.gemm_precision)            # refuse a precision the GPU's family has no fit for
         self._layers: dict[tuple, LayerCost] = {}

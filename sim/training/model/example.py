@@ -17,6 +17,7 @@ from .specs import (
     COMPUTE_MODELS,
     DP_SYNC,
     FSDP_GRADS,
+    GEMM_MODELS,
     GEMM_PRECISIONS,
     MEMORY_POLICIES,
     OPTIMIZER_SYNC,
@@ -67,6 +68,8 @@ HELP = {
     "gemm_precision": f"GEMMs' number format, sets their peak: {', '.join(GEMM_PRECISIONS)}",
     "node_limit": "max nodes a token's experts may span (null: no limit)",
     "compute_model": f"how compute is costed: {', '.join(COMPUTE_MODELS)} (kernels: each kernel by shape, sim/compute)",
+    "gemm_model": f"a GEMM's time: {', '.join(GEMM_MODELS)} (tables: the fit corrected by the measured rows around "
+                  "its shape, sim/compute/gemm_table.py)",
     "gemm_efficiency": "set: every GEMM flat at this share of the dense peak (null: by shape; flops model: 0.6)",
     "attention_efficiency": "set: the attention core flat at this share of the BF16 peak (null: by shape; flops: 0.4)",
     "hbm_efficiency": "fraction of HBM bandwidth memory-bound work reaches (our assumption)",

@@ -28,6 +28,7 @@ COMMUNICATION = ("measured", "live")                              # how all-to-a
 PIPELINE_SENDS = ("async", "blocking")                            # does a rank wait for its sends (sim.engine)
 MODES = ("auto", "representative", "full")                       # how a step is simulated (sim.training.step)
 COMPUTE_MODELS = ("kernels", "flops")                             # how compute is costed (sim.training.costs.chunk)
+GEMM_MODELS = ("fit", "tables")                                   # a GEMM by the fit, or read off its tables (sim.compute.gemm_table)
 FLOPS_MODEL_EFFICIENCY = {"gemm": 0.6, "attention": 0.4}          # the flops model's defaults (our assumptions)
 COMPARED_SCHEDULES = ("1f1b", "zb-h1", "dualpipe", "dualpipev")   # what `run` and the planner compare
 
@@ -198,7 +199,9 @@ class RunSpec:
     wire format, ``fp8`` (with one fp32 scale per 128 elements) or ``bf16``.
 
     Compute (:mod:`sim.compute`): ``compute_model: kernels`` (the default) costs each layer as the
-    kernels it runs: GEMMs by shape from fitted measured tables, the fused attention core by sequence
+    kernels it runs: GEMMs by shape from fitted measured tables (``gemm_model: fit``, the default: the
+    family's three-parameter fit; ``tables``: the fit corrected by the measured rows around each
+    GEMM's shape, :mod:`sim.compute.gemm_table`), the fused attention core by sequence
     length and head size, memory-bound kernels (normalisations, activations, rotary embedding, the
     router, permutations, FP8 casts, the loss) by their bytes, ``kernel_launch_us`` (our assumption)
     for each launch; ``fusion`` says which kernels the trainer fuses (``fused``: Transformer Engine's
@@ -337,6 +340,7 @@ class RunSpec:
     gemm_precision: str = "bf16"
     node_limit: Optional[int] = None
     compute_model: str = "kernels"               # kernels (sim.compute) or flops (flat efficiencies)
+    gemm_model: str = "fit"                      # fit (the family's fit) or tables (read off its measured tables)
     gemm_efficiency: Optional[float] = None      # set: GEMMs flat at this share of the peak (flops model: 0.6)
     attention_efficiency: Optional[float] = None  # set: attention core flat (flops model: 0.4)
     hbm_efficiency: float = 0.7
@@ -417,6 +421,7 @@ class RunSpec:
             if getattr(self, name) is not None or name == "hbm_efficiency":
                 number(getattr(self, name), f"RunSpec.{name}", low=MIN_EFFICIENCY, high=1, error=SpecError)
         choice(self.compute_model, "RunSpec.compute_model", COMPUTE_MODELS, error=SpecError)
+        choice(self.gemm_model, "RunSpec.gemm_model", GEMM_MODELS, error=SpecError)
         choice(self.fusion, "RunSpec.fusion", FUSIONS, error=SpecError)
         choice(self.attention_kernel, "RunSpec.attention_kernel", ATTENTION_KERNELS, error=SpecError)
         choice(self.loss_kernel, "RunSpec.loss_kernel", LOSS_KERNELS, error=SpecError)
