@@ -55,8 +55,12 @@ def test_the_radius_away_from_every_row_the_fit_alone(shape):
 
 
 def test_no_rows_no_correction():
+    from sim.compute.gemm import GemmFit
     empty = GemmCorrection(np.zeros((0, 4)), np.zeros(0), ())
     assert empty.rows == 0 and empty.log_factor(4096, 4096, 4096, 1) == 0.0
+    none = correction_of([], GemmFit(700.0, 100.0, 5.0), GPUS, ("t.csv",))
+    assert none.rows == 0 and none.points.shape == (0, 4) and none.tables == ("t.csv",)
+    assert none.log_factor(4096, 4096, 4096, 1) == 0.0
 
 
 def test_the_roofline_is_a_floor():
@@ -118,6 +122,27 @@ def test_the_label_names_the_tables():
     gb = KernelModel(GPUS["gb200"], gemm_tables=table_gpus())
     assert "measured tables around their shapes: none declared, the fit" in gb.label
     assert "measured tables" not in KernelModel(GPUS["h100"]).label
+
+
+def test_a_malformed_declaration_is_one_input_error(tmp_path):
+    from sim.checks import InputError
+    bad = tmp_path / "calibration.yaml"
+    bad.write_text("families: [sm90\n")
+    with pytest.raises(InputError, match="calibration.yaml"):
+        family_corrections("sm90", {"gpus": ["h100"], "gemm": {}}, GPUS, declaration=bad)
+    assert family_corrections("nothing-declared", {"gpus": ["h100"], "gemm": {}}, GPUS) == {}
+
+
+def test_a_precision_without_a_table_is_passed_over_not_the_rest(tmp_path):
+    """A declaration whose first precision has no shape table of its own (scaled from another family)
+    still corrects the precisions after it."""
+    declared = tmp_path / "calibration.yaml"
+    declared.write_text("families:\n  mine:\n    gpus: [h100]\n    gemm:\n"
+                        "      bf16: {scale_from: sm90, ratio_table: gemm_mamf.csv}\n"
+                        "      fp8: {tables: [gemm_mamf.csv]}\n      mxfp8: {same_as: fp8}\n")
+    fit = {"rate_tflops": 1500.0, "k0": 100.0, "fixed_us": 5.0}
+    got = family_corrections("mine", {"gpus": ["h100"], "gemm": {"bf16": fit, "fp8": fit}}, GPUS, declaration=declared)
+    assert sorted(got) == ["fp8", "mxfp8"] and got["fp8"].rows == 1 and got["mxfp8"] is got["fp8"]
 
 
 def test_a_family_gpu_without_figures_is_refused():

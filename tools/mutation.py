@@ -47,7 +47,7 @@ CORE = ("sim.engine", "sim.schedules", "sim.network", "sim.training.costs.stream
         "sim.training.comm.collective_shapes", "sim.training.comm.model_parallel", "sim.training.model.layout",
         "sim.training.model.activations", "sim.training.model.recompute", "sim.compute.gemm", "sim.compute.attention",
         "sim.compute.fit", "sim.compute.kernels", "sim.compute.ops", "sim.compute.device", "sim.compute.tables",
-        "sim.plan_recipes", "sim.plan_search", "sim.cluster", "sim.jobs", "sim.plan_screen",
+        "sim.compute.gemm_table", "sim.plan_recipes", "sim.plan_search", "sim.cluster", "sim.jobs", "sim.plan_screen",
         "sim.training.comm.sends")
 # The numba-compiled kernels: mutated in a tree of their own (--kernels), run as Python.
 KERNELS = ("sim.network.fairshare.oracle", "sim.network.fairshare.heap", "sim.network.fairshare.filling",
