@@ -33,14 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..checks import InputError, read_yaml
-from .device import DEFAULT_HBM_EFFICIENCY, GpuFigures, peaks_of
-from .gemm import GemmFit, gemm_seconds
+from .device import GpuFigures, peaks_of
+from .fit import CALIBRATION, gemm_row_seconds
+from .gemm import GemmFit
 from .tables import read_gemm_table
 
-CALIBRATION = Path(__file__).with_name("presets") / "calibration.yaml"
 RADIUS = 2.0                 # octaves: how far a measured shape's residual reaches (our assumption)
-ELEMENT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp8": 1.0}
-OUTPUT_BYTES = 2.0           # the tables' GEMMs write BF16
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,17 +88,10 @@ class GemmCorrection:
 def correction_of(rows: list, fit: GemmFit, gpus: dict[str, GpuFigures], tables: tuple[str, ...],
                   radius: float = RADIUS) -> GemmCorrection:
     """The :class:`GemmCorrection` of measured ``rows`` (:class:`~sim.compute.tables.GemmRow`) against
-    ``fit``, each row on its own GPU's SMs and HBM (as :func:`sim.compute.fit.gemm_row_seconds`)."""
+    ``fit``, each row on its own GPU's SMs and HBM (:func:`sim.compute.fit.gemm_row_seconds`)."""
     if not rows:
         return GemmCorrection(np.zeros((0, 4)), np.zeros(0), tables, radius)
-    fitted = np.empty(len(rows))
-    for name in {r.gpu for r in rows}:
-        idx = [i for i, r in enumerate(rows) if r.gpu == name]
-        g, sel = gpus[name], [rows[i] for i in idx]
-        fitted[idx] = gemm_seconds(fit, [r.m for r in sel], [r.n for r in sel], [r.k for r in sel],
-                                   [r.groups for r in sel], sms=g.sms, gpu_sms=g.sms,
-                                   in_bytes=ELEMENT_BYTES[sel[0].precision], out_bytes=OUTPUT_BYTES,
-                                   hbm_bytes_per_s=g.hbm_tbps * 1e12 * DEFAULT_HBM_EFFICIENCY)
+    fitted = gemm_row_seconds(fit, rows, gpus)
     points = np.log2([[r.m, r.n, r.k, r.groups] for r in rows])
     residuals = np.log([r.seconds for r in rows]) - np.log(fitted)
     return GemmCorrection(points, residuals, tables, radius)
@@ -142,4 +133,4 @@ def corrected_seconds(seconds: float, correction: GemmCorrection | None, m: floa
     return max(seconds * float(np.exp(correction.log_factor(m, n, k, groups))), floor)
 
 
-__all__ = ["CALIBRATION", "GemmCorrection", "RADIUS", "corrected_seconds", "correction_of", "family_corrections"]
+__all__ = ["GemmCorrection", "RADIUS", "corrected_seconds", "correction_of", "family_corrections"]
